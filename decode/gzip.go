@@ -1,0 +1,76 @@
+package decode
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// gzipReaders pools gzip readers: each holds a 32 KiB window and Huffman
+// tables that are costly to allocate per chunk.
+var gzipReaders sync.Pool
+
+// IsGzip reports whether b starts with the gzip magic number.
+func IsGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
+
+// TransportGzip reports whether an object fetched from key with the declared
+// Content-Encoding is gzip-compressed as transport, on top of the format's
+// own encoding: when the server says "gzip", or when the object is a ".gz"
+// object standing for its plain key (CloudVolume's convention on disk). Any
+// other content encoding is refused rather than guessed.
+func TransportGzip(contentEncoding, key string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(contentEncoding)) {
+	case "gzip", "x-gzip":
+		return true, nil
+	case "", "identity":
+		return strings.HasSuffix(key, ".gz"), nil
+	default:
+		return false, fmt.Errorf("%w content encoding %q", ErrUnsupported, contentEncoding)
+	}
+}
+
+// Gunzip decompresses the gzip stream src (all members). want is the
+// expected decoded size, used to allocate once; output longer than limit
+// bytes is refused so that a small object cannot expand without bound.
+// Errors wrap ErrCorrupt.
+func Gunzip(src []byte, want, limit int) ([]byte, error) {
+	br := bytes.NewReader(src)
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(br)
+	} else {
+		err = zr.Reset(br)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+	}
+	defer gzipReaders.Put(zr)
+	// One spare byte lets a stream of exactly want bytes hit EOF without a
+	// regrow.
+	out := make([]byte, 0, min(want, limit)+1)
+	for {
+		if len(out) == cap(out) {
+			if len(out) > limit {
+				return nil, fmt.Errorf("%w: gzip: stream expands beyond %d bytes", ErrCorrupt, limit)
+			}
+			out = append(out, 0)[:len(out)]
+		}
+		n, err := zr.Read(out[len(out):cap(out)])
+		out = out[:len(out)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+		}
+	}
+	if len(out) > limit {
+		return nil, fmt.Errorf("%w: gzip: stream expands beyond %d bytes", ErrCorrupt, limit)
+	}
+	return out, nil
+}

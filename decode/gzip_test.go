@@ -1,0 +1,63 @@
+package decode
+
+import (
+	"encoding/base64"
+	"errors"
+	"testing"
+)
+
+// helloGzip is `printf hello | gzip -n`, written by GNU gzip, not by us.
+const helloGzip = "H4sIAAAAAAAAA8tIzcnJBwCGphA2BQAAAA=="
+
+func TestTransportGzip(t *testing.T) {
+	for _, tc := range []struct {
+		encoding, key string
+		want          bool
+		err           bool
+	}{
+		{"gzip", "s0/0-1_0-1_0-1", true, false},
+		{"GZIP", "s0/0-1_0-1_0-1", true, false},
+		{"x-gzip", "info", true, false},
+		{"", "s0/0-1_0-1_0-1.gz", true, false},
+		{"identity", "s0/0-1_0-1_0-1.gz", true, false},
+		{"", "s0/0-1_0-1_0-1", false, false},
+		{"br", "s0/0-1_0-1_0-1", false, true},
+	} {
+		got, err := TransportGzip(tc.encoding, tc.key)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("TransportGzip(%q, %q) = %v, %v; want %v, error %v", tc.encoding, tc.key, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestGunzip(t *testing.T) {
+	z, _ := base64.StdEncoding.DecodeString(helloGzip)
+	if !IsGzip(z) || IsGzip([]byte("hello")) {
+		t.Errorf("IsGzip: wrong answer for the magic number")
+	}
+	for _, want := range []int{0, 5, 100} {
+		got, err := Gunzip(z, want, 5)
+		if err != nil || string(got) != "hello" {
+			t.Errorf("Gunzip(want %d): got %q %v, want hello", want, got, err)
+		}
+	}
+	// Two members concatenated decode as one stream, as gzip(1) does.
+	got, err := Gunzip(append(append([]byte{}, z...), z...), 10, 10)
+	if err != nil || string(got) != "hellohello" {
+		t.Errorf("two members: got %q %v", got, err)
+	}
+	for name, tc := range map[string]struct {
+		src   []byte
+		limit int
+	}{
+		"bomb":      {z, 4},
+		"truncated": {z[:len(z)-6], 5},
+		"not gzip":  {[]byte("hello world"), 100},
+		"bad crc":   {append(append([]byte{}, z[:len(z)-8]...), 0, 0, 0, 0, 5, 0, 0, 0), 5},
+		"empty":     {nil, 5},
+	} {
+		if got, err := Gunzip(tc.src, 5, tc.limit); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: got %q %v, want ErrCorrupt", name, got, err)
+		}
+	}
+}

@@ -1,0 +1,258 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+const goodInfo = `{
+  "@type": "neuroglancer_multiscale_volume",
+  "data_type": "uint16", "num_channels": 2, "type": "image",
+  "mesh": "mesh",
+  "scales": [
+    {"key": "s0", "size": [70, 45, 9], "voxel_offset": [-13, 5, -3],
+     "resolution": [4, 4, 40], "chunk_sizes": [[32, 16, 4]], "encoding": "raw"},
+    {"key": "s1", "size": [35, 23, 9], "voxel_offset": [-7, 2, -3],
+     "resolution": [8, 8, 40], "chunk_sizes": [[16, 16, 4]], "encoding": "raw"}
+  ]
+}`
+
+// withScale0 returns goodInfo with scale 0's member set to value (raw
+// JSON), or removed when value is "".
+func withScale0(member, value string) string {
+	var top map[string]any
+	if err := json.Unmarshal([]byte(goodInfo), &top); err != nil {
+		panic(err)
+	}
+	s := top["scales"].([]any)[0].(map[string]any)
+	if value == "" {
+		delete(s, member)
+	} else {
+		s[member] = json.RawMessage(value)
+	}
+	b, _ := json.Marshal(top)
+	return string(b)
+}
+
+// withTop returns goodInfo with the top-level member set or removed.
+func withTop(member, value string) string {
+	var top map[string]any
+	if err := json.Unmarshal([]byte(goodInfo), &top); err != nil {
+		panic(err)
+	}
+	if value == "" {
+		delete(top, member)
+	} else {
+		top[member] = json.RawMessage(value)
+	}
+	b, _ := json.Marshal(top)
+	return string(b)
+}
+
+func TestParsePrecomputedRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name, info, field string
+	}{
+		{"not json", `{"scales": [`, ""},
+		{"wrong @type", withTop("@type", `"neuroglancer_skeletons"`), "@type"},
+		{"no data_type", withTop("data_type", ""), "data_type"},
+		{"bad data_type", withTop("data_type", `"complex64"`), "data_type"},
+		{"float64 not in spec", withTop("data_type", `"float64"`), "data_type"},
+		{"zero channels", withTop("num_channels", `0`), "num_channels"},
+		{"fractional channels", withTop("num_channels", `1.5`), "num_channels"},
+		{"no scales", withTop("scales", `[]`), "scales"},
+		{"scales not a list", withTop("scales", `{}`), "scales"},
+		{"no key", withScale0("key", ""), `scales[0]: key`},
+		{"key leaves", withScale0("key", `"../elsewhere"`), `scales[0] (key "../elsewhere"): key`},
+		{"key dotdot", withScale0("key", `".."`), `scales[0] (key ".."): key`},
+		{"key absolute", withScale0("key", `"/etc"`), `scales[0] (key "/etc"): key`},
+		{"key nested", withScale0("key", `"a/b"`), `scales[0] (key "a/b"): key`},
+		{"duplicate key", withScale0("key", `"s1"`), `scales[1] (key "s1"): key`},
+		{"zero size", withScale0("size", `[0, 45, 9]`), `scales[0] (key "s0"): size`},
+		{"negative size", withScale0("size", `[70, -1, 9]`), `scales[0] (key "s0"): size`},
+		{"two-axis size", withScale0("size", `[70, 45]`), `scales[0] (key "s0"): size`},
+		{"size not ints", withScale0("size", `[70.5, 45, 9]`), `scales[0] (key "s0"): size`},
+		{"zero chunk", withScale0("chunk_sizes", `[[32, 0, 4]]`), `scales[0] (key "s0"): chunk_sizes`},
+		{"empty chunk list", withScale0("chunk_sizes", `[]`), `scales[0] (key "s0"): chunk_sizes`},
+		{"flat chunk list", withScale0("chunk_sizes", `[32, 16, 4]`), `scales[0] (key "s0"): chunk_sizes`},
+		{"huge chunk", withScale0("chunk_sizes", `[[65536, 65536, 65536]]`), `scales[0] (key "s0"): chunk_sizes`},
+		{"size product overflows", withScale0("size", `[4294967296, 4294967296, 4294967296]`), `scales[0] (key "s0"): size`},
+		{"offset overflows", withScale0("voxel_offset", `[9223372036854775807, 0, 0]`), `scales[0] (key "s0"): voxel_offset`},
+		{"offset not ints", withScale0("voxel_offset", `["a", 0, 0]`), `scales[0] (key "s0"): voxel_offset`},
+		{"no encoding", withScale0("encoding", ""), `scales[0] (key "s0"): encoding`},
+		{"unknown encoding", withScale0("encoding", `"webp"`), `scales[0] (key "s0"): encoding`},
+		{"jpeg not implemented", withScale0("encoding", `"jpeg"`), `scales[0] (key "s0"): encoding`},
+		{"sharded", withScale0("sharding", `{"@type": "neuroglancer_uint64_sharded_v1"}`), `scales[0] (key "s0"): sharding`},
+		{"bad resolution", withScale0("resolution", `[1, 2]`), `scales[0] (key "s0"): resolution`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := ParsePrecomputed("layer", []byte(tc.info))
+			if err == nil {
+				t.Fatalf("got volume %v, want an error naming %q", v, tc.field)
+			}
+			var me *MetadataError
+			if !errors.As(err, &me) {
+				t.Fatalf("got %T %v, want *MetadataError", err, err)
+			}
+			if me.Field != tc.field {
+				t.Errorf("got field %q, want %q (error: %v)", me.Field, tc.field, err)
+			}
+			if !strings.HasPrefix(err.Error(), "decode: layer/info: ") {
+				t.Errorf("got %q, want it to name the file layer/info", err)
+			}
+		})
+	}
+}
+
+func TestParsePrecomputedGeometry(t *testing.T) {
+	v, err := ParsePrecomputed("", []byte(goodInfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(v.Arrays), 2; got != want {
+		t.Fatalf("got %d arrays, want %d", got, want)
+	}
+	a := v.Arrays[0]
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"key", a.Key, "s0"},
+		{"grid", fmt.Sprint(a.Grid), "[3 3 3]"},
+		{"chunks", a.NumChunks(), int64(27)},
+		{"first name", a.ChunkName([]int64{0, 0, 0}), "-13-19_5-21_-3-1"},
+		{"clipped name", a.ChunkName([]int64{2, 2, 2}), "51-57_37-50_5-6"},
+		{"first size", a.ChunkSize([]int64{0, 0, 0}), int64(32 * 16 * 4 * 2 * 2)},
+		{"clipped size", a.ChunkSize([]int64{2, 2, 2}), int64(6 * 13 * 1 * 2 * 2)},
+		{"chunk key", a.ChunkKey([]int64{1, 0, 0}), "s0/19-51_5-21_-3-1"},
+		{"coords of 13", fmt.Sprint(a.Coords(13)), "[1 1 1]"},
+	} {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestChunkNamesRoundTrip(t *testing.T) {
+	v, err := ParsePrecomputed("", []byte(goodInfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range v.Arrays {
+		seen := map[string]bool{}
+		for i := range a.NumChunks() {
+			c := a.Coords(i)
+			name := a.ChunkName(c)
+			if seen[name] {
+				t.Fatalf("%s: name %s twice", a.Name, name)
+			}
+			seen[name] = true
+			got, ok := a.ParseChunkName(name)
+			if !ok || fmt.Sprint(got) != fmt.Sprint(c) {
+				t.Errorf("%s: parse %q: got %v %v, want %v", a.Name, name, got, ok, c)
+			}
+		}
+	}
+}
+
+func TestParseChunkNameRefusals(t *testing.T) {
+	v, err := ParsePrecomputed("", []byte(goodInfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := v.Arrays[0]
+	for _, name := range []string{
+		"", "info", "-13-19_5-21", "-13-19_5-21_-3-1_0-1",
+		"-13-20_5-21_-3-1",    // wrong upper bound
+		"-12-20_5-21_-3-1",    // not chunk-aligned
+		"-45--13_5-21_-3-1",   // before the offset
+		"83-115_5-21_-3-1",    // past the grid
+		"51-64_37-50_5-6",     // edge not clipped
+		"-13-19_05-21_-3-1",   // leading zero
+		"-13-19_+5-21_-3-1",   // plus sign
+		"-13-19_5-21_-3-1.gz", // the stored gzip object is not a chunk file
+		"x-19_5-21_-3-1",
+		"-_5-21_-3-1",
+	} {
+		if c, ok := a.ParseChunkName(name); ok {
+			t.Errorf("ParseChunkName(%q) = %v, want refusal", name, c)
+		}
+	}
+}
+
+func TestRewritePrecomputed(t *testing.T) {
+	info := withScale0("compressed_segmentation_block_size", `[8, 8, 8]`)
+	v, err := ParsePrecomputed("", []byte(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(v.Original, []byte(info)) {
+		t.Errorf("Original differs from the stored info")
+	}
+	var got map[string]any
+	if err := json.Unmarshal(v.Rewritten, &got); err != nil {
+		t.Fatalf("rewritten info is not JSON: %v", err)
+	}
+	if got["mesh"] != "mesh" || got["data_type"] != "uint16" {
+		t.Errorf("rewritten info lost top-level members: %v", got)
+	}
+	for i, s := range got["scales"].([]any) {
+		s := s.(map[string]any)
+		if s["encoding"] != "raw" {
+			t.Errorf("scale %d: got encoding %v, want raw", i, s["encoding"])
+		}
+		for _, gone := range []string{"sharding", "compressed_segmentation_block_size"} {
+			if _, ok := s[gone]; ok {
+				t.Errorf("scale %d: %s still present", i, gone)
+			}
+		}
+	}
+	// The rewritten info describes the same grid.
+	again, err := ParsePrecomputed("", v.Rewritten)
+	if err != nil {
+		t.Fatalf("rewritten info does not parse: %v", err)
+	}
+	if fmt.Sprint(again.Arrays[0].Grid, again.Arrays[1].Shape) != fmt.Sprint(v.Arrays[0].Grid, v.Arrays[1].Shape) {
+		t.Errorf("rewritten info changed the geometry")
+	}
+}
+
+// TestRawLayout checks Decode against a chunk laid out by hand from the spec:
+// little-endian, x fastest, then y, then z, channel slowest.
+func TestRawLayout(t *testing.T) {
+	info := `{"data_type": "uint16", "num_channels": 2, "scales": [{"key": "k", "size": [3, 2, 2],
+	  "voxel_offset": [0, 0, 0], "chunk_sizes": [[2, 2, 2]], "encoding": "raw"}]}`
+	v, err := ParsePrecomputed("", []byte(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := v.Arrays[0]
+	// The edge chunk at x=2 holds x in [2,3): 1 x 2 y x 2 z x 2 channels.
+	c := []int64{1, 0, 0}
+	if got, want := a.ChunkName(c), "2-3_0-2_0-2"; got != want {
+		t.Fatalf("got name %s, want %s", got, want)
+	}
+	var stored []byte
+	for ch := 0; ch < 2; ch++ {
+		for z := 0; z < 2; z++ {
+			for y := 0; y < 2; y++ {
+				val := uint16(1000*ch + 10*z + y)
+				stored = append(stored, byte(val), byte(val>>8)) // one x
+			}
+		}
+	}
+	out, err := a.Decode(stored, c)
+	if err != nil || !bytes.Equal(out, stored) {
+		t.Fatalf("Decode: got %v %v, want the stored bytes", out, err)
+	}
+	if _, err := a.Decode(stored[:len(stored)-1], c); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("short chunk: got %v, want ErrCorrupt", err)
+	}
+	if _, err := a.Decode(append(stored, 0, 0), c); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("long chunk: got %v, want ErrCorrupt", err)
+	}
+}

@@ -1,0 +1,93 @@
+// Package fetcher reads objects from a volume source: a directory on local
+// disk, an HTTP(S) server, or (later) a GCS bucket.
+//
+// A source is a root under which objects are named by keys: slash-separated,
+// relative, clean paths such as "image/8_8_8/0-64_0-64_0-64". Keys never
+// start with "/" and never contain "." or ".." elements; every Fetcher
+// refuses such a key with an error wrapping ErrInvalidKey, so no key can
+// leave the source.
+//
+// # Errors
+//
+// Errors are classified here, once, so that callers never look at HTTP status
+// codes or *os.PathError values. Every error a Fetcher returns wraps exactly
+// one of the sentinels below (test with errors.Is), or context.Canceled /
+// context.DeadlineExceeded when the caller's context ended:
+//
+//   - ErrNotExist: the object does not exist (HTTP 404/410, ENOENT). Never
+//     retried: a missing chunk is ordinary and reads as the fill value.
+//   - ErrPermission: the source refused access (HTTP 401/403, EACCES).
+//     Never retried.
+//   - ErrTransient: the source failed in a way that may pass (HTTP 429, 5xx,
+//     connection reset, truncated body) and the retries ran out.
+//   - ErrInvalidKey: the key is not a clean relative key.
+//   - ErrNotSupported: the operation is not available on this source (for
+//     example List on an HTTP server that serves no directory index).
+//
+// # Concurrency
+//
+// All methods of every Fetcher are safe for concurrent use. A cancelled
+// context aborts the request promptly (in-flight I/O and retry back-off
+// alike) and the call returns an error wrapping ctx.Err().
+package fetcher
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors; see the package documentation for when each is returned.
+var (
+	ErrNotExist     = errors.New("fetcher: object does not exist")
+	ErrPermission   = errors.New("fetcher: permission denied")
+	ErrTransient    = errors.New("fetcher: transient failure")
+	ErrInvalidKey   = errors.New("fetcher: invalid key")
+	ErrNotSupported = errors.New("fetcher: operation not supported by this source")
+)
+
+// Object is the body of an object as stored.
+type Object struct {
+	// Data is the object's bytes exactly as the source holds them. The
+	// caller owns Data.
+	Data []byte
+	// ContentEncoding is the transport encoding that the source declared
+	// for Data ("gzip" for an HTTP response with Content-Encoding: gzip),
+	// or "" when Data is the object itself. Fetchers never decode it:
+	// decoding is the caller's, so that it runs on the decode pool and is
+	// bounded by the size the metadata promises.
+	ContentEncoding string
+}
+
+// Entry is one child of a listed prefix.
+type Entry struct {
+	Name  string // one path element, no slashes
+	IsDir bool
+	Size  int64 // object size in bytes, or -1 when the listing does not say
+}
+
+// Fetcher reads objects from one source. See the package documentation for
+// the error and concurrency contract that every method follows.
+type Fetcher interface {
+	// Get returns the whole object at key.
+	Get(ctx context.Context, key string) (Object, error)
+
+	// GetRange returns length bytes of the object at key starting at
+	// offset, with no transport encoding. It returns fewer bytes only when
+	// the object ends before offset+length; an offset at or past the end
+	// returns an empty slice and no error.
+	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+
+	// Stat returns the size in bytes of the object at key as GetRange sees
+	// it (without transport encoding).
+	Stat(ctx context.Context, key string) (int64, error)
+
+	// List returns the immediate children of the directory prefix (""
+	// for the root), in no particular order. It returns ErrNotExist when
+	// the prefix is not a directory and ErrNotSupported when the source
+	// cannot list.
+	List(ctx context.Context, prefix string) ([]Entry, error)
+
+	// String names the source for log lines and error messages, e.g.
+	// "file:///data/vol" or "https://example.org/vol".
+	String() string
+}

@@ -1,0 +1,556 @@
+package fetcher
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// newServer serves h and counts the requests it receives.
+func newServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func newHTTP(t *testing.T, base string, opts HTTPOptions) *HTTP {
+	t.Helper()
+	h, err := NewHTTP(base, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// statuses answers request i with codes[i], or the last code once they run
+// out; a 200 carries the body "ok".
+func statuses(codes ...int) http.HandlerFunc {
+	var n atomic.Int64
+	return func(w http.ResponseWriter, r *http.Request) {
+		code := codes[min(int(n.Add(1))-1, len(codes)-1)]
+		w.WriteHeader(code)
+		if code == http.StatusOK {
+			w.Write([]byte("ok"))
+		}
+	}
+}
+
+func TestHTTPStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		codes        []int
+		want         error // nil, a sentinel, or errOther for an error wrapping none
+		wantRequests int64
+	}{
+		{"200", []int{200}, nil, 1},
+		{"503 twice then 200", []int{503, 503, 200}, nil, 3},
+		{"429 then 200", []int{429, 200}, nil, 2},
+		{"502 504 then 200", []int{502, 504, 200}, nil, 3},
+		{"404", []int{404}, ErrNotExist, 1},
+		{"410", []int{410}, ErrNotExist, 1},
+		{"401", []int{401}, ErrPermission, 1},
+		{"403", []int{403}, ErrPermission, 1},
+		{"always 500", []int{500}, ErrTransient, 6},
+		{"400", []int{400}, errOther, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, n := newServer(t, statuses(tc.codes...))
+			h := newHTTP(t, srv.URL, fastRetries)
+			obj, err := h.Get(context.Background(), "k")
+			checkErr(t, err, tc.want)
+			if err == nil && string(obj.Data) != "ok" {
+				t.Errorf("got %q, want %q", obj.Data, "ok")
+			}
+			if err != nil && !strings.Contains(err.Error(), srv.URL+"/k") {
+				t.Errorf("error %q does not name the URL", err)
+			}
+			if got := n.Load(); got != tc.wantRequests {
+				t.Errorf("requests: got %v, want %v", got, tc.wantRequests)
+			}
+		})
+	}
+}
+
+// errOther stands for an error that wraps no sentinel.
+var errOther = errors.New("an error wrapping no sentinel")
+
+func checkErr(t *testing.T, err, want error) {
+	t.Helper()
+	sentinels := []error{ErrNotExist, ErrPermission, ErrTransient, ErrInvalidKey, ErrNotSupported, context.Canceled}
+	switch {
+	case want == nil && err != nil:
+		t.Errorf("got %v, want no error", err)
+	case want == errOther && (err == nil || slices.ContainsFunc(sentinels, func(s error) bool { return errors.Is(err, s) })):
+		t.Errorf("got %v, want an error wrapping no sentinel", err)
+	case want != nil && want != errOther && !errors.Is(err, want):
+		t.Errorf("got %v, want %v", err, want)
+	}
+}
+
+func TestHTTPErrorMessage(t *testing.T) {
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
+	h := newHTTP(t, srv.URL, HTTPOptions{MaxAttempts: 1})
+	_, err := h.Get(context.Background(), "a b")
+	want := "fetcher: GET " + srv.URL + "/a%20b: 503 Service Unavailable: fetcher: transient failure (gave up after 1 attempts)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %v", err, want)
+	}
+}
+
+func TestHTTPConnectionRefused(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	h := newHTTP(t, srv.URL, fastRetries)
+	if _, err := h.Get(context.Background(), "k"); !errors.Is(err, ErrTransient) {
+		t.Errorf("got %v, want %v", err, ErrTransient)
+	}
+}
+
+func TestHTTPInvalidKeySendsNothing(t *testing.T) {
+	srv, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	h := newHTTP(t, srv.URL, fastRetries)
+	ctx := context.Background()
+	for _, key := range []string{"../x", "/abs", "a/../b", "a//b"} {
+		h.Get(ctx, key)
+		h.GetRange(ctx, key, 0, 1)
+		h.Stat(ctx, key)
+		h.List(ctx, key)
+	}
+	if got := n.Load(); got != 0 {
+		t.Errorf("requests: got %v, want %v", got, 0)
+	}
+}
+
+func TestHTTPTruncatedBody(t *testing.T) {
+	body := seq(100)
+	var attempts atomic.Int64
+	srv, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		if attempts.Add(1) > 1 {
+			w.Write(body)
+			return
+		}
+		w.Write(body[:50])
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	})
+	h := newHTTP(t, srv.URL, fastRetries)
+	obj, err := h.Get(context.Background(), "k")
+	if err != nil || !bytes.Equal(obj.Data, body) {
+		t.Errorf("got %d bytes, %v, want %d bytes", len(obj.Data), err, len(body))
+	}
+	if got := n.Load(); got != 2 {
+		t.Errorf("requests: got %v, want %v", got, 2)
+	}
+}
+
+func TestHTTPGzipPassthrough(t *testing.T) {
+	plain := bytes.Repeat([]byte("volfs "), 1000)
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	zw.Write(plain)
+	zw.Close()
+	var encodings sync.Map // method+" "+Range -> Accept-Encoding
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		encodings.Store(r.Method+" "+r.Header.Get("Range"), r.Header.Get("Accept-Encoding"))
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(zipped.Bytes())
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(plain))
+	})
+	h := newHTTP(t, srv.URL, fastRetries)
+	ctx := context.Background()
+
+	obj, err := h.Get(ctx, "k")
+	if err != nil || obj.ContentEncoding != "gzip" || !bytes.Equal(obj.Data, zipped.Bytes()) {
+		t.Errorf("Get: got %d bytes %q, %v, want %d bytes %q", len(obj.Data), obj.ContentEncoding, err, zipped.Len(), "gzip")
+	}
+	if got, err := h.GetRange(ctx, "k", 6, 5); err != nil || string(got) != "volfs" {
+		t.Errorf("GetRange: got %q, %v, want %q", got, err, "volfs")
+	}
+	if got, err := h.Stat(ctx, "k"); err != nil || got != int64(len(plain)) {
+		t.Errorf("Stat: got %v, %v, want %v", got, err, len(plain))
+	}
+	for req, want := range map[string]string{"GET ": "gzip", "GET bytes=6-10": "identity", "HEAD ": "identity"} {
+		if got, _ := encodings.Load(req); got != want {
+			t.Errorf("%s: Accept-Encoding: got %v, want %v", req, got, want)
+		}
+	}
+}
+
+func TestHTTPRangeEncodedIsError(t *testing.T) {
+	srv, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Range", "bytes 0-1/10")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write([]byte("xx"))
+	})
+	h := newHTTP(t, srv.URL, fastRetries)
+	_, err := h.GetRange(context.Background(), "k", 0, 2)
+	checkErr(t, err, errOther)
+	if got := n.Load(); got != 1 {
+		t.Errorf("requests: got %v, want %v", got, 1)
+	}
+}
+
+func TestHTTPRangeIgnored(t *testing.T) {
+	data := seq(1000)
+	for _, chunked := range []bool{false, true} {
+		srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if chunked {
+				w.(http.Flusher).Flush() // no Content-Length
+			}
+			w.Write(data)
+		})
+		h := newHTTP(t, srv.URL, fastRetries)
+		for _, tc := range []struct {
+			offset, length int64
+			want           []byte
+		}{
+			{0, 10, data[:10]},
+			{300, 200, data[300:500]},
+			{990, 100, data[990:]},
+			{0, 1 << 40, data},
+			{1000, 10, []byte{}},
+			{5000, 10, []byte{}},
+		} {
+			got, err := h.GetRange(context.Background(), "k", tc.offset, tc.length)
+			if err != nil || !bytes.Equal(got, tc.want) || got == nil {
+				t.Errorf("chunked %v, range %d+%d: got %d bytes, %v, want %d bytes",
+					chunked, tc.offset, tc.length, len(got), err, len(tc.want))
+			}
+		}
+	}
+}
+
+func TestHTTPStatFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		handler      http.HandlerFunc
+		want         int64
+		wantErr      error
+		wantRequests int64
+	}{
+		{"405 then 206", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "HEAD" {
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return
+			}
+			if r.Header.Get("Range") != "bytes=0-0" {
+				t.Errorf("Range: got %q, want %q", r.Header.Get("Range"), "bytes=0-0")
+			}
+			w.Header().Set("Content-Range", "bytes 0-0/1234")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write([]byte("x"))
+		}, 1234, nil, 2},
+		{"405 then 416 for an empty object", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "HEAD" {
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return
+			}
+			w.Header().Set("Content-Range", "bytes */0")
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+		}, 0, nil, 2},
+		{"405 then 206 with unknown total", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "HEAD" {
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return
+			}
+			w.Header().Set("Content-Range", "bytes 0-0/*")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write([]byte("x"))
+		}, 0, errOther, 2},
+		{"HEAD 404", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNotFound)
+		}, 0, ErrNotExist, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, n := newServer(t, tc.handler)
+			h := newHTTP(t, srv.URL, fastRetries)
+			got, err := h.Stat(context.Background(), "k")
+			checkErr(t, err, tc.wantErr)
+			if err == nil && got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+			if got := n.Load(); got != tc.wantRequests {
+				t.Errorf("requests: got %v, want %v", got, tc.wantRequests)
+			}
+		})
+	}
+}
+
+func TestHTTPMaxObjectSize(t *testing.T) {
+	for _, chunked := range []bool{false, true} {
+		srv, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if chunked {
+				w.(http.Flusher).Flush()
+			}
+			w.Write(seq(100))
+		})
+		h := newHTTP(t, srv.URL, HTTPOptions{MaxObjectSize: 50})
+		_, err := h.Get(context.Background(), "k")
+		checkErr(t, err, errOther)
+		if got := n.Load(); got != 1 {
+			t.Errorf("chunked %v: requests: got %v, want %v", chunked, got, 1)
+		}
+	}
+}
+
+func TestHTTPCancelDuringBackoff(t *testing.T) {
+	first := make(chan struct{}, 1)
+	srv, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		// Honouring Retry-After is what keeps the fetcher waiting: the
+		// exponential back-off from 1µs would exhaust the attempts at once.
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		select {
+		case first <- struct{}{}:
+		default:
+		}
+	})
+	h := newHTTP(t, srv.URL, HTTPOptions{BaseBackoff: time.Microsecond, MaxBackoff: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-first
+		cancel()
+	}()
+	start := time.Now()
+	_, err := h.Get(ctx, "k")
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTransient) {
+		t.Errorf("got %v, want %v", err, context.Canceled)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("returned after %v, want at once", d)
+	}
+	if got := n.Load(); got != 1 {
+		t.Errorf("requests: got %v, want %v", got, 1)
+	}
+}
+
+func TestHTTPKeepAlive(t *testing.T) {
+	const conns = 8
+	body := seq(64 << 10)
+	var accepted atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(body)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	h := newHTTP(t, srv.URL, HTTPOptions{Conns: conns})
+	ctx := context.Background()
+	get := func() error {
+		obj, err := h.Get(ctx, "k")
+		if err == nil && len(obj.Data) != len(body) {
+			err = fmt.Errorf("got %d bytes, want %d", len(obj.Data), len(body))
+		}
+		return err
+	}
+
+	for range 50 {
+		if err := get(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := make(chan struct{}, 50)
+	for range 50 {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			for range jobs {
+				if err := get(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := h.Dials(); got > conns {
+		t.Errorf("dials: got %v, want at most %v", got, conns)
+	}
+	if got := accepted.Load(); got > conns {
+		t.Errorf("server connections: got %v, want at most %v", got, conns)
+	}
+
+	before := h.Dials()
+	for range 50 {
+		if err := get(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.Dials() - before; got != 0 {
+		t.Errorf("dials in steady state: got %v, want %v", got, 0)
+	}
+}
+
+func TestHTTPSharedSession(t *testing.T) {
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	other, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	a := newHTTP(t, srv.URL+"/vol/a", HTTPOptions{})
+	b := newHTTP(t, srv.URL+"/vol/b/", HTTPOptions{Conns: 64})
+	c := newHTTP(t, other.URL, HTTPOptions{})
+	if a.sess != b.sess || a.sess.client.Transport != b.sess.client.Transport {
+		t.Errorf("two fetchers of one host have two sessions")
+	}
+	if a.sess == c.sess {
+		t.Errorf("fetchers of two hosts share a session")
+	}
+	if newHTTP(t, "http://Example.ORG/x", HTTPOptions{}).sess != newHTTP(t, "http://example.org:80/y", HTTPOptions{}).sess {
+		t.Errorf("one host spelled two ways has two sessions")
+	}
+
+	tr := a.sess.client.Transport.(*http.Transport)
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"MaxConnsPerHost", tr.MaxConnsPerHost, 16},
+		{"MaxIdleConnsPerHost", tr.MaxIdleConnsPerHost, 16},
+		{"ForceAttemptHTTP2", tr.ForceAttemptHTTP2, false},
+		{"TLSNextProto is an empty non-nil map", tr.TLSNextProto != nil && len(tr.TLSNextProto) == 0, true},
+		{"DisableCompression", tr.DisableCompression, true},
+		{"ResponseHeaderTimeout", tr.ResponseHeaderTimeout, 30 * time.Second},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestHTTPURL(t *testing.T) {
+	var got atomic.Value
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) { got.Store(r.RequestURI) })
+	for _, tc := range []struct {
+		base, key, want string
+	}{
+		{"", "k", "/k"},
+		{"/", "a/b", "/a/b"},
+		{"/vol", "a/b", "/vol/a/b"},
+		{"/vol/", "a/b", "/vol/a/b"},
+		{"/v%20l", "a b/c?d#e%f", "/v%20l/a%20b/c%3Fd%23e%25f"},
+	} {
+		h := newHTTP(t, srv.URL+tc.base, fastRetries)
+		h.Get(context.Background(), tc.key)
+		if got.Load() != tc.want {
+			t.Errorf("base %q, key %q: got %v, want %v", tc.base, tc.key, got.Load(), tc.want)
+		}
+	}
+}
+
+func TestNewHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		base, want string // want "" for an error
+	}{
+		{"http://h", "http://h"},
+		{"https://h/vol/", "https://h/vol"},
+		{"https://user:secret@h/vol", "https://user:xxxxx@h/vol"},
+		{"ftp://h/vol", ""},
+		{"http:///vol", ""},
+		{"http://h/vol?sig=1", ""},
+		{"http://h/vol#x", ""},
+	} {
+		h, err := NewHTTP(tc.base, HTTPOptions{})
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("NewHTTP(%q): got %v, want an error", tc.base, h)
+		case tc.want != "" && (err != nil || h.String() != tc.want):
+			t.Errorf("NewHTTP(%q): got %v, %v, want %v", tc.base, h, err, tc.want)
+		}
+	}
+}
+
+func TestParseIndex(t *testing.T) {
+	const page = `<html><head><title>Index of /vol/dir/</title></head><body>
+<h1>Index of /vol/dir/</h1><hr><pre>
+<a href="?C=N;O=D">Name</a> <a href="?C=M;O=A">Last modified</a>
+<a href="../">../</a>
+<a href="/vol/">Parent Directory</a>
+<a href="0-64_0-64/">0-64_0-64/</a>    01-Jan-2024 00:00    -
+<a href="info">info</a>  01-Jan-2024 00:00  123
+<A HREF="upper">upper</A>
+<a href="info">info again</a>
+<a href="sp%20ace">sp ace</a>
+<a href="a&amp;b">a&amp;b</a>
+<a href="./dot">dot</a>
+<a href="http://h/vol/dir/abs">same host, absolute</a>
+<a href="//h/vol/dir/netpath/">network path</a>
+<a href="http://other/vol/dir/x">other host</a>
+<a href="sub/deeper">deeper</a>
+<a href="%2Fslash">slash</a>
+<a href="#top">anchor</a>
+<a href="x#frag">with fragment</a>
+<a href="javascript:void(0)">script</a>
+<a name="noref">no href</a>
+<a href="..">dotdot</a>
+</pre><hr></body></html>`
+	dir, _ := url.Parse("http://h/vol/dir/")
+	entries, err := parseIndex(strings.NewReader(page), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{
+		{Name: "0-64_0-64", IsDir: true, Size: -1},
+		{Name: "info", Size: -1},
+		{Name: "upper", Size: -1},
+		{Name: "sp ace", Size: -1},
+		{Name: "a&b", Size: -1},
+		{Name: "dot", Size: -1},
+		{Name: "abs", Size: -1},
+		{Name: "netpath", IsDir: true, Size: -1},
+	}
+	if !slices.Equal(entries, want) {
+		t.Errorf("got %v, want %v", entries, want)
+	}
+}
+
+func TestHTTPListNotSupported(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    error
+	}{
+		{"404", http.NotFound, ErrNotSupported},
+		{"not html", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{}`))
+		}, ErrNotSupported},
+		{"403", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(403) }, ErrPermission},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := newServer(t, tc.handler)
+			_, err := newHTTP(t, srv.URL, fastRetries).List(context.Background(), "dir")
+			checkErr(t, err, tc.want)
+		})
+	}
+}

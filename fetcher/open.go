@@ -1,0 +1,52 @@
+package fetcher
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Options configures the fetchers that Open makes.
+type Options struct {
+	HTTP HTTPOptions
+}
+
+// Open returns the Fetcher for source: an http:// or https:// URL, a
+// file:// URL, or a plain path. gs:// is refused until GCS support lands,
+// as is any other scheme. A neuroglancer-style format prefix
+// ("precomputed://", "zarr://", ...) must be stripped by the caller.
+func Open(source string, opts Options) (Fetcher, error) {
+	scheme, _, ok := strings.Cut(source, "://")
+	if !ok || strings.ContainsAny(scheme, `/\`) {
+		return newFile(source)
+	}
+	switch strings.ToLower(scheme) {
+	case "http", "https":
+		h, err := NewHTTP(source, opts.HTTP)
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	case "file":
+		u, err := url.Parse(source)
+		if err != nil {
+			return nil, fmt.Errorf("fetcher: %w", err)
+		}
+		if u.Host != "" && u.Host != "localhost" || u.Path == "" {
+			return nil, fmt.Errorf("fetcher: %q does not name a local directory", source)
+		}
+		return newFile(u.Path)
+	case "gs":
+		return nil, fmt.Errorf("fetcher: %q: gs:// sources are not supported yet", source)
+	}
+	return nil, fmt.Errorf("fetcher: %q: unsupported scheme %q", source, scheme)
+}
+
+// newFile is NewFile returning a nil interface, not a typed nil, on error.
+func newFile(root string) (Fetcher, error) {
+	f, err := NewFile(root)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}

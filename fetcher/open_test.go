@@ -1,0 +1,37 @@
+package fetcher
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		source string
+		want   string // String() of the fetcher, or a part of the error
+		ok     bool
+	}{
+		{"http://h/vol", "http://h/vol", true},
+		{"HTTPS://h/vol/", "https://h/vol", true},
+		{dir, "file://" + filepath.ToSlash(dir), true},
+		{"file://" + dir, "file://" + filepath.ToSlash(dir), true},
+		{"file://localhost" + dir, "file://" + filepath.ToSlash(dir), true},
+		{"file://remote" + dir, "local directory", false},
+		{"file://", "local directory", false},
+		{filepath.Join(dir, "missing"), "no such file", false},
+		{"gs://bucket/vol", "gs:// sources are not supported yet", false},
+		{"s3://bucket/vol", `unsupported scheme "s3"`, false},
+	} {
+		f, err := Open(tc.source, Options{})
+		switch {
+		case tc.ok && (err != nil || f.String() != tc.want):
+			t.Errorf("Open(%q): got %v, %v, want %v", tc.source, f, err, tc.want)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("Open(%q): got %v, want an error containing %q", tc.source, err, tc.want)
+		case !tc.ok && f != nil:
+			t.Errorf("Open(%q): got fetcher %#v with the error, want nil", tc.source, f)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Kernel cache settings for immutable data; see the package documentation.
+const (
+	entryTimeout    = time.Hour
+	attrTimeout     = time.Hour
+	negativeTimeout = 10 * time.Minute
+	// maxRead is the largest read the kernel sends (MaxWrite also sets the
+	// read size in go-fuse): one request can carry a whole 1 MiB chunk.
+	maxRead = 1 << 20
+	// blockSize is reported as st_blksize, the buffer size cp and Python
+	// pick for their reads.
+	blockSize = 1 << 20
+)
+
+// MountOptions configures Mount.
+type MountOptions struct {
+	AllowOther bool
+	UID, GID   uint32 // owner shown for every file
+	Debug      bool   // log every FUSE request
+}
+
+// Mount serves t at mountpoint and returns the running server; call its
+// Unmount to stop, Wait to block until it is unmounted. As root it mounts
+// directly; otherwise through fusermount3.
+func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) {
+	ino := &inodes{tree: t, opts: opts, mtime: time.Now()}
+	root := ino.newDir(t.root, "")
+	et, at, nt := entryTimeout, attrTimeout, negativeTimeout
+	return gofs.Mount(mountpoint, root, &gofs.Options{
+		EntryTimeout:    &et,
+		AttrTimeout:     &at,
+		NegativeTimeout: &nt,
+		UID:             opts.UID,
+		GID:             opts.GID,
+		MountOptions: fuse.MountOptions{
+			FsName:        t.src.String(),
+			Name:          "volfs",
+			AllowOther:    opts.AllowOther,
+			Options:       []string{"ro"},
+			MaxWrite:      maxRead,
+			MaxReadAhead:  maxRead,
+			MaxBackground: 64,
+			// Reads are answered from memory; splicing buys nothing and
+			// costs a pipe per request.
+			DisableSplice: true,
+			// READDIRPLUS would stat every entry of a listing: a storm on a
+			// directory of a million chunks.
+			DisableReadDirPlus:   true,
+			DisableXAttrs:        true,
+			IgnoreSecurityLabels: true,
+			DirectMount:          os.Geteuid() == 0,
+			Debug:                opts.Debug,
+			PanicHandler: func(r any) fuse.Status {
+				t.log.Error(fmt.Sprintf("panic in a FUSE handler: %v", r))
+				return fuse.EIO
+			},
+		},
+	})
+}
+
+// inodes holds what every node of one mount shares.
+type inodes struct {
+	tree  *Tree
+	opts  MountOptions
+	mtime time.Time // shown for every file: the data has no other
+}
+
+func (m *inodes) newDir(d Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
+
+func (m *inodes) attr(n Node, out *fuse.Attr) {
+	out.Mode = fuse.S_IFDIR | 0o555
+	out.Nlink = 2
+	if f, ok := n.(File); ok {
+		out.Mode = fuse.S_IFREG | 0o444
+		out.Nlink = 1
+		out.Size = uint64(f.Size())
+		out.Blocks = (out.Size + 511) / 512
+	}
+	out.Owner = fuse.Owner{Uid: m.opts.UID, Gid: m.opts.GID}
+	out.Blksize = blockSize
+	out.SetTimes(nil, &m.mtime, &m.mtime)
+}
+
+// dirInode serves a Dir.
+type dirInode struct {
+	gofs.Inode
+	m    *inodes
+	dir  Dir
+	path string
+}
+
+var (
+	_ gofs.NodeLookuper  = (*dirInode)(nil)
+	_ gofs.NodeReaddirer = (*dirInode)(nil)
+	_ gofs.NodeGetattrer = (*dirInode)(nil)
+)
+
+func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	p := path.Join(n.path, name)
+	child, err := n.dir.Lookup(ctx, name)
+	if err != nil {
+		return nil, errno(ctx, n.m.tree.log, err, "lookup", p)
+	}
+	n.m.attr(child, &out.Attr)
+	if d, ok := child.(Dir); ok {
+		return n.NewInode(ctx, n.m.newDir(d, p), gofs.StableAttr{Mode: fuse.S_IFDIR}), 0
+	}
+	return n.NewInode(ctx, &fileInode{m: n.m, file: child.(File), path: p}, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
+}
+
+func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	l, err := n.dir.List(ctx)
+	if err != nil {
+		return nil, errno(ctx, n.m.tree.log, err, "readdir", n.path)
+	}
+	return &dirStream{l: l}, 0
+}
+
+func (n *dirInode) Getattr(_ context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.m.attr(n.dir, &out.Attr)
+	return 0
+}
+
+// dirStream generates directory entries as the kernel reads them.
+type dirStream struct {
+	l Listing
+	i int64
+}
+
+func (s *dirStream) HasNext() bool { return s.i < s.l.Len() }
+func (s *dirStream) Close()        {}
+
+func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
+	name, isDir := s.l.Entry(s.i)
+	s.i++
+	mode := uint32(fuse.S_IFREG)
+	if isDir {
+		mode = fuse.S_IFDIR
+	}
+	return fuse.DirEntry{Name: name, Mode: mode}, 0
+}
+
+// fileInode serves a File.
+type fileInode struct {
+	gofs.Inode
+	m    *inodes
+	file File
+	path string
+}
+
+var (
+	_ gofs.NodeOpener    = (*fileInode)(nil)
+	_ gofs.NodeReader    = (*fileInode)(nil)
+	_ gofs.NodeGetattrer = (*fileInode)(nil)
+)
+
+func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	if o, ok := n.file.(opener); ok {
+		if err := o.open(ctx); err != nil {
+			return nil, 0, errno(ctx, n.m.tree.log, err, "open", n.path)
+		}
+	}
+	return nil, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func (n *fileInode) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if s, ok := n.file.(slicer); ok {
+		b, err := s.slice(ctx, off, int64(len(dest)))
+		if err != nil {
+			return nil, errno(ctx, n.m.tree.log, err, "read", n.path)
+		}
+		return fuse.ReadResultData(b), 0
+	}
+	k, err := n.file.ReadAt(ctx, dest, off)
+	if err != nil {
+		return nil, errno(ctx, n.m.tree.log, err, "read", n.path)
+	}
+	return fuse.ReadResultData(dest[:k]), 0
+}
+
+func (n *fileInode) Getattr(_ context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.m.attr(n.file, &out.Attr)
+	return 0
+}

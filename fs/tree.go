@@ -1,0 +1,441 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/fetcher"
+)
+
+// Missing says what a chunk that the source does not have reads as.
+type Missing int
+
+const (
+	// MissingFill reads a missing chunk as the fill value at full size.
+	MissingFill Missing = iota
+	// MissingError makes opening a missing chunk fail with ENOENT.
+	MissingError
+)
+
+// DefaultCacheBytes is the decoded-chunk cache size when Options leaves it 0.
+const DefaultCacheBytes = 512 << 20
+
+// Options configures a Tree.
+type Options struct {
+	// CacheBytes bounds the decoded-chunk cache; 0 means DefaultCacheBytes.
+	CacheBytes int64
+	Missing    Missing
+	// Format pins the format of the source root ("precomputed"), as a
+	// neuroglancer-style URL prefix does; "" detects it.
+	Format string
+	Log    *slog.Logger // nil means slog.Default()
+}
+
+// Tree is the directory tree of one source. It is safe for concurrent use.
+type Tree struct {
+	src   fetcher.Fetcher
+	cache *cache.Cache
+	opts  Options
+	log   *slog.Logger
+	root  Dir
+}
+
+// Node is an entry of the tree: a Dir or a File.
+type Node interface {
+	// IsDir reports whether the node is a Dir.
+	IsDir() bool
+}
+
+// Dir is a directory of the tree.
+type Dir interface {
+	Node
+	// Lookup returns the child called name; an error wrapping
+	// fetcher.ErrNotExist when there is none.
+	Lookup(ctx context.Context, name string) (Node, error)
+	// List returns the children. Listing a source that cannot list (an
+	// HTTP server without an index) returns what the metadata tells.
+	List(ctx context.Context) (Listing, error)
+}
+
+// Listing is a directory's children, addressed by index so that a listing
+// of a million generated names need not exist in memory.
+type Listing interface {
+	Len() int64
+	// Entry returns the name of the i-th child, 0 <= i < Len, and whether
+	// it is a directory.
+	Entry(i int64) (name string, isDir bool)
+}
+
+// File is a regular file of the tree. Its bytes never change.
+type File interface {
+	Node
+	Size() int64
+	// ReadAt reads len(p) bytes at off, or fewer at the end of the file,
+	// with io.ReaderAt's contract except that a read at the end returns
+	// 0, nil.
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+}
+
+// slicer is a File whose bytes live in memory: slice returns them without a
+// copy, for the FUSE read path. The result must not be modified.
+type slicer interface {
+	slice(ctx context.Context, off, n int64) ([]byte, error)
+}
+
+// opener is a File that can fail at open, before any read.
+type opener interface {
+	open(ctx context.Context) error
+}
+
+// New returns the tree of src. It reads the root's metadata, so that a
+// source whose root is a volume with bad metadata is refused here, before
+// anything is mounted.
+func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) {
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
+	t := &Tree{src: src, opts: opts, log: opts.Log}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	t.cache = cache.New(cache.Options{
+		MaxBytes: opts.CacheBytes,
+		// A missing chunk is a stable answer: keep it, so that every read
+		// of a hole does not cost a round trip.
+		KeepError: func(err error) bool { return errors.Is(err, fetcher.ErrNotExist) },
+	})
+	switch opts.Format {
+	case "", "precomputed":
+	default:
+		return nil, fmt.Errorf("fs: format %q is not supported yet", opts.Format)
+	}
+	root, err := t.openDir(ctx, "", true)
+	if err != nil {
+		return nil, err
+	}
+	if _, isVol := root.(*volumeDir); opts.Format != "" && !isVol {
+		return nil, fmt.Errorf("fs: %s: no %s metadata (info) at the root", src, opts.Format)
+	}
+	t.root = root
+	return t, nil
+}
+
+// Root returns the root directory.
+func (t *Tree) Root() Dir { return t.root }
+
+// Source returns the fetcher the tree reads.
+func (t *Tree) Source() fetcher.Fetcher { return t.src }
+
+// CacheStats returns the decoded-chunk cache's counters.
+func (t *Tree) CacheStats() cache.Stats { return t.cache.Stats() }
+
+// Resolve walks the slash-separated path p from the root.
+func (t *Tree) Resolve(ctx context.Context, p string) (Node, error) {
+	var n Node = t.root
+	for _, name := range strings.Split(strings.Trim(path.Clean("/"+p), "/"), "/") {
+		if name == "" {
+			continue
+		}
+		d, ok := n.(Dir)
+		if !ok {
+			return nil, fmt.Errorf("fs: %s: not a directory: %w", p, fetcher.ErrNotExist)
+		}
+		var err error
+		if n, err = d.Lookup(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// openDir returns the directory at key: a volume directory when it holds
+// volume metadata, a source directory otherwise. Bad metadata is an error
+// when strict (the root), and otherwise logged, the directory then passing
+// through as it is so that nothing in it is lost.
+func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error) {
+	src := &sourceDir{t: t, key: key}
+	metaKey := path.Join(key, "info")
+	var gzFirst atomic.Bool
+	obj, objKey, err := t.fetch(ctx, metaKey, &gzFirst)
+	switch {
+	case errors.Is(err, fetcher.ErrNotExist):
+		return src, nil
+	case err != nil:
+		return nil, err
+	}
+	data, err := untransport(obj, objKey, 1<<20, 64<<20)
+	if err != nil {
+		return nil, fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
+	}
+	if !looksPrecomputed(data) && t.opts.Format == "" {
+		return src, nil // an "info" file of something else
+	}
+	vol, err := decode.ParsePrecomputed(key, data)
+	if err != nil {
+		if strict {
+			return nil, err
+		}
+		t.log.Warn("not shown as a volume", "dir", key, "err", err)
+		return src, nil
+	}
+	return newVolumeDir(t, vol, src), nil
+}
+
+// looksPrecomputed reports whether an info file is meant as precomputed
+// volume metadata (it has "scales" or the "@type"), as opposed to some other
+// file that happens to be called info.
+func looksPrecomputed(info []byte) bool {
+	return strings.Contains(string(info), `"scales"`) || strings.Contains(string(info), "neuroglancer_multiscale_volume")
+}
+
+// fetch gets the object at key, or its ".gz" sibling (CloudVolume's
+// convention for gzip on disk). gzFirst remembers which form the last find
+// was, so that a volume stored all-gzipped costs one request per chunk.
+func (t *Tree) fetch(ctx context.Context, key string, gzFirst *atomic.Bool) (fetcher.Object, string, error) {
+	first, second := key, key+".gz"
+	if gzFirst.Load() {
+		first, second = second, first
+	}
+	obj, err := t.src.Get(ctx, first)
+	if !errors.Is(err, fetcher.ErrNotExist) {
+		return obj, first, err
+	}
+	obj, err2 := t.src.Get(ctx, second)
+	if err2 != nil {
+		if errors.Is(err2, fetcher.ErrNotExist) {
+			return obj, key, err // report the plain key as missing
+		}
+		return obj, second, err2
+	}
+	gzFirst.Store(!gzFirst.Load())
+	return obj, second, nil
+}
+
+// untransport removes the transport gzip of an object fetched from key, if
+// any. want is the expected decoded size, limit the most allowed.
+func untransport(obj fetcher.Object, key string, want, limit int) ([]byte, error) {
+	gz, err := decode.TransportGzip(obj.ContentEncoding, key)
+	if err != nil || !gz {
+		return obj.Data, err
+	}
+	return decode.Gunzip(obj.Data, want, limit)
+}
+
+// sourceDir is a directory shown as the source holds it.
+type sourceDir struct {
+	t   *Tree
+	key string
+
+	mu      sync.Mutex      // held while listing, so a directory is listed once
+	entries []fetcher.Entry // GUARDED_BY(mu)
+	byName  map[string]int  // GUARDED_BY(mu); index into entries
+	listErr error           // GUARDED_BY(mu); a stable listing error (not supported)
+	dirs    map[string]Dir  // GUARDED_BY(mu); children opened so far
+}
+
+func (d *sourceDir) IsDir() bool { return true }
+
+// list returns the source's listing of d, listing at most once unless the
+// listing failed transiently.
+func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.entries != nil || d.listErr != nil {
+		return d.entries, d.byName, d.listErr
+	}
+	entries, err := d.t.src.List(ctx, d.key)
+	if errors.Is(err, fetcher.ErrNotSupported) {
+		d.listErr = err
+		return nil, nil, err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	d.byName = make(map[string]int, len(entries))
+	for i, e := range entries {
+		d.byName[e.Name] = i
+	}
+	d.entries = entries
+	return entries, d.byName, nil
+}
+
+func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
+	key := path.Join(d.key, name)
+	if err := fetcher.CheckKey(key); err != nil {
+		return nil, err
+	}
+	entries, byName, err := d.list(ctx)
+	switch {
+	case err == nil:
+		i, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("fs: %s: %w", key, fetcher.ErrNotExist)
+		}
+		if entries[i].IsDir {
+			return d.child(ctx, name, key)
+		}
+		return d.t.object(ctx, key, entries[i].Size)
+	case errors.Is(err, fetcher.ErrNotSupported):
+		// No listing: a child is a volume if it has metadata, a file if it
+		// exists as an object.
+		dir, err := d.child(ctx, name, key)
+		if err != nil {
+			return nil, err
+		}
+		if _, isVol := dir.(*volumeDir); isVol {
+			return dir, nil
+		}
+		return d.t.object(ctx, key, -1)
+	default:
+		return nil, err
+	}
+}
+
+// child opens the directory name once and remembers it.
+func (d *sourceDir) child(ctx context.Context, name, key string) (Dir, error) {
+	d.mu.Lock()
+	dir, ok := d.dirs[name]
+	d.mu.Unlock()
+	if ok {
+		return dir, nil
+	}
+	dir, err := d.t.openDir(ctx, key, false)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dirs == nil {
+		d.dirs = make(map[string]Dir)
+	}
+	if prev, ok := d.dirs[name]; ok {
+		return prev, nil
+	}
+	d.dirs[name] = dir
+	return dir, nil
+}
+
+func (d *sourceDir) List(ctx context.Context) (Listing, error) {
+	entries, _, err := d.list(ctx)
+	if errors.Is(err, fetcher.ErrNotSupported) {
+		return entryListing(nil), nil
+	}
+	return entryListing(entries), err
+}
+
+type entryListing []fetcher.Entry
+
+func (l entryListing) Len() int64                   { return int64(len(l)) }
+func (l entryListing) Entry(i int64) (string, bool) { return l[i].Name, l[i].IsDir }
+
+// object returns the pass-through file at key; size -1 means unknown.
+func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error) {
+	if size < 0 {
+		var err error
+		if size, err = t.src.Stat(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return &objectFile{t: t, key: key, size: size}, nil
+}
+
+// objectFile is an object shown byte for byte.
+type objectFile struct {
+	t    *Tree
+	key  string
+	size int64
+}
+
+func (f *objectFile) IsDir() bool { return false }
+func (f *objectFile) Size() int64 { return f.size }
+
+func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= f.size {
+		return 0, nil
+	}
+	b, err := f.t.src.GetRange(ctx, f.key, off, min(int64(len(p)), f.size-off))
+	return copy(p, b), err
+}
+
+// bytesFile is a file held in memory (rewritten metadata).
+type bytesFile []byte
+
+func (f bytesFile) IsDir() bool { return false }
+func (f bytesFile) Size() int64 { return int64(len(f)) }
+
+func (f bytesFile) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
+	if off >= int64(len(f)) {
+		return 0, nil
+	}
+	return copy(p, f[off:]), nil
+}
+
+func (f bytesFile) slice(_ context.Context, off, n int64) ([]byte, error) {
+	if off >= int64(len(f)) {
+		return nil, nil
+	}
+	return f[off:min(off+n, int64(len(f)))], nil
+}
+
+// Volumes returns the volumes found by walking the tree from the root, at
+// most depth directories deep, in listing order. It does not descend into
+// volumes.
+func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error) {
+	var vols []*decode.Volume
+	var walk func(d Dir, depth int) error
+	walk = func(d Dir, depth int) error {
+		if v, ok := d.(*volumeDir); ok {
+			vols = append(vols, v.vol)
+			return nil
+		}
+		if depth == 0 {
+			return nil
+		}
+		l, err := d.List(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range l.Len() {
+			name, isDir := l.Entry(i)
+			if !isDir {
+				continue
+			}
+			child, err := d.Lookup(ctx, name)
+			if err != nil {
+				return err
+			}
+			if cd, ok := child.(Dir); ok {
+				if err := walk(cd, depth-1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return vols, walk(t.root, depth)
+}
+
+// ReaderAt adapts f to io.ReaderAt, reading under ctx.
+func ReaderAt(ctx context.Context, f File) io.ReaderAt { return readerAt{ctx, f} }
+
+type readerAt struct {
+	ctx context.Context
+	f   File
+}
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.f.ReadAt(r.ctx, p, off)
+	if err == nil && n < len(p) {
+		err = io.EOF
+	}
+	return n, err
+}

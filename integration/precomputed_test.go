@@ -1,0 +1,109 @@
+package integration
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/volfs/volfs/fs"
+)
+
+// writeVolume writes the test layer with numpy (mkprecomputed.py) and
+// returns the layer directory and the truth directory.
+func writeVolume(t *testing.T, args ...string) (vol, truth string) {
+	t.Helper()
+	requirePython(t)
+	dir := t.TempDir()
+	vol, truth = filepath.Join(dir, "vol"), filepath.Join(dir, "truth")
+	run(t, python, append([]string{"testdata/mkprecomputed.py", vol}, args...)...)
+	return vol, truth
+}
+
+// check runs the independent checker over a mounted layer.
+func check(t *testing.T, truth, mnt, vol string, args ...string) {
+	t.Helper()
+	out := run(t, python, append([]string{"testdata/checkprecomputed.py", truth, mnt, "--orig", vol}, args...)...)
+	t.Log(strings.TrimSpace(out))
+}
+
+// gzipEncodingServer serves dir over HTTP the way a bucket with gzip
+// content encoding does: a key whose ".gz" object exists is answered with
+// that object's bytes and Content-Encoding: gzip. Other keys are served as
+// files.
+func gzipEncodingServer(t *testing.T, dir string) *httptest.Server {
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := filepath.Join(dir, filepath.FromSlash(path.Clean(r.URL.Path)))
+		if _, err := os.Stat(p); os.IsNotExist(err) && !strings.HasSuffix(p, ".gz") {
+			if gz, err := os.ReadFile(p + ".gz"); err == nil {
+				if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+					t.Errorf("request for %s does not accept gzip", r.URL.Path)
+				}
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Content-Type", "application/octet-stream")
+				w.Write(gz)
+				return
+			}
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestPrecomputedSources mounts one numpy-written layer from disk and over
+// HTTP, and compares every chunk file with numpy.
+func TestPrecomputedSources(t *testing.T) {
+	vol, truth := writeVolume(t)
+	for _, tc := range []struct {
+		name   string
+		source func(t *testing.T) string
+	}{
+		{"disk path", func(*testing.T) string { return vol }},
+		{"file URL", func(*testing.T) string { return "file://" + vol }},
+		{"HTTP Content-Encoding gzip", func(t *testing.T) string { return gzipEncodingServer(t, vol).URL }},
+		{"HTTP .gz objects", func(t *testing.T) string {
+			srv := httptest.NewServer(http.FileServer(http.Dir(vol)))
+			t.Cleanup(srv.Close)
+			return srv.URL + "/"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := mountSource(t, tc.source(t), fs.Options{})
+			check(t, truth, mnt, vol)
+		})
+	}
+}
+
+func TestPrecomputedMissingError(t *testing.T) {
+	vol, truth := writeVolume(t)
+	mnt := mountSource(t, vol, fs.Options{Missing: fs.MissingError})
+	check(t, truth, mnt, vol, "--missing-error")
+}
+
+// TestCorruptChunk: a chunk that does not decode is EIO with one log line
+// naming it, its neighbours stay exact, and the mount stays up.
+func TestCorruptChunk(t *testing.T) {
+	const bad = "-13-19_21-37_-3-1"
+	vol, truth := writeVolume(t, "--corrupt="+bad)
+	var logs logBuffer
+	mnt := mountSource(t, vol, fs.Options{Log: newLogger(&logs)})
+	check(t, truth, mnt, vol) // asserts EIO for the corrupt chunk, exact bytes elsewhere
+	if got := strings.Count(logs.String(), bad+".gz"); got == 0 {
+		t.Errorf("no log line names the corrupt object %s.gz; log:\n%s", bad, logs.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, bad) && !strings.Contains(line, "gzip") {
+			t.Errorf("log line does not give the cause: %s", line)
+		}
+	}
+	// Still serving, and reading the bad chunk again fails again.
+	run(t, "ls", filepath.Join(mnt, "s0"))
+	if out, err := runErr("cat", filepath.Join(mnt, "s0", bad)); err == nil || !strings.Contains(out, "Input/output error") {
+		t.Errorf("second read of the corrupt chunk: got %v %q, want EIO", err, out)
+	}
+}
