@@ -83,7 +83,8 @@ func (f *File) Get(ctx context.Context, key string) (Object, error) {
 	return Object{Data: data}, nil
 }
 
-// GetRange reads length bytes at offset with one ReadAt.
+// GetRange reads length bytes at offset with one ReadAt; a zero length
+// returns an empty slice without I/O, as HTTP does.
 func (f *File) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	if err := checkRange(offset, length); err != nil {
 		return nil, err
@@ -91,6 +92,9 @@ func (f *File) GetRange(ctx context.Context, key string, offset, length int64) (
 	p, err := f.path(ctx, key)
 	if err != nil {
 		return nil, err
+	}
+	if length == 0 {
+		return []byte{}, nil
 	}
 	fh, err := os.Open(p)
 	if err != nil {
@@ -143,7 +147,7 @@ func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
 		}
 		dir = p
 	} else if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fetcher: list %s: %w", dir, err)
+		return nil, fmt.Errorf("fetcher: %s: %w", dir, err)
 	}
 	des, err := os.ReadDir(dir)
 	if err != nil {
@@ -177,7 +181,7 @@ func (f *File) path(ctx context.Context, key string) (string, error) {
 	}
 	p := filepath.Join(f.root, filepath.FromSlash(key))
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("fetcher: read %s: %w", p, err)
+		return "", fmt.Errorf("fetcher: %s: %w", p, err)
 	}
 	return p, nil
 }

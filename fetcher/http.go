@@ -127,9 +127,10 @@ func (h *HTTP) Get(ctx context.Context, key string) (Object, error) {
 	return obj, err
 }
 
-// GetRange sends a GET with a Range header. A server that ignores Range
-// and sends the whole object is served too: the bytes before offset are
-// skipped as they stream in, and the rest of the body is abandoned.
+// GetRange sends a GET with a Range header; a zero length returns an empty
+// slice without a request. A server that ignores Range and sends the whole
+// object is served too: the bytes before offset are skipped as they stream
+// in, and the rest of the body is abandoned.
 func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	if err := checkRange(offset, length); err != nil {
 		return nil, err
@@ -203,8 +204,11 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 		}
 		return statusError(resp)
 	})
-	if err != nil || size >= 0 {
-		return size, err
+	if err != nil {
+		return 0, err
+	}
+	if size >= 0 {
+		return size, nil
 	}
 	header := http.Header{"Accept-Encoding": {"identity"}, "Range": {"bytes=0-0"}}
 	err = h.do(ctx, "GET", u, header, func(resp *http.Response) error {
@@ -222,7 +226,10 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 		}
 		return nil
 	})
-	return size, err
+	if err != nil {
+		return 0, err
+	}
+	return size, nil
 }
 
 // List reads the HTML directory index at the URL of prefix plus "/", as Go's
@@ -372,7 +379,7 @@ func transportError(err error) error {
 	if uerr, ok := errors.AsType[*url.Error](err); ok {
 		err = uerr.Err // the URL is in the prefix already
 	}
-	if errors.Is(err, ErrNotExist) {
+	if errors.Is(err, ErrNotExist) || errors.Is(err, errTooManyRedirects) {
 		return err // from checkRedirect
 	}
 	// Retrying cannot fix a certificate or a host name that does not exist.
@@ -385,6 +392,8 @@ func transportError(err error) error {
 	return fmt.Errorf("%w: %w", err, ErrTransient)
 }
 
+var errTooManyRedirects = errors.New("stopped after 10 redirects")
+
 // checkRedirect follows redirects, except one between a path and the same
 // path with a trailing slash: servers send it to point from a directory
 // name to its index and from a file name with a slash to the file, so it
@@ -392,7 +401,7 @@ func transportError(err error) error {
 // directory, List of a file).
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
+		return errTooManyRedirects
 	}
 	from, to := via[len(via)-1].URL.Path, req.URL.Path
 	if from+"/" == to || from == to+"/" {

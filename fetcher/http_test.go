@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -354,8 +353,20 @@ func TestHTTPCancelDuringBackoff(t *testing.T) {
 func TestHTTPKeepAlive(t *testing.T) {
 	const conns = 8
 	body := seq(64 << 10)
+	// The first conns requests wait for each other, so that the session
+	// surely opens all its connections before the steady state is measured.
+	var arrived atomic.Int64
+	full := make(chan struct{})
 	var accepted atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if arrived.Add(1) == conns {
+			close(full)
+		}
+		<-full
+		if r.URL.Path == "/missing" {
+			http.Error(w, strings.Repeat("not found ", 1000), http.StatusNotFound)
+			return
+		}
 		w.Write(body)
 	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -367,48 +378,45 @@ func TestHTTPKeepAlive(t *testing.T) {
 	t.Cleanup(srv.Close)
 	h := newHTTP(t, srv.URL, HTTPOptions{Conns: conns})
 	ctx := context.Background()
-	get := func() error {
-		obj, err := h.Get(ctx, "k")
-		if err == nil && len(obj.Data) != len(body) {
-			err = fmt.Errorf("got %d bytes, want %d", len(obj.Data), len(body))
-		}
-		return err
-	}
 
-	for range 50 {
-		if err := get(); err != nil {
-			t.Fatal(err)
+	// round makes n Gets on workers goroutines, every third of a missing
+	// object, whose error body must be drained for its connection to be reused.
+	round := func(n, workers int) {
+		t.Helper()
+		jobs := make(chan int, n)
+		for i := range n {
+			jobs <- i
 		}
-	}
-	jobs := make(chan struct{}, 50)
-	for range 50 {
-		jobs <- struct{}{}
-	}
-	close(jobs)
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Go(func() {
-			for range jobs {
-				if err := get(); err != nil {
-					t.Error(err)
+		close(jobs)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := range jobs {
+					key, wantErr := "k", error(nil)
+					if i%3 == 2 {
+						key, wantErr = "missing", ErrNotExist
+					}
+					obj, err := h.Get(ctx, key)
+					if !errors.Is(err, wantErr) || err == nil && len(obj.Data) != len(body) {
+						t.Errorf("Get(%q): got %d bytes, %v, want %v", key, len(obj.Data), err, wantErr)
+					}
 				}
-			}
-		})
-	}
-	wg.Wait()
-	if got := h.Dials(); got > conns {
-		t.Errorf("dials: got %v, want at most %v", got, conns)
-	}
-	if got := accepted.Load(); got > conns {
-		t.Errorf("server connections: got %v, want at most %v", got, conns)
+			})
+		}
+		wg.Wait()
 	}
 
-	before := h.Dials()
-	for range 50 {
-		if err := get(); err != nil {
-			t.Fatal(err)
-		}
+	round(50, conns)
+	round(50, 1)
+	if got := h.Dials(); got != conns {
+		t.Errorf("dials: got %v, want %v", got, conns)
 	}
+	if got := accepted.Load(); got != conns {
+		t.Errorf("server connections: got %v, want %v", got, conns)
+	}
+	before := h.Dials()
+	round(50, conns)
+	round(50, 1)
 	if got := h.Dials() - before; got != 0 {
 		t.Errorf("dials in steady state: got %v, want %v", got, 0)
 	}
@@ -551,6 +559,38 @@ func TestHTTPListNotSupported(t *testing.T) {
 			srv, _ := newServer(t, tc.handler)
 			_, err := newHTTP(t, srv.URL, fastRetries).List(context.Background(), "dir")
 			checkErr(t, err, tc.want)
+		})
+	}
+}
+
+func TestHTTPRedirects(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		handler      http.HandlerFunc
+		want         error
+		wantRequests int64
+	}{
+		{"followed", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/k" {
+				http.Redirect(w, r, "/elsewhere/k", http.StatusFound)
+				return
+			}
+			w.Write([]byte("ok"))
+		}, nil, 2},
+		{"to a directory", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/k/", http.StatusMovedPermanently)
+		}, ErrNotExist, 1},
+		{"loop", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, r.URL.Path+"x", http.StatusFound)
+		}, errOther, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, n := newServer(t, tc.handler)
+			_, err := newHTTP(t, srv.URL, fastRetries).Get(context.Background(), "k")
+			checkErr(t, err, tc.want)
+			if got := n.Load(); got != tc.wantRequests {
+				t.Errorf("requests: got %v, want %v", got, tc.wantRequests)
+			}
 		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -201,65 +200,31 @@ func seeds() (p [numSeeds][3]int) {
 	return p
 }
 
-// inside reports whether the centre of a scale 0 voxel lies in the ellipsoid that holds the
-// labelled cells, centred in the volume with semi-axes 140, 120 and 44. Lengths are in half
-// voxels so that the test is exact in integers (and well inside int64).
-func inside(x, y, z int) bool {
-	const a, b, c = 280, 240, 88
-	s := scales[0].size
-	dx, dy, dz := 2*x+1-s[0], 2*y+1-s[1], 2*z+1-s[2]
-	return dx*dx*b*b*c*c+dy*dy*a*a*c*c+dz*dz*a*a*b*b <= a*a*b*b*c*c
-}
+// maxDist is the distance from its seed beyond which a voxel is background (label 0), so the
+// cells are Voronoi cells cut by spheres and background shows inside the volume too.
+const maxDist = 40
 
-// segmentation labels each voxel inside the ellipsoid with its nearest seed's cell (ties to
-// the lower seed index) and everything else 0. Testing all seeds at every voxel is too slow,
-// so each 8^3 block first keeps only the seeds that can be nearest anywhere in it: those whose
-// nearest point of the block is no farther than the smallest farthest point of any seed.
+// segmentation labels each voxel with its nearest seed's cell, ties to the lower seed index,
+// or 0 beyond maxDist. Each seed visits only the voxels within maxDist along x of each row it
+// reaches, and seeds go in index order, so a strictly nearer later seed alone overwrites.
 func segmentation() []byte {
-	const blk = 8
 	s, pts := scales[0].size, seeds()
-	vol := make([]byte, 4*s[0]*s[1]*s[2])
-	// Row (y, z) is inside on [from, nx-from): the ellipsoid is convex and symmetric about the
-	// centre of the (even) x extent, so a binary search over the left half finds from.
-	from := make([]int, s[1]*s[2])
-	for i := range from {
-		from[i] = sort.Search(s[0]/2, func(x int) bool { return inside(x, i%s[1], i/s[1]) })
-	}
-	cand := make([]int, 0, numSeeds)
-	for bz := 0; bz < s[2]; bz += blk {
-		for by := 0; by < s[1]; by += blk {
-			for bx := 0; bx < s[0]; bx += blk {
-				first, last := [3]int{bx, by, bz}, [3]int{min(bx+blk, s[0]) - 1, min(by+blk, s[1]) - 1, min(bz+blk, s[2]) - 1}
-				var near, far [numSeeds]int
-				bound := -1
-				for i, p := range pts {
-					for d := range 3 {
-						n, f := max(first[d]-p[d], 0, p[d]-last[d]), max(p[d]-first[d], last[d]-p[d])
-						near[i], far[i] = near[i]+n*n, far[i]+f*f
-					}
-					if bound < 0 || far[i] < bound {
-						bound = far[i]
-					}
+	vol, bestD := make([]byte, 4*s[0]*s[1]*s[2]), make([]int, s[0])
+	for z := range s[2] {
+		for y := range s[1] {
+			row := vol[4*(z*s[1]+y)*s[0]:]
+			for x := range bestD {
+				bestD[x] = maxDist*maxDist + 1
+			}
+			for i, p := range pts {
+				dyz := (y-p[1])*(y-p[1]) + (z-p[2])*(z-p[2])
+				if dyz > maxDist*maxDist {
+					continue
 				}
-				cand = cand[:0]
-				for i := range pts {
-					if near[i] <= bound {
-						cand = append(cand, i)
-					}
-				}
-				for z := first[2]; z <= last[2]; z++ {
-					for y := first[1]; y <= last[1]; y++ {
-						x0 := from[z*s[1]+y]
-						for x := max(first[0], x0); x < min(last[0]+1, s[0]-x0); x++ {
-							best, bestD := 0, -1
-							for _, i := range cand {
-								p := pts[i]
-								if d := (x-p[0])*(x-p[0]) + (y-p[1])*(y-p[1]) + (z-p[2])*(z-p[2]); bestD < 0 || d < bestD {
-									best, bestD = i, d
-								}
-							}
-							binary.LittleEndian.PutUint32(vol[4*((z*s[1]+y)*s[0]+x):], label(best))
-						}
+				for x := max(p[0]-maxDist, 0); x < min(p[0]+maxDist+1, s[0]); x++ {
+					if d := (x-p[0])*(x-p[0]) + dyz; d < bestD[x] {
+						bestD[x] = d
+						binary.LittleEndian.PutUint32(row[4*x:], label(i))
 					}
 				}
 			}

@@ -169,14 +169,14 @@ func TestSegmentation(t *testing.T) {
 	labels := map[uint32]bool{}
 	for i := 0; i < len(seg)/4; i += 97 {
 		x, y, z := i%s[0], i/s[0]%s[1], i/s[0]/s[1]
-		want := uint32(0)
-		if inside(x, y, z) {
-			best, bestD := 0, -1
-			for k, p := range pts {
-				if d := (x-p[0])*(x-p[0]) + (y-p[1])*(y-p[1]) + (z-p[2])*(z-p[2]); bestD < 0 || d < bestD {
-					best, bestD = k, d
-				}
+		best, bestD := 0, -1
+		for k, p := range pts {
+			if d := (x-p[0])*(x-p[0]) + (y-p[1])*(y-p[1]) + (z-p[2])*(z-p[2]); bestD < 0 || d < bestD {
+				best, bestD = k, d
 			}
+		}
+		want := uint32(0)
+		if bestD <= maxDist*maxDist {
 			want = label(best)
 		}
 		got := binary.LittleEndian.Uint32(seg[4*i:])

@@ -104,24 +104,16 @@ func serveObject(w http.ResponseWriter, r *http.Request, key string, b []byte) {
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b)) // does Range and HEAD
 }
 
-// acceptsGzip reports whether an Accept-Encoding header allows gzip: "gzip", "x-gzip" or "*"
-// with a non-zero quality, unless gzip is refused by name.
+// acceptsGzip reports whether an Accept-Encoding header names gzip with a non-zero quality.
 func acceptsGzip(header string) bool {
-	ok := false
 	for part := range strings.SplitSeq(header, ",") {
 		coding, params, _ := strings.Cut(part, ";")
-		coding = strings.ToLower(strings.TrimSpace(coding))
-		if coding != "gzip" && coding != "x-gzip" && coding != "*" {
-			continue
-		}
 		q, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(params), "q="), 64)
-		if err != nil || q > 0 {
-			ok = true
-		} else if coding != "*" {
-			return false
+		if c := strings.ToLower(strings.TrimSpace(coding)); (c == "gzip" || c == "x-gzip") && (err != nil || q > 0) {
+			return true
 		}
 	}
-	return ok
+	return false
 }
 
 // children returns the sorted names of the direct children of the directory prefix (which is

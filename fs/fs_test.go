@@ -1,0 +1,294 @@
+package fs
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/fetcher"
+)
+
+// A 5x4x2 uint8 layer in chunks of 4x4x2: chunk 0-4 is stored gzipped,
+// chunk 4-5 is missing.
+const testInfo = `{"@type": "neuroglancer_multiscale_volume", "data_type": "uint8", "num_channels": 1,
+ "type": "image", "scales": [{"key": "s0", "size": [5, 4, 2], "voxel_offset": [0, 0, 0],
+ "resolution": [1, 1, 1], "chunk_sizes": [[4, 4, 2]], "encoding": "raw"}]}`
+
+func gz(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// writeFiles writes files (key -> bytes) under a new directory.
+func writeFiles(t *testing.T, files map[string][]byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	for k, v := range files {
+		p := filepath.Join(dir, filepath.FromSlash(k))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, v, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func chunk0() []byte {
+	b := make([]byte, 4*4*2)
+	for i := range b {
+		b[i] = byte(i + 1)
+	}
+	return b
+}
+
+func newTree(t *testing.T, files map[string][]byte, opts Options) (*Tree, *bytes.Buffer) {
+	t.Helper()
+	src, err := fetcher.Open(writeFiles(t, files), fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	tree, err := New(context.Background(), src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree, &logs
+}
+
+func layerFiles(t *testing.T) map[string][]byte {
+	return map[string][]byte{
+		"layer/info":               []byte(testInfo),
+		"layer/s0/0-4_0-4_0-2.gz":  gz(t, chunk0()),
+		"layer/mesh/1:0":           []byte("mesh bytes"),
+		"notes.txt":                []byte("hello"),
+		"broken/info":              []byte(`{"scales": [], "data_type": "uint8", "num_channels": 1}`),
+		"broken/s0/0-4_0-4_0-2.gz": []byte("kept"),
+	}
+}
+
+func names(t *testing.T, d Dir) []string {
+	t.Helper()
+	l, err := d.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := range l.Len() {
+		n, _ := l.Entry(i)
+		out = append(out, n)
+	}
+	return out
+}
+
+func readAll(t *testing.T, tree *Tree, p string) ([]byte, error) {
+	t.Helper()
+	n, err := tree.Resolve(context.Background(), p)
+	if err != nil {
+		return nil, err
+	}
+	f := n.(File)
+	buf := make([]byte, f.Size()+10)
+	k, err := f.ReadAt(context.Background(), buf, 0)
+	return buf[:k], err
+}
+
+func TestTree(t *testing.T) {
+	tree, logs := newTree(t, layerFiles(t), Options{})
+	ctx := context.Background()
+
+	layer, err := tree.Resolve(ctx, "layer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(names(t, layer.(Dir)), " "), "info info.orig s0 mesh"; got != want {
+		t.Errorf("layer lists %q, want %q", got, want)
+	}
+	s0, err := tree.Resolve(ctx, "layer/s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(names(t, s0.(Dir)), " "), "0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
+		t.Errorf("s0 lists %q, want %q", got, want)
+	}
+
+	for _, tc := range []struct {
+		path string
+		want []byte
+	}{
+		{"layer/s0/0-4_0-4_0-2", chunk0()},
+		{"layer/s0/4-5_0-4_0-2", make([]byte, 1*4*2)}, // missing: zeros at the clipped size
+		{"layer/info.orig", []byte(testInfo)},
+		{"layer/mesh/1:0", []byte("mesh bytes")},
+		{"notes.txt", []byte("hello")},
+		{"broken/info", []byte(`{"scales": [], "data_type": "uint8", "num_channels": 1}`)},
+		{"broken/s0/0-4_0-4_0-2.gz", []byte("kept")}, // bad metadata: shown as it is
+	} {
+		got, err := readAll(t, tree, tc.path)
+		if err != nil || !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: got %q %v, want %q", tc.path, got, err, tc.want)
+		}
+	}
+	if !strings.Contains(logs.String(), "broken/info") {
+		t.Errorf("no log line names broken/info; log:\n%s", logs)
+	}
+	info, err := readAll(t, tree, "layer/info")
+	if err != nil || !bytes.Contains(info, []byte(`"encoding": "raw"`)) {
+		t.Errorf("layer/info: got %s %v", info, err)
+	}
+
+	for _, p := range []string{"layer/s0/0-4_0-4_0-1", "layer/s0/0-4_0-4_0-2.gz", "nothere", "layer/s0/../../etc"} {
+		if _, err := tree.Resolve(ctx, p); !errors.Is(err, fetcher.ErrNotExist) {
+			t.Errorf("%s: got %v, want ErrNotExist", p, err)
+		}
+	}
+}
+
+func TestNewRefusesBadRoot(t *testing.T) {
+	src, err := fetcher.Open(writeFiles(t, map[string][]byte{
+		"info": []byte(strings.Replace(testInfo, `"data_type": "uint8"`, `"data_type": "bool"`, 1)),
+	}), fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), src, Options{})
+	if err == nil || !strings.Contains(err.Error(), "data_type") {
+		t.Errorf("got %v, want a refusal naming data_type", err)
+	}
+	if _, err := New(context.Background(), src, Options{Format: "precomputed"}); err == nil {
+		t.Error("pinned format: got no error")
+	}
+	empty, _ := fetcher.Open(t.TempDir(), fetcher.Options{})
+	if _, err := New(context.Background(), empty, Options{Format: "precomputed"}); err == nil || !strings.Contains(err.Error(), "no precomputed metadata") {
+		t.Errorf("pinned format without info: got %v", err)
+	}
+}
+
+func TestCorruptAndMissing(t *testing.T) {
+	files := layerFiles(t)
+	files["layer/s0/0-4_0-4_0-2.gz"] = gz(t, chunk0()[:5]) // decodes short
+	tree, _ := newTree(t, files, Options{Missing: MissingError})
+	ctx := context.Background()
+	_, err := readAll(t, tree, "layer/s0/0-4_0-4_0-2")
+	if !errors.Is(err, decode.ErrCorrupt) || !strings.Contains(err.Error(), "layer/s0/0-4_0-4_0-2.gz") {
+		t.Errorf("corrupt chunk: got %v, want ErrCorrupt naming the object", err)
+	}
+	n, err := tree.Resolve(ctx, "layer/s0/4-5_0-4_0-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.(opener).open(ctx); !errors.Is(err, fetcher.ErrNotExist) {
+		t.Errorf("open of a missing chunk with MissingError: got %v, want ErrNotExist", err)
+	}
+}
+
+func TestErrno(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want syscall.Errno
+	}{
+		{"nil", context.Background(), nil, 0},
+		{"not found", context.Background(), wrap(fetcher.ErrNotExist), syscall.ENOENT},
+		{"invalid key", context.Background(), wrap(fetcher.ErrInvalidKey), syscall.ENOENT},
+		{"cancelled", cancelled, wrap(context.Canceled), syscall.EINTR},
+		{"cancel of another context", context.Background(), wrap(context.Canceled), syscall.EIO},
+		{"transient", context.Background(), wrap(fetcher.ErrTransient), syscall.EIO},
+		{"permission", context.Background(), wrap(fetcher.ErrPermission), syscall.EIO},
+		{"anything", context.Background(), errors.New("boom"), syscall.EIO},
+	} {
+		logs.Reset()
+		if got := errno(tc.ctx, log, tc.err, "read", "a/b"); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+		lines := strings.Count(logs.String(), "\n")
+		if wantLines := map[bool]int{true: 1, false: 0}[tc.want == syscall.EIO]; lines != wantLines {
+			t.Errorf("%s: %d log lines, want %d: %s", tc.name, lines, wantLines, logs.String())
+		}
+	}
+}
+
+func wrap(err error) error { return errors.Join(errors.New("context"), err) }
+
+// TestNodes calls the go-fuse node methods directly, on a bridge that is not
+// mounted.
+func TestNodes(t *testing.T) {
+	tree, _ := newTree(t, layerFiles(t), Options{})
+	m := &inodes{tree: tree, opts: MountOptions{UID: 7, GID: 8}}
+	root := m.newDir(tree.Root(), "")
+	gofs.NewNodeFS(root, &gofs.Options{})
+	ctx := context.Background()
+
+	var out fuse.EntryOut
+	layer, errno := root.Lookup(ctx, "layer", &out)
+	if errno != 0 || out.Mode&fuse.S_IFDIR == 0 {
+		t.Fatalf("lookup layer: %v, mode %o", errno, out.Mode)
+	}
+	s0, errno := layer.Operations().(*dirInode).Lookup(ctx, "s0", &out)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if _, errno := s0.Operations().(*dirInode).Lookup(ctx, "9-10_0-4_0-2", &out); errno != syscall.ENOENT {
+		t.Errorf("lookup of a name outside the grid: got %v, want ENOENT", errno)
+	}
+	c, errno := s0.Operations().(*dirInode).Lookup(ctx, "0-4_0-4_0-2", &out)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if out.Size != 32 || out.Mode != fuse.S_IFREG|0o444 || out.Uid != 7 || out.Gid != 8 {
+		t.Errorf("chunk attr: size %d mode %o uid %d gid %d", out.Size, out.Mode, out.Uid, out.Gid)
+	}
+	f := c.Operations().(*fileInode)
+	_, flags, errno := f.Open(ctx, syscall.O_RDONLY)
+	if errno != 0 || flags&fuse.FOPEN_KEEP_CACHE == 0 {
+		t.Errorf("open: errno %v flags %x, want FOPEN_KEEP_CACHE", errno, flags)
+	}
+	if _, _, errno := f.Open(ctx, syscall.O_RDWR); errno != syscall.EROFS {
+		t.Errorf("open for writing: got %v, want EROFS", errno)
+	}
+	res, errno := f.Read(ctx, nil, make([]byte, 10), 30)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	got, _ := res.Bytes(nil)
+	if want := chunk0()[30:]; !bytes.Equal(got, want) {
+		t.Errorf("read at 30: got %v, want %v", got, want)
+	}
+
+	ds, errno := s0.Operations().(*dirInode).Readdir(ctx)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	var listed []string
+	for ds.HasNext() {
+		e, _ := ds.Next()
+		listed = append(listed, e.Name)
+	}
+	if got, want := strings.Join(listed, " "), "0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
+		t.Errorf("readdir: got %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,237 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/volfs/volfs/cmd/volfs/demo"
+	"github.com/volfs/volfs/fs"
+)
+
+// volfsBin is the volfs binary built for these tests.
+var volfsBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "volfs-bin-")
+	if err != nil {
+		panic(err)
+	}
+	volfsBin = filepath.Join(dir, "volfs")
+	args := []string{"build", "-o", volfsBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, "../cmd/volfs")...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// serving is a volfs process serving a mount.
+type serving struct {
+	cmd    *exec.Cmd
+	mnt    string
+	stdout *bytes.Buffer // read only after wait
+	done   chan error
+}
+
+// startVolfs runs `volfs args... MOUNTPOINT` and returns once it reports
+// the mount is up. The process is killed, and the mount removed, at the end
+// of the test if it is still there.
+func startVolfs(t *testing.T, args ...string) *serving {
+	t.Helper()
+	requireFUSE(t)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &serving{cmd: exec.Command(volfsBin, append(args, mnt)...), mnt: mnt, stdout: new(bytes.Buffer), done: make(chan error, 1)}
+	s.cmd.Stdout = s.stdout
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		up := false
+		for sc.Scan() {
+			fmt.Fprintln(os.Stderr, "volfs:", sc.Text())
+			if !up && strings.Contains(sc.Text(), "msg=mounted") {
+				up = true
+				ready <- true
+			}
+		}
+		if !up {
+			ready <- false
+		}
+		s.done <- s.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		if isMounted(t, mnt) {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+	})
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("volfs %s exited before mounting", strings.Join(args, " "))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("volfs did not mount within a minute")
+	}
+	return s
+}
+
+// wait returns the exit error of the process, failing after a minute.
+func (s *serving) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("volfs did not exit within a minute")
+		return nil
+	}
+}
+
+func TestSIGTERMUnmounts(t *testing.T) {
+	vol, truth := writeVolume(t)
+	s := startVolfs(t, "mount", vol)
+	check(t, truth, s.mnt, vol)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wait(t); err != nil {
+		t.Errorf("volfs exited with %v after SIGTERM, want 0", err)
+	}
+	if isMounted(t, s.mnt) {
+		t.Errorf("%s still mounted after SIGTERM", s.mnt)
+	}
+}
+
+func TestExternalUmountStopsServer(t *testing.T) {
+	vol, _ := writeVolume(t)
+	s := startVolfs(t, "mount", vol)
+	run(t, "umount", s.mnt)
+	if err := s.wait(t); err != nil {
+		t.Errorf("volfs exited with %v after umount, want 0", err)
+	}
+}
+
+func TestMountpointRefusals(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	mounted := mountSource(t, t.TempDir(), fs.Options{})
+	for _, tc := range []struct {
+		mountpoint, want string
+	}{
+		{filepath.Join(dir, "absent"), "does not exist"},
+		{file, "not a directory"},
+		{mounted, "already mounted"},
+	} {
+		// The source is an unreachable URL: the mountpoint must be refused
+		// before any network work.
+		out, err := runErr(volfsBin, "mount", "http://127.0.0.1:1/never", tc.mountpoint)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("mount at %s: got %v %q, want a refusal saying %q", tc.mountpoint, err, out, tc.want)
+		}
+	}
+}
+
+// TestDemo runs `volfs demo` and compares chunks read through the mount by
+// python with the sample volume.
+func TestDemo(t *testing.T) {
+	requirePython(t)
+	s := startVolfs(t, "demo")
+	for _, tc := range []struct {
+		layer string
+		scale int
+		key   string
+		dtype string
+	}{
+		{"image", 0, "8_8_8", "u1"},
+		{"image", 1, "16_16_16", "u1"},
+		{"segmentation", 0, "8_8_8", "<u4"},
+		{"segmentation", 1, "16_16_16", "<u4"},
+	} {
+		data, size, bs := demo.Volume(tc.layer, tc.scale)
+		truth := filepath.Join(t.TempDir(), "truth.raw")
+		if err := os.WriteFile(truth, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Reassemble the whole scale from its chunk files, in python, and
+		// compare with the volume.
+		script := `
+import os, sys, numpy as np
+d, truth, dt, sx, sy, sz = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
+want = np.fromfile(truth, dt).reshape(sz, sy, sx)
+got = np.zeros_like(want)
+names = os.listdir(d)
+for n in names:
+    (x0, x1), (y0, y1), (z0, z1) = [map(int, r.split("-")) for r in n.split("_")]
+    got[z0:z1, y0:y1, x0:x1] = np.fromfile(os.path.join(d, n), dt).reshape(z1-z0, y1-y0, x1-x0)
+assert (got == want).all(), "mismatch"
+print(len(names), "chunks match")
+`
+		out := run(t, python, "-c", script, filepath.Join(s.mnt, tc.layer, tc.key), truth, tc.dtype,
+			fmt.Sprint(size[0]), fmt.Sprint(size[1]), fmt.Sprint(size[2]))
+		t.Logf("%s/%s: %s (%d-byte voxels)", tc.layer, tc.key, strings.TrimSpace(out), bs)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wait(t); err != nil {
+		t.Errorf("demo exited with %v after SIGINT, want 0", err)
+	}
+	// Read only after exit: until then the process may still be writing.
+	if !strings.Contains(s.stdout.String(), "python3") {
+		t.Errorf("demo did not print what to try:\n%s", s.stdout)
+	}
+}
+
+func TestInfoAndCat(t *testing.T) {
+	vol, truth := writeVolume(t)
+	out := run(t, volfsBin, "info", vol)
+	for _, want := range []string{"s0", "s1", "uint16", "70x45x9", "-13x5x-3", "32x16x4", "27", "raw"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info output lacks %q:\n%s", want, out)
+		}
+	}
+	// cat of a chunk equals numpy's bytes for it.
+	const name = "-13-19_5-21_-3-1"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := exec.CommandContext(ctx, volfsBin, "cat", vol, "s0/"+name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := run(t, python, "-c", `
+import sys, numpy as np
+a = np.load(sys.argv[1] + "/s0.npy")
+sys.stdout.write(a[:, 0:4, 0:16, 0:32].astype("<u2").tobytes().hex())`, truth)
+	if fmt.Sprintf("%x", got) != want {
+		t.Errorf("cat %s: %d bytes differ from numpy's", name, len(got))
+	}
+	if out, err := runErr(volfsBin, "cat", vol, "s0/nope"); err == nil {
+		t.Errorf("cat of a missing path succeeded: %s", out)
+	}
+}
