@@ -10,9 +10,11 @@
 // # Errors
 //
 // Errors are classified here, once, so that callers never look at HTTP status
-// codes or *os.PathError values. Every error a Fetcher returns wraps exactly
+// codes or *os.PathError values. An error a Fetcher returns wraps at most
 // one of the sentinels below (test with errors.Is), or context.Canceled /
-// context.DeadlineExceeded when the caller's context ended:
+// context.DeadlineExceeded when the caller's context ended. An error that
+// wraps none (an unexpected HTTP status, a body over the size limit, a
+// local I/O error) is a failure that retrying did not or would not fix:
 //
 //   - ErrNotExist: the object does not exist (HTTP 404/410, ENOENT). Never
 //     retried: a missing chunk is ordinary and reads as the fill value.

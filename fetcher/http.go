@@ -38,6 +38,12 @@ type HTTPOptions struct {
 	// MaxObjectSize bounds a response body (default 2 GiB); a larger one is
 	// an error rather than an allocation.
 	MaxObjectSize int64
+	// StallTimeout bounds how long an attempt may go without progress:
+	// from the request to the reply's headers, and between two reads of
+	// its body that return data (default 30s). A stalled attempt is a
+	// transient failure, so a server that stops sending mid-body is
+	// retried and then reported instead of hanging the read that waits.
+	StallTimeout time.Duration
 }
 
 func (o HTTPOptions) withDefaults() HTTPOptions {
@@ -56,6 +62,9 @@ func (o HTTPOptions) withDefaults() HTTPOptions {
 	}
 	if o.MaxObjectSize <= 0 {
 		o.MaxObjectSize = 2 << 30
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 30 * time.Second
 	}
 	// readBody reads one byte past the limit to detect an overlong body.
 	o.MaxObjectSize = min(o.MaxObjectSize, math.MaxInt64-1)
@@ -304,9 +313,19 @@ func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.He
 	}
 }
 
+// errStalled is the cause of an attempt abandoned by its watchdog.
+var errStalled = errors.New("no progress")
+
 // try makes one attempt of do.
 func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, read func(*http.Response) error) error {
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	// The watchdog cancels the attempt when it makes no progress for
+	// StallTimeout; every read that returns data re-arms it.
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+
+	req, err := http.NewRequestWithContext(actx, method, u.String(), nil)
 	if err != nil {
 		return fmt.Errorf("fetcher: %w", err)
 	}
@@ -315,13 +334,18 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 	if err != nil {
 		err = transportError(err)
 	} else {
+		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout}
 		err = read(resp)
 		drain(resp.Body)
 	}
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
 		// Whatever broke, the caller's ending context is the cause that
 		// matters, and it must never be retried.
 		err = ctx.Err()
+	case context.Cause(actx) == errStalled:
+		err = fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient)
 	}
 	if err != nil {
 		return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), err)
@@ -341,6 +365,22 @@ func (h *HTTP) backoff(n int, err error) time.Duration {
 		ceiling = h.opts.BaseBackoff << n
 	}
 	return rand.N(ceiling)
+}
+
+// progressBody re-arms the watchdog of its attempt on every read that
+// returns data.
+type progressBody struct {
+	io.ReadCloser
+	watchdog *time.Timer
+	timeout  time.Duration
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.watchdog.Reset(b.timeout)
+	}
+	return n, err
 }
 
 // retryAfterError is a transient error whose server asked for a delay
@@ -594,7 +634,7 @@ func newSession(conns int) *session {
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 		// Bounds a server that accepts and never answers; a body that
-		// stalls is bounded by the caller's context.
+		// stalls is bounded by the attempt's watchdog (StallTimeout).
 		ResponseHeaderTimeout: 30 * time.Second,
 		// Accept-Encoding is ours to set: gzip bodies are returned undecoded.
 		DisableCompression: true,

@@ -594,3 +594,41 @@ func TestHTTPRedirects(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPStalledBody: a server that stops sending mid-body is abandoned
+// after StallTimeout, retried, then reported as transient; one that sends
+// slowly but steadily is read to the end.
+func TestHTTPStalledBody(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	stalled, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.Write(seq(50))
+		w.(http.Flusher).Flush()
+		<-release
+	})
+	opts := fastRetries
+	opts.MaxAttempts, opts.StallTimeout = 2, 50*time.Millisecond
+	_, err := newHTTP(t, stalled.URL, opts).Get(context.Background(), "k")
+	checkErr(t, err, ErrTransient)
+	if err == nil || !strings.Contains(err.Error(), "no progress") {
+		t.Errorf("got %v, want it to say the attempt made no progress", err)
+	}
+	if got := n.Load(); got != 2 {
+		t.Errorf("requests: got %v, want %v", got, 2)
+	}
+
+	slow, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		for i := range 10 {
+			w.Write([]byte{byte(i)})
+			w.(http.Flusher).Flush()
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	opts.StallTimeout = 100 * time.Millisecond // less than the whole body takes
+	obj, err := newHTTP(t, slow.URL, opts).Get(context.Background(), "k")
+	if err != nil || len(obj.Data) != 10 {
+		t.Errorf("slow body: got %d bytes, %v, want 10 bytes", len(obj.Data), err)
+	}
+}
