@@ -87,9 +87,7 @@ func serveObject(w http.ResponseWriter, r *http.Request, key string, b []byte) {
 			// gzip-encoded objects, ignore Range and send the whole stream.
 			h.Set("Content-Encoding", "gzip")
 			h.Set("Content-Length", strconv.Itoa(len(b)))
-			if r.Method != http.MethodHead {
-				w.Write(b) //nolint:errcheck // the client went away; nothing to do
-			}
+			w.Write(b) //nolint:errcheck // HEAD discards the body; a client that left, all of it
 			return
 		}
 		zr, err := gzip.NewReader(bytes.NewReader(b))
@@ -122,11 +120,10 @@ func (s *Server) children(prefix string) []string {
 	var names []string
 	for k := range s.objects {
 		if rest, ok := strings.CutPrefix(k, prefix); ok && rest != "" {
-			if name, _, deeper := strings.Cut(rest, "/"); deeper {
-				names = append(names, name+"/")
-			} else {
-				names = append(names, name)
+			if i := strings.IndexByte(rest, '/'); i >= 0 {
+				rest = rest[:i+1]
 			}
+			names = append(names, rest)
 		}
 	}
 	slices.Sort(names)

@@ -162,6 +162,7 @@ func TestServer(t *testing.T) {
 // TestServeObjects reads every demo chunk through the server with Go's default transparent
 // gzip handling, the way the http fetcher will, and compares it with the stored stream.
 func TestServeObjects(t *testing.T) {
+	objects := testObjects()
 	srv, err := Serve(objects)
 	if err != nil {
 		t.Fatal(err)
