@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs the read-path benchmarks side by side, several times, and prints the
+# median of each with the ratios that matter. Usage: integration/bench.sh [COUNT]
+# (root, for the FUSE rows). Results and this command go in docs/PERFORMANCE.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+count=${1:-5}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+go test -run '^$' -bench 'Gunzip' -benchmem -count "$count" ./decode/ | tee -a "$out" >&2
+go test -run '^$' -bench 'ReadScale|MountScale' -benchmem -benchtime 20x -count "$count" ./integration/ 2>/dev/null | tee -a "$out" >&2
+/usr/bin/python3 - "$out" <<'PY'
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"Benchmark(\S+?)-\d+\s+\d+\s+([\d.]+) ns/op(.*)", line)
+    if m:
+        runs.setdefault(m.group(1), []).append((float(m.group(2)), m.group(3)))
+med = {k: statistics.median(v[0] for v in vs) for k, vs in runs.items()}
+def extra(name, unit):
+    vals = [float(x) for _, rest in runs[name] for x in re.findall(r"([\d.]+) " + re.escape(unit), rest)]
+    return statistics.median(vals) if vals else float("nan")
+print(f"\n{'benchmark':34} {'median ms/op':>12} {'MB/s':>8} {'allocs/op':>10} {'dials/op':>9}")
+for k in sorted(med):
+    print(f"{k:34} {med[k]/1e6:12.3f} {extra(k, 'MB/s'):8.0f} {extra(k, 'allocs/op'):10.0f} {extra(k, 'dials/op'):9.2f}")
+def ratio(label, a, b):
+    if a in med and b in med:
+        print(f"{label:60} {med[a]/med[b]:6.2f}x")
+print()
+ratio("stdlib gzip / volfs Gunzip (1 MiB chunk)", "Gunzip/stdlib", "Gunzip/volfs")
+ratio("cold read from disk / gunzip alone (read-path overhead)", "ReadScale/cold-disk", "ReadScale/gunzip")
+ratio("cold read over loopback HTTP / gunzip alone", "ReadScale/cold", "ReadScale/gunzip")
+ratio("cold read, 1 reader / GOMAXPROCS readers (scaling)", "ReadScale/cold", "ReadScale/cold-parallel")
+ratio("cold read / warm read (cache hit speed-up)", "ReadScale/cold", "ReadScale/warm")
+if all(k in med for k in ("MountScale/fuse-cat", "MountScale/fuse-mount-only", "MountScale/inprocess")):
+    f = med["MountScale/fuse-cat"] - med["MountScale/fuse-mount-only"]
+    print(f"{'FUSE cat (less mount+sh) / in-process cold read':60} {f/med['MountScale/inprocess']:6.2f}x")
+PY

@@ -1,0 +1,248 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"sync/atomic"
+	"testing"
+
+	"github.com/volfs/volfs/cmd/volfs/demo"
+	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fs"
+)
+
+// benchScale is the demo scale the read benchmarks read whole: 60 chunks,
+// 7.4 MB decoded, gzip on the wire.
+const benchScale = "image/8_8_8"
+
+// benchSource serves the demo over loopback HTTP and returns its URL, the
+// scale's chunk names and their total decoded size.
+func benchSource(b *testing.B) (url string, names []string, bytes int64) {
+	b.Helper()
+	objs := demo.Objects()
+	srv, err := demo.Serve(objs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Close)
+	for k := range objs {
+		if path.Dir(k) == benchScale {
+			names = append(names, path.Base(k))
+		}
+	}
+	sort.Strings(names)
+	data, _, _ := demo.Volume("image", 0)
+	return srv.URL, names, int64(len(data))
+}
+
+func benchTree(b *testing.B, url string, cacheBytes int64) *fs.Tree {
+	b.Helper()
+	src, err := fetcher.Open(url, fetcher.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tree, err := fs.New(context.Background(), src, fs.Options{CacheBytes: cacheBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tree
+}
+
+func readChunk(ctx context.Context, tree *fs.Tree, name string, buf []byte) error {
+	n, err := tree.Resolve(ctx, benchScale+"/"+name)
+	if err != nil {
+		return err
+	}
+	f := n.(fs.File)
+	for off := int64(0); off < f.Size(); off += int64(len(buf)) {
+		if _, err := f.ReadAt(ctx, buf, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dials(tree *fs.Tree) int64 {
+	if h, ok := tree.Source().(*fetcher.HTTP); ok {
+		return h.Dials()
+	}
+	return 0
+}
+
+// BenchmarkReadScale reads every chunk of one demo scale, in 128 KiB reads
+// as the kernel sends them, through the in-process read path:
+//
+//   - gunzip: only inflating the stored chunks, the floor for any reader;
+//   - cold: each read misses the cache: HTTP fetch, gunzip, size check;
+//   - cold-disk: the same from .gz files on local disk, without HTTP;
+//   - cold-parallel: the same with GOMAXPROCS readers on distinct chunks;
+//   - warm: each read hits the decoded-chunk cache.
+//
+// dials/op counts TCP connections opened per pass: 0 in steady state.
+func BenchmarkReadScale(b *testing.B) {
+	url, names, size := benchSource(b)
+	ctx := context.Background()
+	b.Run("gunzip", func(b *testing.B) {
+		objs := demo.Objects()
+		b.SetBytes(size)
+		b.ReportAllocs()
+		tree := benchTree(b, url, 1)
+		for b.Loop() {
+			for _, name := range names {
+				n, err := tree.Resolve(ctx, benchScale+"/"+name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size := int(n.(fs.File).Size())
+				if _, err := decode.Gunzip(objs[benchScale+"/"+name], size, size); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	cold := func(b *testing.B, parallel bool) {
+		tree := benchTree(b, url, 1) // keeps nothing
+		readChunk(ctx, tree, names[0], make([]byte, 128<<10))
+		before := dials(tree)
+		b.SetBytes(size)
+		b.ReportAllocs()
+		b.ResetTimer()
+		if !parallel {
+			buf := make([]byte, 128<<10)
+			for i := 0; i < b.N; i++ {
+				for _, name := range names {
+					if err := readChunk(ctx, tree, name, buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		} else {
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				buf := make([]byte, 128<<10)
+				for pb.Next() {
+					// Each pass of the benchmark is one scale: readers
+					// share out its chunks.
+					for range names {
+						name := names[next.Add(1)%int64(len(names))]
+						if err := readChunk(ctx, tree, name, buf); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+		b.ReportMetric(float64(dials(tree)-before)/float64(b.N), "dials/op")
+	}
+	b.Run("cold", func(b *testing.B) { cold(b, false) })
+	// cold-disk is cold with the chunks as .gz files on local disk (page
+	// cache), without HTTP: what the read path itself adds to gunzip.
+	b.Run("cold-disk", func(b *testing.B) {
+		dir := b.TempDir()
+		for k, v := range demo.Objects() {
+			if path.Base(k) != "info" {
+				k += ".gz"
+			}
+			p := filepath.Join(dir, filepath.FromSlash(k))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, v, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tree := benchTree(b, dir, 1)
+		buf := make([]byte, 128<<10)
+		readChunk(ctx, tree, names[0], buf)
+		b.SetBytes(size)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for _, name := range names {
+				if err := readChunk(ctx, tree, name, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("cold-parallel", func(b *testing.B) { cold(b, true) })
+	b.Run("warm", func(b *testing.B) {
+		tree := benchTree(b, url, 1<<30)
+		buf := make([]byte, 128<<10)
+		for _, name := range names {
+			readChunk(ctx, tree, name, buf)
+		}
+		b.SetBytes(size)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for _, name := range names {
+				if err := readChunk(ctx, tree, name, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkMountScale reads the same scale through a real mount with one
+// cat process, cold: every pass mounts a new tree, so neither the page
+// cache nor the chunk cache holds anything. Compare with
+// BenchmarkMountScale/inprocess, the same work without FUSE (a new tree
+// per pass, read as cat reads), to see what FUSE and the subprocess cost.
+func BenchmarkMountScale(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to mount")
+	}
+	url, names, size := benchSource(b)
+	ctx := context.Background()
+	// mountAndRun mounts a new tree, runs script in sh with the chunk
+	// paths as arguments, and unmounts.
+	mountAndRun := func(b *testing.B, script string) {
+		tree := benchTree(b, url, fs.DefaultCacheBytes)
+		mnt := b.TempDir()
+		srv, err := fs.Mount(mnt, tree, fs.MountOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", script, "sh")
+		for _, n := range names {
+			cmd.Args = append(cmd.Args, filepath.Join(mnt, benchScale, n))
+		}
+		out, err := cmd.CombinedOutput()
+		if uerr := srv.Unmount(); uerr != nil {
+			b.Fatal(uerr)
+		}
+		if err != nil {
+			b.Fatalf("%s: %v %s", script, err, out)
+		}
+	}
+	b.Run("fuse-cat", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			mountAndRun(b, `cat "$@" > /dev/null`)
+		}
+	})
+	// The fixed cost in fuse-cat: mount, start sh, unmount.
+	b.Run("fuse-mount-only", func(b *testing.B) {
+		for b.Loop() {
+			mountAndRun(b, `true`)
+		}
+	})
+	b.Run("inprocess", func(b *testing.B) {
+		b.SetBytes(size)
+		buf := make([]byte, 128<<10)
+		for b.Loop() {
+			tree := benchTree(b, url, fs.DefaultCacheBytes)
+			for _, name := range names {
+				if err := readChunk(ctx, tree, name, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
