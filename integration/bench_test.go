@@ -245,4 +245,3 @@ func BenchmarkMountScale(b *testing.B) {
 		}
 	})
 }
-
