@@ -67,6 +67,9 @@ func NewFile(root string) (*File, error) {
 	return &File{root: abs}, nil
 }
 
+// Root returns the absolute, clean directory that f reads.
+func (f *File) Root() string { return f.root }
+
 // String returns "file://" followed by the absolute root.
 func (f *File) String() string { return "file://" + filepath.ToSlash(f.root) }
 

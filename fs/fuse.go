@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,8 +36,13 @@ type MountOptions struct {
 
 // Mount serves t at mountpoint and returns the running server; call its
 // Unmount to stop, Wait to block until it is unmounted. As root it mounts
-// directly; otherwise through fusermount3.
+// directly; otherwise through fusermount3. A mountpoint inside a local
+// source is refused: serving it would make the server read its own mount
+// and deadlock.
 func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) {
+	if err := checkOutsideSource(mountpoint, t); err != nil {
+		return nil, err
+	}
 	ino := &inodes{tree: t, opts: opts, mtime: time.Now()}
 	root := ino.newDir(t.root, "")
 	et, at, nt := entryTimeout, attrTimeout, negativeTimeout
@@ -45,6 +52,9 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 		NegativeTimeout: &nt,
 		UID:             opts.UID,
 		GID:             opts.GID,
+		// go-fuse numbers from 2^63 by default; 32-bit programs that stat
+		// such an inode fail with EOVERFLOW.
+		FirstAutomaticIno: 2,
 		MountOptions: fuse.MountOptions{
 			FsName:        t.src.String(),
 			Name:          "volfs",
@@ -71,6 +81,30 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 	})
 }
 
+// checkOutsideSource refuses a mountpoint at or below the root of a local
+// source.
+func checkOutsideSource(mountpoint string, t *Tree) error {
+	local, ok := t.src.(interface{ Root() string })
+	if !ok {
+		return nil
+	}
+	abs, err := filepath.Abs(mountpoint)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return fmt.Errorf("fs: mountpoint %s: %w", mountpoint, err)
+	}
+	root, err := filepath.EvalSymlinks(local.Root())
+	if err != nil {
+		return fmt.Errorf("fs: source %s: %w", local.Root(), err)
+	}
+	if rel, err := filepath.Rel(root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("fs: mountpoint %s is inside the source %s; mount it elsewhere", mountpoint, root)
+	}
+	return nil
+}
+
 // inodes holds what every node of one mount shares.
 type inodes struct {
 	tree  *Tree
@@ -91,7 +125,7 @@ func (m *inodes) attr(n Node, out *fuse.Attr) {
 	}
 	out.Owner = fuse.Owner{Uid: m.opts.UID, Gid: m.opts.GID}
 	out.Blksize = blockSize
-	out.SetTimes(nil, &m.mtime, &m.mtime)
+	out.SetTimes(&m.mtime, &m.mtime, &m.mtime)
 }
 
 // dirInode serves a Dir.
@@ -126,7 +160,7 @@ func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	if err != nil {
 		return nil, errno(ctx, n.m.tree.log, err, "readdir", n.path)
 	}
-	return &dirStream{l: l}, 0
+	return &dirStream{l: l, i: -2}, 0
 }
 
 func (n *dirInode) Getattr(_ context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -134,16 +168,21 @@ func (n *dirInode) Getattr(_ context.Context, _ gofs.FileHandle, out *fuse.AttrO
 	return 0
 }
 
-// dirStream generates directory entries as the kernel reads them.
+// dirStream generates directory entries as the kernel reads them, after
+// "." and "..", which the kernel does not add.
 type dirStream struct {
 	l Listing
-	i int64
+	i int64 // index of the next entry; -2 and -1 are "." and ".."
 }
 
 func (s *dirStream) HasNext() bool { return s.i < s.l.Len() }
 func (s *dirStream) Close()        {}
 
 func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
+	if s.i < 0 {
+		s.i++
+		return fuse.DirEntry{Name: [...]string{".", ".."}[s.i+1], Mode: fuse.S_IFDIR}, 0
+	}
 	name, isDir := s.l.Entry(s.i)
 	s.i++
 	mode := uint32(fuse.S_IFREG)

@@ -155,6 +155,12 @@ func TestMountpointRefusals(t *testing.T) {
 			t.Errorf("mount at %s: got %v %q, want a refusal saying %q", tc.mountpoint, err, out, tc.want)
 		}
 	}
+	// Serving a local source at a mountpoint inside it would deadlock.
+	inside := filepath.Join(dir, "sub")
+	os.Mkdir(inside, 0o755)
+	if out, err := runErr(volfsBin, "mount", dir, inside); err == nil || !strings.Contains(out, "inside the source") {
+		t.Errorf("mount inside the source: got %v %q, want a refusal", err, out)
+	}
 }
 
 // TestDemo runs `volfs demo` and compares chunks read through the mount by
