@@ -192,6 +192,12 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		t.log.Warn("not shown as a volume", "dir", key, "err", err)
 		return src, nil
 	}
+	for _, a := range vol.Arrays {
+		if biggest := a.ChunkSize(make([]int64, len(a.Grid))); biggest > t.opts.CacheBytes/4 {
+			t.log.Warn("chunks are large for the cache: each read of an evicted chunk fetches and decodes it again; raise --cache-size",
+				"array", a.Key, "chunk_bytes", biggest, "cache_bytes", t.opts.CacheBytes)
+		}
+	}
 	return newVolumeDir(t, vol, src), nil
 }
 

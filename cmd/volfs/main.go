@@ -86,6 +86,9 @@ func app() *cli.App {
 	}
 }
 
+// minCacheBytes is the smallest --cache-size accepted.
+const minCacheBytes = 16 << 20
+
 // openTree opens source with the tree flags of c. Network work starts here.
 func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	log, err := newLogger(c.String("log-level"))
@@ -96,6 +99,11 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	opts := fs.Options{Log: log}
 	if opts.CacheBytes, err = parseSize(c.String("cache-size")); err != nil {
 		return nil, fmt.Errorf("--cache-size: %w", err)
+	}
+	if opts.CacheBytes < minCacheBytes {
+		// The kernel reads a chunk file in 128 KiB pieces: a chunk that
+		// the cache cannot hold is fetched and decoded again for each.
+		return nil, fmt.Errorf("--cache-size: at least %s, got %s", formatSize(minCacheBytes), c.String("cache-size"))
 	}
 	switch c.String("missing") {
 	case "fill":
