@@ -125,9 +125,9 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	if _, isVol := root.(*volumeDir); opts.Format != "" && !isVol {
 		return nil, fmt.Errorf("fs: %s: no %s metadata (info) at the root", src, opts.Format)
 	}
-	if src, ok := root.(*sourceDir); ok {
-		if _, _, err := src.list(ctx); errors.Is(err, fetcher.ErrNotSupported) {
-			t.log.Warn("the source cannot be listed and has no info at its root: its root shows empty, and volumes show only when named (ls MOUNT/NAME)", "source", src.t.src.String())
+	if dir, ok := root.(*sourceDir); ok {
+		if _, _, err := dir.list(ctx); errors.Is(err, fetcher.ErrNotSupported) {
+			t.log.Warn("the source cannot be listed and has no info at its root: its root shows empty, and volumes show only when named (ls MOUNT/NAME)", "source", src.String())
 		}
 	}
 	t.root = root

@@ -186,7 +186,13 @@ func serve(c *cli.Context, source, mountpoint string, ready func()) error {
 
 func runDemo(c *cli.Context) error {
 	mountpoint := c.Args().First()
-	if mountpoint == "" {
+	if mountpoint != "" {
+		// Unlike mount, the demo makes its mountpoint: it is a place to try
+		// things, not a path that a typo should not create.
+		if err := os.MkdirAll(mountpoint, 0o755); err != nil {
+			return err
+		}
+	} else {
 		dir, err := os.MkdirTemp("", "volfs-demo-")
 		if err != nil {
 			return err
