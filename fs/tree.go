@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path"
 	"strings"
@@ -433,20 +432,4 @@ func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error)
 		return nil
 	}
 	return vols, walk(t.root, depth)
-}
-
-// ReaderAt adapts f to io.ReaderAt, reading under ctx.
-func ReaderAt(ctx context.Context, f File) io.ReaderAt { return readerAt{ctx, f} }
-
-type readerAt struct {
-	ctx context.Context
-	f   File
-}
-
-func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
-	n, err := r.f.ReadAt(r.ctx, p, off)
-	if err == nil && n < len(p) {
-		err = io.EOF
-	}
-	return n, err
 }

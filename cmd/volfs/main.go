@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -263,8 +262,21 @@ func runCat(c *cli.Context) error {
 	if !ok {
 		return fmt.Errorf("%s is a directory", c.Args().Get(1))
 	}
-	_, err = io.Copy(os.Stdout, io.NewSectionReader(fs.ReaderAt(c.Context, f), 0, f.Size()))
-	return err
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < f.Size(); {
+		n, err := f.ReadAt(c.Context, buf, off)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%s: ends at %d bytes, want %d", c.Args().Get(1), off, f.Size())
+		}
+		if _, err := os.Stdout.Write(buf[:n]); err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
 }
 
 func newLogger(level string) (*slog.Logger, error) {
