@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"syscall"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/volfs/volfs/fetcher"
 )
 
 // errno is the one mapping from errors to what the kernel is told. op and
 // path name the request for the log line that every EIO gets.
-func errno(ctx context.Context, log *slog.Logger, err error, op, path string) syscall.Errno {
+func (t *Tree) errno(ctx context.Context, err error, op, path string) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
@@ -21,6 +25,47 @@ func errno(ctx context.Context, log *slog.Logger, err error, op, path string) sy
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return syscall.EINTR
 	}
-	log.Error(fmt.Sprintf("%s %s: %v", op, path, err))
+	t.errLog.log(t.log, fmt.Sprintf("%s %s: %v", op, path, err), path)
 	return syscall.EIO
+}
+
+// errorRepeatWindow is how long the failures of one path share one log
+// line: the kernel retries a failed read-ahead as a plain read, and a
+// program may retry at once, but one broken chunk is one line.
+const errorRepeatWindow = 5 * time.Second
+
+// errorLog writes error lines, at most one per path per errorRepeatWindow,
+// counting the ones it holds back.
+type errorLog struct {
+	mu     sync.Mutex
+	recent *simplelru.LRU[string, *logged] // GUARDED_BY(mu); bounded, so a storm of paths cannot grow it
+}
+
+type logged struct {
+	at         time.Time
+	suppressed int
+}
+
+func (l *errorLog) log(log *slog.Logger, msg, path string) {
+	now := time.Now()
+	l.mu.Lock()
+	if l.recent == nil {
+		l.recent, _ = simplelru.NewLRU[string, *logged](4096, nil)
+	}
+	prev, ok := l.recent.Get(path)
+	if ok && now.Sub(prev.at) < errorRepeatWindow {
+		prev.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	suppressed := 0
+	if ok {
+		suppressed = prev.suppressed
+	}
+	l.recent.Add(path, &logged{at: now})
+	l.mu.Unlock()
+	if suppressed > 0 {
+		msg += fmt.Sprintf(" (failed %d more times since the last report)", suppressed)
+	}
+	log.Error(msg)
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -203,10 +204,9 @@ func TestCorruptAndMissing(t *testing.T) {
 
 func TestErrno(t *testing.T) {
 	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name string
 		ctx  context.Context
 		err  error
@@ -221,14 +221,36 @@ func TestErrno(t *testing.T) {
 		{"permission", context.Background(), wrap(fetcher.ErrPermission), syscall.EIO},
 		{"anything", context.Background(), errors.New("boom"), syscall.EIO},
 	} {
+		tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
 		logs.Reset()
-		if got := errno(tc.ctx, log, tc.err, "read", "a/b"); got != tc.want {
+		path := fmt.Sprintf("a/%d", i)
+		if got := tree.errno(tc.ctx, tc.err, "read", path); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 		lines := strings.Count(logs.String(), "\n")
 		if wantLines := map[bool]int{true: 1, false: 0}[tc.want == syscall.EIO]; lines != wantLines {
 			t.Errorf("%s: %d log lines, want %d: %s", tc.name, lines, wantLines, logs.String())
 		}
+		if lines > 0 && !strings.Contains(logs.String(), "read "+path+": ") {
+			t.Errorf("%s: log line does not name the request: %s", tc.name, logs.String())
+		}
+	}
+}
+
+// TestErrnoRepeats: failures of one path in quick succession (the kernel
+// retrying a read-ahead) share one log line; another path gets its own.
+func TestErrnoRepeats(t *testing.T) {
+	var logs bytes.Buffer
+	tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx := context.Background()
+	for range 3 {
+		if got := tree.errno(ctx, errors.New("corrupt"), "read", "s0/a"); got != syscall.EIO {
+			t.Fatalf("got %v, want EIO", got)
+		}
+	}
+	tree.errno(ctx, errors.New("corrupt"), "read", "s0/b")
+	if got := strings.Count(logs.String(), "\n"); got != 2 {
+		t.Errorf("got %d log lines, want 2 (one per path):\n%s", got, logs.String())
 	}
 }
 

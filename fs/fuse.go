@@ -146,7 +146,7 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	p := path.Join(n.path, name)
 	child, err := n.dir.Lookup(ctx, name)
 	if err != nil {
-		return nil, errno(ctx, n.m.tree.log, err, "lookup", p)
+		return nil, n.m.tree.errno(ctx, err, "lookup", p)
 	}
 	n.m.attr(child, &out.Attr)
 	if d, ok := child.(Dir); ok {
@@ -158,7 +158,7 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	l, err := n.dir.List(ctx)
 	if err != nil {
-		return nil, errno(ctx, n.m.tree.log, err, "readdir", n.path)
+		return nil, n.m.tree.errno(ctx, err, "readdir", n.path)
 	}
 	return &dirStream{l: l, i: -2}, 0
 }
@@ -213,7 +213,7 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	}
 	if o, ok := n.file.(opener); ok {
 		if err := o.open(ctx); err != nil {
-			return nil, 0, errno(ctx, n.m.tree.log, err, "open", n.path)
+			return nil, 0, n.m.tree.errno(ctx, err, "open", n.path)
 		}
 	}
 	return nil, fuse.FOPEN_KEEP_CACHE, 0
@@ -223,13 +223,13 @@ func (n *fileInode) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, of
 	if s, ok := n.file.(slicer); ok {
 		b, err := s.slice(ctx, off, int64(len(dest)))
 		if err != nil {
-			return nil, errno(ctx, n.m.tree.log, err, "read", n.path)
+			return nil, n.m.tree.errno(ctx, err, "read", n.path)
 		}
 		return fuse.ReadResultData(b), 0
 	}
 	k, err := n.file.ReadAt(ctx, dest, off)
 	if err != nil {
-		return nil, errno(ctx, n.m.tree.log, err, "read", n.path)
+		return nil, n.m.tree.errno(ctx, err, "read", n.path)
 	}
 	return fuse.ReadResultData(dest[:k]), 0
 }

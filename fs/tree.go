@@ -46,6 +46,8 @@ type Tree struct {
 	opts  Options
 	log   *slog.Logger
 	root  Dir
+
+	errLog errorLog
 }
 
 // Node is an entry of the tree: a Dir or a File.
