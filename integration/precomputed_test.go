@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/volfs/volfs/fs"
@@ -105,5 +106,40 @@ func TestCorruptChunk(t *testing.T) {
 	run(t, "ls", filepath.Join(mnt, "s0"))
 	if out, err := runErr("cat", filepath.Join(mnt, "s0", bad)); err == nil || !strings.Contains(out, "Input/output error") {
 		t.Errorf("second read of the corrupt chunk: got %v %q, want EIO", err, out)
+	}
+}
+
+// TestStatNeverFetches: ls -l and stat of every chunk file of a scale ask
+// the server for nothing; the first read of a chunk asks for it once.
+func TestStatNeverFetches(t *testing.T) {
+	vol, _ := writeVolume(t)
+	var mu sync.Mutex
+	var requests []string
+	files := http.FileServer(http.Dir(vol))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.URL.Path)
+		mu.Unlock()
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	mnt := mountSource(t, srv.URL, fs.Options{})
+	run(t, "ls", "-l", filepath.Join(mnt, "s0"))
+	run(t, "sh", "-c", `stat -c '%s' "$0"/s0/* > /dev/null`, mnt)
+	mu.Lock()
+	for _, p := range requests {
+		if strings.HasPrefix(p, "/s0/") {
+			t.Errorf("ls -l and stat fetched %s", p)
+		}
+	}
+	before := len(requests)
+	mu.Unlock()
+	run(t, "cat", filepath.Join(mnt, "s0", "-13-19_5-21_-3-1"))
+	run(t, "cat", filepath.Join(mnt, "s0", "-13-19_5-21_-3-1"))
+	mu.Lock()
+	defer mu.Unlock()
+	// The plain key first (404), then its .gz: two requests, once.
+	if got := requests[before:]; len(got) != 2 {
+		t.Errorf("two reads of one chunk made requests %v, want the plain key then .gz, once", got)
 	}
 }
