@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -141,5 +142,30 @@ func TestStatNeverFetches(t *testing.T) {
 	// The plain key first (404), then its .gz: two requests, once.
 	if got := requests[before:]; len(got) != 2 {
 		t.Errorf("two reads of one chunk made requests %v, want the plain key then .gz, once", got)
+	}
+}
+
+// TestConcurrentReaders runs several checkers at once against one mount
+// whose cache holds only a few chunks, so that loads are shared, evicted
+// and repeated while other readers copy out: every byte must still match.
+func TestConcurrentReaders(t *testing.T) {
+	vol, truth := writeVolume(t)
+	srv := gzipEncodingServer(t, vol)
+	mnt := mountSource(t, srv.URL, fs.Options{CacheBytes: 64 << 10})
+	const readers = 6
+	errs := make(chan error, readers)
+	for range readers {
+		go func() {
+			out, err := runErr(python, "testdata/checkprecomputed.py", truth, mnt, "--orig", vol)
+			if err != nil {
+				err = fmt.Errorf("%v\n%s", err, out)
+			}
+			errs <- err
+		}()
+	}
+	for range readers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
