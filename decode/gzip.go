@@ -29,7 +29,7 @@ func TransportGzip(contentEncoding, key string) (bool, error) {
 	case "", "identity":
 		return strings.HasSuffix(key, ".gz"), nil
 	default:
-		return false, fmt.Errorf("%w content encoding %q", ErrUnsupported, contentEncoding)
+		return false, fmt.Errorf("content encoding %q: %w", contentEncoding, ErrUnsupported)
 	}
 }
 

@@ -46,7 +46,7 @@ func ParsePrecomputed(dir string, info []byte) (*Volume, error) {
 	}
 	size, ok := precomputedTypes[dtypeName]
 	if !ok {
-		return nil, fail("data_type", fmt.Errorf("%w data type %q", ErrUnsupported, dtypeName))
+		return nil, fail("data_type", fmt.Errorf("%q is not a precomputed data type: %w", dtypeName, ErrUnsupported))
 	}
 	var channels int64
 	if err := field(top, "num_channels", &channels); err != nil {
@@ -129,7 +129,7 @@ func parseScale(s map[string]json.RawMessage, key string) (*Array, string, error
 		}
 	}
 	if _, ok := s["sharding"]; ok && string(s["sharding"]) != "null" {
-		return nil, "sharding", fmt.Errorf("%w: sharded scales are not implemented yet", ErrUnsupported)
+		return nil, "sharding", fmt.Errorf("sharded scales are not implemented yet: %w", ErrUnsupported)
 	}
 	if err := field(s, "encoding", &a.Encoding); err != nil {
 		return nil, "encoding", err
@@ -137,9 +137,9 @@ func parseScale(s map[string]json.RawMessage, key string) (*Array, string, error
 	implemented, known := precomputedEncodings[a.Encoding]
 	switch {
 	case !known:
-		return nil, "encoding", fmt.Errorf("%w encoding %q", ErrUnsupported, a.Encoding)
+		return nil, "encoding", fmt.Errorf("%q is not a precomputed encoding: %w", a.Encoding, ErrUnsupported)
 	case !implemented:
-		return nil, "encoding", fmt.Errorf("%w encoding %q (not implemented yet)", ErrUnsupported, a.Encoding)
+		return nil, "encoding", fmt.Errorf("%q is not implemented yet: %w", a.Encoding, ErrUnsupported)
 	}
 	a.decode = decodeRaw
 	return a, "", nil
@@ -155,7 +155,7 @@ func checkScaleKey(key string) error {
 	case key == "." || key == ".." || strings.HasPrefix(key, "../") || strings.HasPrefix(key, "/"):
 		return fmt.Errorf("%q leaves the layer directory", key)
 	case strings.ContainsAny(key, "/\\\x00"):
-		return fmt.Errorf("%w: %q is not a single path element", ErrUnsupported, key)
+		return fmt.Errorf("%q is not a single path element: %w", key, ErrUnsupported)
 	}
 	return nil
 }
