@@ -44,6 +44,15 @@
 // neighbours read normally, and the mount stays up. A panic in a handler is
 // logged and becomes EIO.
 //
+// # Cancellation
+//
+// A reader interrupted by a signal makes the kernel interrupt its request;
+// go-fuse cancels the request's context, the read returns EINTR at once,
+// and the chunk's load is cancelled if no other reader waits for it. Reads
+// that the kernel makes for its own read-ahead (most reads of a file through
+// the page cache) belong to no process: they run to the end, bounded by the
+// fetcher's retries and stall timeout.
+//
 // # Caching and the kernel
 //
 // Data under a source is treated as immutable: files are opened with
