@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,6 +89,10 @@ func app() *cli.App {
 // minCacheBytes is the smallest --cache-size accepted.
 const minCacheBytes = 16 << 20
 
+// memHeadroom is the memory beyond the cache that the soft memory limit
+// leaves for loads in flight, HTTP buffers and go-fuse.
+const memHeadroom = 512 << 20
+
 // openTree opens source with the tree flags of c. Network work starts here.
 func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	log, err := newLogger(c.String("log-level"))
@@ -103,6 +108,12 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 		// The kernel reads a chunk file in 128 KiB pieces: a chunk that
 		// the cache cannot hold is fetched and decoded again for each.
 		return nil, fmt.Errorf("--cache-size: at least %s, got %s", formatSize(minCacheBytes), c.String("cache-size"))
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The cache is most of the heap: without a limit the collector
+		// lets the heap grow to twice the live data before it runs, so a
+		// full cache would cost twice --cache-size.
+		debug.SetMemoryLimit(opts.CacheBytes + opts.CacheBytes/4 + memHeadroom)
 	}
 	switch c.String("missing") {
 	case "fill":
