@@ -157,6 +157,17 @@ func (c *Cache) run(ctx context.Context, key string, f *flight, load Loader) {
 	f.val, f.err = load(ctx)
 }
 
+// memHeadroom is the memory beyond the cache that MemoryLimit leaves for
+// loads in flight, HTTP buffers and go-fuse's request buffers.
+const memHeadroom = 256 << 20
+
+// MemoryLimit returns a soft memory limit (runtime/debug.SetMemoryLimit)
+// for a process whose heap is mostly a cache of maxBytes: 1.25 x maxBytes
+// plus a fixed headroom. Without a limit the collector lets the heap grow
+// to about twice the live data before it runs, so a full cache would cost
+// twice its size (BenchmarkChurnHeap).
+func MemoryLimit(maxBytes int64) int64 { return maxBytes + maxBytes/4 + memHeadroom }
+
 // Stats returns counters and the bytes held.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()

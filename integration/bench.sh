@@ -8,6 +8,7 @@ count=${1:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 go test -run '^$' -bench 'Gunzip' -benchmem -count "$count" ./decode/ | tee -a "$out" >&2
+go test -run '^$' -bench 'ChurnHeap' -benchtime 5x -count "$count" ./cache/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ReadScale|MountScale' -benchmem -benchtime 20x -count "$count" ./integration/ 2>/dev/null | tee -a "$out" >&2
 /usr/bin/python3 - "$out" <<'PY'
 import re, statistics, sys
@@ -20,9 +21,9 @@ med = {k: statistics.median(v[0] for v in vs) for k, vs in runs.items()}
 def extra(name, unit):
     vals = [float(x) for _, rest in runs[name] for x in re.findall(r"([\d.]+) " + re.escape(unit), rest)]
     return statistics.median(vals) if vals else float("nan")
-print(f"\n{'benchmark':34} {'median ms/op':>12} {'MB/s':>8} {'allocs/op':>10} {'dials/op':>9}")
+print(f"\n{'benchmark':34} {'median ms/op':>12} {'MB/s':>8} {'allocs/op':>10} {'dials/op':>9} {'peak heap/cache':>16}")
 for k in sorted(med):
-    print(f"{k:34} {med[k]/1e6:12.3f} {extra(k, 'MB/s'):8.0f} {extra(k, 'allocs/op'):10.0f} {extra(k, 'dials/op'):9.2f}")
+    print(f"{k:34} {med[k]/1e6:12.3f} {extra(k, 'MB/s'):8.0f} {extra(k, 'allocs/op'):10.0f} {extra(k, 'dials/op'):9.2f} {extra(k, 'peak-heap/cache'):16.2f}")
 def ratio(label, a, b):
     if a in med and b in med:
         print(f"{label:60} {med[a]/med[b]:6.2f}x")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
@@ -89,10 +90,6 @@ func app() *cli.App {
 // minCacheBytes is the smallest --cache-size accepted.
 const minCacheBytes = 16 << 20
 
-// memHeadroom is the memory beyond the cache that the soft memory limit
-// leaves for loads in flight, HTTP buffers and go-fuse.
-const memHeadroom = 512 << 20
-
 // openTree opens source with the tree flags of c. Network work starts here.
 func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	log, err := newLogger(c.String("log-level"))
@@ -110,10 +107,7 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 		return nil, fmt.Errorf("--cache-size: at least %s, got %s", formatSize(minCacheBytes), c.String("cache-size"))
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		// The cache is most of the heap: without a limit the collector
-		// lets the heap grow to twice the live data before it runs, so a
-		// full cache would cost twice --cache-size.
-		debug.SetMemoryLimit(opts.CacheBytes + opts.CacheBytes/4 + memHeadroom)
+		debug.SetMemoryLimit(cache.MemoryLimit(opts.CacheBytes))
 	}
 	switch c.String("missing") {
 	case "fill":
