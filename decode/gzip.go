@@ -14,9 +14,6 @@ import (
 // tables that are costly to allocate per chunk.
 var gzipReaders sync.Pool
 
-// IsGzip reports whether b starts with the gzip magic number.
-func IsGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
-
 // TransportGzip reports whether an object fetched from key with the declared
 // Content-Encoding is gzip-compressed as transport, on top of the format's
 // own encoding: when the server says "gzip", or when the object is a ".gz"

@@ -32,9 +32,6 @@ func TestTransportGzip(t *testing.T) {
 
 func TestGunzip(t *testing.T) {
 	z, _ := base64.StdEncoding.DecodeString(helloGzip)
-	if !IsGzip(z) || IsGzip([]byte("hello")) {
-		t.Errorf("IsGzip: wrong answer for the magic number")
-	}
 	for _, want := range []int{0, 5, 100} {
 		got, err := Gunzip(z, want, 5)
 		if err != nil || string(got) != "hello" {

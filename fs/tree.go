@@ -141,9 +141,6 @@ func (t *Tree) Root() Dir { return t.root }
 // Source returns the fetcher the tree reads.
 func (t *Tree) Source() fetcher.Fetcher { return t.src }
 
-// CacheStats returns the decoded-chunk cache's counters.
-func (t *Tree) CacheStats() cache.Stats { return t.cache.Stats() }
-
 // Resolve walks the slash-separated path p from the root.
 func (t *Tree) Resolve(ctx context.Context, p string) (Node, error) {
 	var n Node = t.root
