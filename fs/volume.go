@@ -84,7 +84,7 @@ func (d *arrayDir) Lookup(_ context.Context, name string) (Node, error) {
 	if !ok {
 		return nil, fmt.Errorf("fs: %s/%s: not a chunk key of the grid: %w", d.a.Key, name, fetcher.ErrNotExist)
 	}
-	return &chunkFile{dir: d, c: c, size: d.a.ChunkSize(c)}, nil
+	return &chunkFile{dir: d, c: c, key: d.a.ChunkKey(c), size: d.a.ChunkSize(c)}, nil
 }
 
 func (d *arrayDir) List(context.Context) (Listing, error) { return gridListing{d.a}, nil }
@@ -95,10 +95,10 @@ type gridListing struct{ a *decode.Array }
 func (l gridListing) Len() int64                   { return l.a.NumChunks() }
 func (l gridListing) Entry(i int64) (string, bool) { return l.a.ChunkName(l.a.Coords(i)), false }
 
-// chunk returns the decoded bytes of the chunk at c through the cache. A
-// chunk the source does not have is an error wrapping fetcher.ErrNotExist.
-func (d *arrayDir) chunk(ctx context.Context, c []int64) ([]byte, error) {
-	key := d.a.ChunkKey(c)
+// chunk returns the decoded bytes of the chunk at c, whose key is key,
+// through the cache. A chunk the source does not have is an error wrapping
+// fetcher.ErrNotExist.
+func (d *arrayDir) chunk(ctx context.Context, key string, c []int64) ([]byte, error) {
 	return d.t.cache.Get(ctx, key, func(ctx context.Context) ([]byte, error) {
 		return d.load(ctx, key, c)
 	})
@@ -128,6 +128,7 @@ func (d *arrayDir) load(ctx context.Context, key string, c []int64) ([]byte, err
 type chunkFile struct {
 	dir  *arrayDir
 	c    []int64
+	key  string // the chunk's key, made once rather than at every read
 	size int64
 }
 
@@ -139,7 +140,7 @@ func (f *chunkFile) open(ctx context.Context) error {
 	if f.dir.t.opts.Missing != MissingError {
 		return nil
 	}
-	_, err := f.dir.chunk(ctx, f.c)
+	_, err := f.dir.chunk(ctx, f.key, f.c)
 	if err != nil && !errors.Is(err, fetcher.ErrNotExist) {
 		return nil // other failures surface at read, for that byte range
 	}
@@ -151,7 +152,7 @@ func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
 		return nil, nil
 	}
 	n = min(n, f.size-off)
-	b, err := f.dir.chunk(ctx, f.c)
+	b, err := f.dir.chunk(ctx, f.key, f.c)
 	if errors.Is(err, fetcher.ErrNotExist) && f.dir.t.opts.Missing == MissingFill {
 		return zeros(n), nil
 	}
