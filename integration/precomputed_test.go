@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/volfs/volfs/fs"
 )
@@ -167,5 +169,41 @@ func TestConcurrentReaders(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestConcurrentReadsShareOneFetch: readers that ask for one chunk at once
+// (O_DIRECT, so that the kernel's page cache does not merge them) wait for
+// one fetch of its object.
+func TestConcurrentReadsShareOneFetch(t *testing.T) {
+	vol, _ := writeVolume(t)
+	const object = "/s1/9-25_2-18_-3-1.gz"
+	var fetches atomic.Int64
+	files := http.FileServer(http.Dir(vol))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == object {
+			fetches.Add(1)
+			time.Sleep(time.Second) // long enough for every reader to ask
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	mnt := mountSource(t, srv.URL, fs.Options{})
+	const readers = 4
+	errs := make(chan error, readers)
+	for range readers {
+		go func() {
+			_, err := runErr(python, "-c", "import os, sys; os.read(os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT), 1 << 20)",
+				filepath.Join(mnt, "s1", "9-25_2-18_-3-1"))
+			errs <- err
+		}()
+	}
+	for range readers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := fetches.Load(); got != 1 {
+		t.Errorf("%d concurrent readers made %d fetches of %s, want 1", readers, got, object)
 	}
 }
