@@ -36,4 +36,7 @@ ratio("cold read / warm read (cache hit speed-up)", "ReadScale/cold", "ReadScale
 if all(k in med for k in ("MountScale/fuse-cat", "MountScale/fuse-mount-only", "MountScale/inprocess")):
     f = med["MountScale/fuse-cat"] - med["MountScale/fuse-mount-only"]
     print(f"{'FUSE cat (less mount+sh) / in-process cold read':60} {f/med['MountScale/inprocess']:6.2f}x")
+if all(k in med for k in ("MountScale/fuse-cat-warm", "MountScale/fuse-mount-only", "MountScale/inprocess")):
+    w = med["MountScale/fuse-cat-warm"] - med["MountScale/fuse-mount-only"]
+    print(f"{'FUSE cat, chunk cache full (less mount+sh) / in-process cold':60} {w/med['MountScale/inprocess']:6.2f}x")
 PY
