@@ -252,6 +252,14 @@ func TestErrnoRepeats(t *testing.T) {
 	if got := strings.Count(logs.String(), "\n"); got != 2 {
 		t.Errorf("got %d log lines, want 2 (one per path):\n%s", got, logs.String())
 	}
+	// Once the window has passed, the next failure is logged with the
+	// count of those held back.
+	prev, _ := tree.errLog.recent.Get("s0/a")
+	prev.at = prev.at.Add(-errorRepeatWindow)
+	tree.errno(ctx, errors.New("corrupt"), "read", "s0/a")
+	if !strings.Contains(logs.String(), "read s0/a: corrupt (failed 2 more times since the last report)") {
+		t.Errorf("no line counting the held-back failures:\n%s", logs.String())
+	}
 }
 
 func wrap(err error) error { return errors.Join(errors.New("context"), err) }
