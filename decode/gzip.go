@@ -10,6 +10,12 @@ import (
 	"github.com/klauspost/compress/gzip"
 )
 
+func init() {
+	RegisterCodec("gzip", func(dst, src []byte, limit int) ([]byte, error) {
+		return gunzip(dst, src, limit, limit)
+	})
+}
+
 // gzipReaders pools gzip readers: each holds a 32 KiB window and Huffman
 // tables that are costly to allocate per chunk.
 var gzipReaders sync.Pool
@@ -35,6 +41,11 @@ func TransportGzip(contentEncoding, key string) (bool, error) {
 // bytes is refused so that a small object cannot expand without bound.
 // Errors wrap ErrCorrupt.
 func Gunzip(src []byte, want, limit int) ([]byte, error) {
+	return gunzip(nil, src, want, limit)
+}
+
+// gunzip is Gunzip appending to dst[:0].
+func gunzip(dst, src []byte, want, limit int) ([]byte, error) {
 	br := bytes.NewReader(src)
 	zr, _ := gzipReaders.Get().(*gzip.Reader)
 	var err error
@@ -49,7 +60,10 @@ func Gunzip(src []byte, want, limit int) ([]byte, error) {
 	defer gzipReaders.Put(zr)
 	// One spare byte lets a stream of exactly want bytes hit EOF without a
 	// regrow.
-	out := make([]byte, 0, min(want, limit)+1)
+	out := dst[:0]
+	if cap(out) < min(want, limit)+1 {
+		out = make([]byte, 0, min(want, limit)+1)
+	}
 	for {
 		if len(out) == cap(out) {
 			if len(out) > limit {

@@ -83,7 +83,7 @@ func testContract(t *testing.T, mk mkFetcher) {
 
 	t.Run("Get", func(t *testing.T) {
 		for key, want := range files {
-			obj, err := f.Get(ctx, key)
+			obj, err := f.Get(ctx, key, 1<<30)
 			if err != nil {
 				t.Errorf("Get(%q): %v", key, err)
 				continue
@@ -94,9 +94,20 @@ func testContract(t *testing.T, mk mkFetcher) {
 		}
 	})
 
+	t.Run("Limit", func(t *testing.T) {
+		for _, limit := range []int64{0, 999} {
+			if _, err := f.Get(ctx, "8_8_8/0-64", limit); !errors.Is(err, ErrTooLarge) {
+				t.Errorf("Get of 1000 bytes with limit %d: got %v, want %v", limit, err, ErrTooLarge)
+			}
+		}
+		if obj, err := f.Get(ctx, "8_8_8/0-64", 1000); err != nil || len(obj.Data) != 1000 {
+			t.Errorf("Get of 1000 bytes with limit 1000: got %d bytes, %v", len(obj.Data), err)
+		}
+	})
+
 	t.Run("NotExist", func(t *testing.T) {
 		for _, key := range []string{"missing", "8_8_8/missing", "info/below", "8_8_8", "8_8_8/sub"} {
-			if _, err := f.Get(ctx, key); !errors.Is(err, ErrNotExist) {
+			if _, err := f.Get(ctx, key, 1<<30); !errors.Is(err, ErrNotExist) {
 				t.Errorf("Get(%q): got %v, want %v", key, err, ErrNotExist)
 			}
 			if _, err := f.GetRange(ctx, key, 0, 1); !errors.Is(err, ErrNotExist) {
@@ -174,7 +185,7 @@ func testContract(t *testing.T, mk mkFetcher) {
 
 	t.Run("InvalidKey", func(t *testing.T) {
 		for _, key := range []string{"../x", "/abs", "a/../b", "a//b", "./a", "a/", "a\\b", "a\x00b", ""} {
-			if _, err := f.Get(ctx, key); !errors.Is(err, ErrInvalidKey) {
+			if _, err := f.Get(ctx, key, 1<<30); !errors.Is(err, ErrInvalidKey) {
 				t.Errorf("Get(%q): got %v, want %v", key, err, ErrInvalidKey)
 			}
 			if _, err := f.GetRange(ctx, key, 0, 1); !errors.Is(err, ErrInvalidKey) {
@@ -192,7 +203,7 @@ func testContract(t *testing.T, mk mkFetcher) {
 	t.Run("Canceled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := f.Get(ctx, "info"); !errors.Is(err, context.Canceled) {
+		if _, err := f.Get(ctx, "info", 1<<30); !errors.Is(err, context.Canceled) {
 			t.Errorf("Get: got %v, want %v", err, context.Canceled)
 		}
 		if _, err := f.GetRange(ctx, "info", 0, 1); !errors.Is(err, context.Canceled) {
@@ -212,7 +223,7 @@ func testContract(t *testing.T, mk mkFetcher) {
 		for i := range 32 {
 			wg.Go(func() {
 				for key, want := range files {
-					obj, err := f.Get(ctx, key)
+					obj, err := f.Get(ctx, key, 1<<30)
 					if err == nil && !bytes.Equal(obj.Data, want) {
 						err = fmt.Errorf("goroutine %d: Get(%q) returned wrong bytes", i, key)
 					}

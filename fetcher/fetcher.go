@@ -25,6 +25,9 @@
 //   - ErrInvalidKey: the key is not a clean relative key.
 //   - ErrNotSupported: the operation is not available on this source (for
 //     example List on an HTTP server that serves no directory index).
+//   - ErrTooLarge: the object is larger than the caller's limit (Get). Never
+//     retried: the bytes past the limit are never read, so a hostile source
+//     cannot make a reader buffer more than the metadata allows.
 //
 // # Concurrency
 //
@@ -45,6 +48,7 @@ var (
 	ErrTransient    = errors.New("fetcher: transient failure")
 	ErrInvalidKey   = errors.New("fetcher: invalid key")
 	ErrNotSupported = errors.New("fetcher: operation not supported by this source")
+	ErrTooLarge     = errors.New("fetcher: object larger than allowed")
 )
 
 // Object is the body of an object as stored.
@@ -70,8 +74,11 @@ type Entry struct {
 // Fetcher reads objects from one source. See the package documentation for
 // the error and concurrency contract that every method follows.
 type Fetcher interface {
-	// Get returns the whole object at key.
-	Get(ctx context.Context, key string) (Object, error)
+	// Get returns the whole object at key as stored. limit bounds the
+	// stored bytes the caller accepts (at most 2 GiB): an object with more
+	// is refused with an error wrapping ErrTooLarge after reading at most
+	// limit+1 bytes of it, whatever size the source declares or omits.
+	Get(ctx context.Context, key string, limit int64) (Object, error)
 
 	// GetRange returns length bytes of the object at key starting at
 	// offset, with no transport encoding. It returns fewer bytes only when

@@ -73,17 +73,60 @@ func (f *File) Root() string { return f.root }
 // String returns "file://" followed by the absolute root.
 func (f *File) String() string { return "file://" + filepath.ToSlash(f.root) }
 
-// Get returns the whole file at key. ContentEncoding is always "".
-func (f *File) Get(ctx context.Context, key string) (Object, error) {
+// Get returns the whole file at key, which must be a regular file of at
+// most limit bytes. ContentEncoding is always "".
+func (f *File) Get(ctx context.Context, key string, limit int64) (Object, error) {
 	p, err := f.path(ctx, key)
 	if err != nil {
 		return Object{}, err
 	}
-	data, err := os.ReadFile(p)
+	fh, fi, err := openRegular(p)
 	if err != nil {
-		return Object{}, fileError("read", p, err)
+		return Object{}, err
 	}
-	return Object{Data: data}, nil
+	defer fh.Close()
+	if fi.Size() > limit {
+		return Object{}, fmt.Errorf("fetcher: read %s: %d bytes: %w (limit %d)", p, fi.Size(), ErrTooLarge, limit)
+	}
+	// The file may grow after the stat: read at most one byte past the
+	// limit, so that growth is seen without reading it all.
+	data := make([]byte, 0, fi.Size()+1)
+	for int64(len(data)) <= limit {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := fh.Read(data[len(data):min(int64(cap(data)), limit+1)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return Object{Data: data}, nil
+		}
+		if err != nil {
+			return Object{}, fileError("read", p, err)
+		}
+	}
+	return Object{}, fmt.Errorf("fetcher: read %s: more than %d bytes: %w", p, limit, ErrTooLarge)
+}
+
+// openRegular opens the file at p for reading, refusing anything but a
+// regular file (a FIFO, a device such as /dev/zero, a socket) with an error
+// wrapping ErrNotExist: such a file holds no object. O_NONBLOCK keeps the
+// open of a FIFO from waiting for a writer; it does not change reads of a
+// regular file.
+func openRegular(p string) (*os.File, fs.FileInfo, error) {
+	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fileError("open", p, err)
+	}
+	fi, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, nil, fileError("stat", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		fh.Close()
+		return nil, nil, fileError("open", p, fmt.Errorf("%s is not a regular file: %w", fi.Mode().Type(), ErrNotExist))
+	}
+	return fh, fi, nil
 }
 
 // GetRange reads length bytes at offset with one ReadAt; a zero length
@@ -99,18 +142,11 @@ func (f *File) GetRange(ctx context.Context, key string, offset, length int64) (
 	if length == 0 {
 		return []byte{}, nil
 	}
-	fh, err := os.Open(p)
+	fh, fi, err := openRegular(p)
 	if err != nil {
-		return nil, fileError("open", p, err)
+		return nil, err
 	}
 	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return nil, fileError("stat", p, err)
-	}
-	if fi.IsDir() {
-		return nil, fileError("read", p, syscall.EISDIR)
-	}
 	// Sizing the buffer from the file, not from length, keeps a caller that
 	// asks for "everything from offset" from allocating a huge buffer.
 	buf := make([]byte, min(length, max(fi.Size()-offset, 0)))
@@ -121,7 +157,7 @@ func (f *File) GetRange(ctx context.Context, key string, offset, length int64) (
 	return buf[:n], nil
 }
 
-// Stat returns the size of the file at key.
+// Stat returns the size of the regular file at key.
 func (f *File) Stat(ctx context.Context, key string) (int64, error) {
 	p, err := f.path(ctx, key)
 	if err != nil {
@@ -131,8 +167,8 @@ func (f *File) Stat(ctx context.Context, key string) (int64, error) {
 	if err != nil {
 		return 0, fileError("stat", p, err)
 	}
-	if fi.IsDir() {
-		return 0, fileError("stat", p, syscall.EISDIR)
+	if !fi.Mode().IsRegular() {
+		return 0, fileError("stat", p, fmt.Errorf("%s is not a regular file: %w", fi.Mode().Type(), ErrNotExist))
 	}
 	return fi.Size(), nil
 }

@@ -86,10 +86,10 @@ func TestFileSymlinks(t *testing.T) {
 	if !slices.Equal(entries, want) {
 		t.Errorf("List: got %v, want %v", entries, want)
 	}
-	if obj, err := f.Get(ctx, "linkdir/a"); err != nil || string(obj.Data) != "abc" {
+	if obj, err := f.Get(ctx, "linkdir/a", 1<<30); err != nil || string(obj.Data) != "abc" {
 		t.Errorf("Get through a link: got %q, %v, want %q", obj.Data, err, "abc")
 	}
-	if _, err := f.Get(ctx, "dangling"); !errors.Is(err, ErrNotExist) {
+	if _, err := f.Get(ctx, "dangling", 1<<30); !errors.Is(err, ErrNotExist) {
 		t.Errorf("Get of a dangling link: got %v, want %v", err, ErrNotExist)
 	}
 }
@@ -110,7 +110,7 @@ func TestFilePermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := f.Get(ctx, "secret"); !errors.Is(err, ErrPermission) {
+	if _, err := f.Get(ctx, "secret", 1<<30); !errors.Is(err, ErrPermission) {
 		t.Errorf("Get: got %v, want %v", err, ErrPermission)
 	}
 	if _, err := f.List(ctx, "closed"); !errors.Is(err, ErrPermission) {

@@ -116,8 +116,10 @@ func (h *HTTP) String() string { return strings.TrimSuffix(h.base.Redacted(), "/
 func (h *HTTP) Dials() int64 { return h.sess.dials.Load() }
 
 // Get sends a GET that accepts gzip and returns a gzip body undecoded, with
-// ContentEncoding "gzip".
-func (h *HTTP) Get(ctx context.Context, key string) (Object, error) {
+// ContentEncoding "gzip". A body longer than limit (or MaxObjectSize) is
+// refused with ErrTooLarge once limit+1 bytes have arrived, or at once when
+// Content-Length says so.
+func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error) {
 	if err := CheckKey(key); err != nil {
 		return Object{}, err
 	}
@@ -126,7 +128,7 @@ func (h *HTTP) Get(ctx context.Context, key string) (Object, error) {
 		if resp.StatusCode != http.StatusOK {
 			return statusError(resp)
 		}
-		data, err := readBody(resp.Body, resp.ContentLength, h.opts.MaxObjectSize)
+		data, err := readBody(resp.Body, resp.ContentLength, min(limit, h.opts.MaxObjectSize))
 		if err != nil {
 			return err
 		}
@@ -455,7 +457,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // ends early is a truncated body, a transient failure.
 func readBody(r io.Reader, size, limit int64) ([]byte, error) {
 	if size > limit {
-		return nil, fmt.Errorf("body of %d bytes exceeds the limit of %d", size, limit)
+		return nil, fmt.Errorf("body of %d bytes: %w (limit %d)", size, ErrTooLarge, limit)
 	}
 	if size >= 0 {
 		data := make([]byte, size)
@@ -469,7 +471,7 @@ func readBody(r io.Reader, size, limit int64) ([]byte, error) {
 		return nil, bodyError(err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("body exceeds the limit of %d bytes", limit)
+		return nil, fmt.Errorf("body of more than %d bytes: %w", limit, ErrTooLarge)
 	}
 	return data, nil
 }

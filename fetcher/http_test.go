@@ -72,7 +72,7 @@ func TestHTTPStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, n := newServer(t, statuses(tc.codes...))
 			h := newHTTP(t, srv.URL, fastRetries)
-			obj, err := h.Get(context.Background(), "k")
+			obj, err := h.Get(context.Background(), "k", 1<<30)
 			checkErr(t, err, tc.want)
 			if err == nil && string(obj.Data) != "ok" {
 				t.Errorf("got %q, want %q", obj.Data, "ok")
@@ -106,7 +106,7 @@ func checkErr(t *testing.T, err, want error) {
 func TestHTTPErrorMessage(t *testing.T) {
 	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
 	h := newHTTP(t, srv.URL, HTTPOptions{MaxAttempts: 1})
-	_, err := h.Get(context.Background(), "a b")
+	_, err := h.Get(context.Background(), "a b", 1<<30)
 	want := "fetcher: GET " + srv.URL + "/a%20b: 503 Service Unavailable: fetcher: transient failure (gave up after 1 attempts)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %v", err, want)
@@ -117,7 +117,7 @@ func TestHTTPConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
 	h := newHTTP(t, srv.URL, fastRetries)
-	if _, err := h.Get(context.Background(), "k"); !errors.Is(err, ErrTransient) {
+	if _, err := h.Get(context.Background(), "k", 1<<30); !errors.Is(err, ErrTransient) {
 		t.Errorf("got %v, want %v", err, ErrTransient)
 	}
 }
@@ -127,7 +127,7 @@ func TestHTTPInvalidKeySendsNothing(t *testing.T) {
 	h := newHTTP(t, srv.URL, fastRetries)
 	ctx := context.Background()
 	for _, key := range []string{"../x", "/abs", "a/../b", "a//b"} {
-		h.Get(ctx, key)
+		h.Get(ctx, key, 1<<30)
 		h.GetRange(ctx, key, 0, 1)
 		h.Stat(ctx, key)
 		h.List(ctx, key)
@@ -156,7 +156,7 @@ func TestHTTPTruncatedBody(t *testing.T) {
 		conn.Close()
 	})
 	h := newHTTP(t, srv.URL, fastRetries)
-	obj, err := h.Get(context.Background(), "k")
+	obj, err := h.Get(context.Background(), "k", 1<<30)
 	if err != nil || !bytes.Equal(obj.Data, body) {
 		t.Errorf("got %d bytes, %v, want %d bytes", len(obj.Data), err, len(body))
 	}
@@ -184,7 +184,7 @@ func TestHTTPGzipPassthrough(t *testing.T) {
 	h := newHTTP(t, srv.URL, fastRetries)
 	ctx := context.Background()
 
-	obj, err := h.Get(ctx, "k")
+	obj, err := h.Get(ctx, "k", 1<<30)
 	if err != nil || obj.ContentEncoding != "gzip" || !bytes.Equal(obj.Data, zipped.Bytes()) {
 		t.Errorf("Get: got %d bytes %q, %v, want %d bytes %q", len(obj.Data), obj.ContentEncoding, err, zipped.Len(), "gzip")
 	}
@@ -311,7 +311,7 @@ func TestHTTPMaxObjectSize(t *testing.T) {
 			w.Write(seq(100))
 		})
 		h := newHTTP(t, srv.URL, HTTPOptions{MaxObjectSize: 50})
-		_, err := h.Get(context.Background(), "k")
+		_, err := h.Get(context.Background(), "k", 1<<30)
 		checkErr(t, err, errOther)
 		if got := n.Load(); got != 1 {
 			t.Errorf("chunked %v: requests: got %v, want %v", chunked, got, 1)
@@ -338,7 +338,7 @@ func TestHTTPCancelDuringBackoff(t *testing.T) {
 		cancel()
 	}()
 	start := time.Now()
-	_, err := h.Get(ctx, "k")
+	_, err := h.Get(ctx, "k", 1<<30)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTransient) {
 		t.Errorf("got %v, want %v", err, context.Canceled)
 	}
@@ -396,7 +396,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 					if i%3 == 2 {
 						key, wantErr = "missing", ErrNotExist
 					}
-					obj, err := h.Get(ctx, key)
+					obj, err := h.Get(ctx, key, 1<<30)
 					if !errors.Is(err, wantErr) || err == nil && len(obj.Data) != len(body) {
 						t.Errorf("Get(%q): got %d bytes, %v, want %v", key, len(obj.Data), err, wantErr)
 					}
@@ -469,7 +469,7 @@ func TestHTTPURL(t *testing.T) {
 		{"/v%20l", "a b/c?d#e%f", "/v%20l/a%20b/c%3Fd%23e%25f"},
 	} {
 		h := newHTTP(t, srv.URL+tc.base, fastRetries)
-		h.Get(context.Background(), tc.key)
+		h.Get(context.Background(), tc.key, 1<<30)
 		if got.Load() != tc.want {
 			t.Errorf("base %q, key %q: got %v, want %v", tc.base, tc.key, got.Load(), tc.want)
 		}
@@ -586,7 +586,7 @@ func TestHTTPRedirects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, n := newServer(t, tc.handler)
-			_, err := newHTTP(t, srv.URL, fastRetries).Get(context.Background(), "k")
+			_, err := newHTTP(t, srv.URL, fastRetries).Get(context.Background(), "k", 1<<30)
 			checkErr(t, err, tc.want)
 			if got := n.Load(); got != tc.wantRequests {
 				t.Errorf("requests: got %v, want %v", got, tc.wantRequests)
@@ -609,7 +609,7 @@ func TestHTTPStalledBody(t *testing.T) {
 	})
 	opts := fastRetries
 	opts.MaxAttempts, opts.StallTimeout = 2, 50*time.Millisecond
-	_, err := newHTTP(t, stalled.URL, opts).Get(context.Background(), "k")
+	_, err := newHTTP(t, stalled.URL, opts).Get(context.Background(), "k", 1<<30)
 	checkErr(t, err, ErrTransient)
 	if err == nil || !strings.Contains(err.Error(), "no progress") {
 		t.Errorf("got %v, want it to say the attempt made no progress", err)
@@ -627,7 +627,7 @@ func TestHTTPStalledBody(t *testing.T) {
 		}
 	})
 	opts.StallTimeout = 100 * time.Millisecond // less than the whole body takes
-	obj, err := newHTTP(t, slow.URL, opts).Get(context.Background(), "k")
+	obj, err := newHTTP(t, slow.URL, opts).Get(context.Background(), "k", 1<<30)
 	if err != nil || len(obj.Data) != 10 {
 		t.Errorf("slow body: got %d bytes, %v, want 10 bytes", len(obj.Data), err)
 	}

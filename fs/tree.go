@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/decode"
@@ -24,6 +24,10 @@ const (
 	// MissingError makes opening a missing chunk fail with ENOENT.
 	MissingError
 )
+
+// maxMetadataBytes bounds a metadata file, stored and decoded: the largest
+// real precomputed info (thousands of scales) is a few MiB.
+const maxMetadataBytes = 64 << 20
 
 // DefaultCacheBytes is the decoded-chunk cache size when Options leaves it 0.
 const DefaultCacheBytes = 512 << 20
@@ -167,15 +171,14 @@ func (t *Tree) Resolve(ctx context.Context, p string) (Node, error) {
 func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error) {
 	src := &sourceDir{t: t, key: key}
 	metaKey := path.Join(key, "info")
-	var gzFirst atomic.Bool
-	obj, objKey, err := t.fetch(ctx, metaKey, &gzFirst)
+	obj, objKey, err := t.fetch(ctx, metaKey, maxMetadataBytes)
 	switch {
 	case errors.Is(err, fetcher.ErrNotExist):
 		return src, nil
 	case err != nil:
 		return nil, err
 	}
-	data, err := untransport(obj, objKey, 1<<20, 64<<20)
+	data, err := untransport(obj, objKey, 1<<20, maxMetadataBytes)
 	if err != nil {
 		return nil, fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
 	}
@@ -203,30 +206,27 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 // volume metadata (it has "scales" or the "@type"), as opposed to some other
 // file that happens to be called info.
 func looksPrecomputed(info []byte) bool {
-	return strings.Contains(string(info), `"scales"`) || strings.Contains(string(info), "neuroglancer_multiscale_volume")
+	return bytes.Contains(info, []byte(`"scales"`)) || bytes.Contains(info, []byte("neuroglancer_multiscale_volume"))
 }
 
-// fetch gets the object at key, or its ".gz" sibling (CloudVolume's
-// convention for gzip on disk). gzFirst remembers which form the last find
-// was, so that a volume stored all-gzipped costs one request per chunk.
-func (t *Tree) fetch(ctx context.Context, key string, gzFirst *atomic.Bool) (fetcher.Object, string, error) {
-	first, second := key, key+".gz"
-	if gzFirst.Load() {
-		first, second = second, first
-	}
-	obj, err := t.src.Get(ctx, first)
+// fetch gets the object at key, or when there is none its ".gz" sibling
+// (CloudVolume's convention for gzip on disk), refusing objects of more
+// than limit stored bytes. The plain object always wins when both exist,
+// as an HTTP client asking for key would get it, so a file's bytes never
+// depend on which form an earlier read found.
+func (t *Tree) fetch(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
+	obj, err := t.src.Get(ctx, key, limit)
 	if !errors.Is(err, fetcher.ErrNotExist) {
-		return obj, first, err
+		return obj, key, err
 	}
-	obj, err2 := t.src.Get(ctx, second)
+	obj, err2 := t.src.Get(ctx, key+".gz", limit)
 	if err2 != nil {
 		if errors.Is(err2, fetcher.ErrNotExist) {
 			return obj, key, err // report the plain key as missing
 		}
-		return obj, second, err2
+		return obj, key + ".gz", err2
 	}
-	gzFirst.Store(!gzFirst.Load())
-	return obj, second, nil
+	return obj, key + ".gz", nil
 }
 
 // untransport removes the transport gzip of an object fetched from key, if

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
@@ -73,8 +72,6 @@ func (d *volumeDir) List(ctx context.Context) (Listing, error) {
 type arrayDir struct {
 	t *Tree
 	a *decode.Array
-	// gzFirst records whether chunks were last found as ".gz" objects.
-	gzFirst atomic.Bool
 }
 
 func (d *arrayDir) IsDir() bool { return true }
@@ -106,15 +103,16 @@ func (d *arrayDir) chunk(ctx context.Context, key string, c []int64) ([]byte, er
 
 // load fetches and decodes one chunk. Errors name the object and its source.
 func (d *arrayDir) load(ctx context.Context, key string, c []int64) ([]byte, error) {
-	obj, objKey, err := d.t.fetch(ctx, key, &d.gzFirst)
-	if err != nil {
-		return nil, err
-	}
 	size := int(d.a.ChunkSize(c))
 	// Transport gzip of a raw chunk decodes to exactly size bytes; other
 	// encodings store less than that, so twice the size plus slack bounds
-	// any honest object.
-	data, err := untransport(obj, objKey, size, 2*size+1<<20)
+	// any honest object, stored or decoded.
+	limit := 2*size + 1<<20
+	obj, objKey, err := d.t.fetch(ctx, key, int64(limit))
+	if err != nil {
+		return nil, err
+	}
+	data, err := untransport(obj, objKey, size, limit)
 	if err == nil {
 		data, err = d.a.Decode(data, c)
 	}
