@@ -10,22 +10,37 @@ import (
 	"strings"
 )
 
-// precomputedTypes are the data_type values of the precomputed spec.
-var precomputedTypes = map[string]int{
-	"uint8": 1, "int8": 1, "uint16": 2, "int16": 2,
-	"uint32": 4, "int32": 4, "uint64": 8, "float32": 4,
+func init() {
+	RegisterFormat(Format{Name: "precomputed", Meta: "info", Parse: func(dir string, meta []byte) (*Volume, error) {
+		if !looksPrecomputed(meta) {
+			return nil, nil // an "info" file of something else
+		}
+		return ParsePrecomputed(dir, meta)
+	}})
 }
 
-// precomputedEncodings are the encodings of the spec; the ones mapped to
-// false are refused as not implemented yet.
-var precomputedEncodings = map[string]bool{
-	"raw": true, "jpeg": false, "png": false, "compressed_segmentation": false,
-	"compresso": false, "jxl": false,
+// looksPrecomputed reports whether an info file is meant as precomputed
+// volume metadata (it has "scales" or the "@type"), as opposed to some other
+// file that happens to be called info.
+func looksPrecomputed(info []byte) bool {
+	return bytes.Contains(info, []byte(`"scales"`)) || bytes.Contains(info, []byte("neuroglancer_multiscale_volume"))
 }
+
+// precomputedTypes are the data_type values of the precomputed spec.
+var precomputedTypes = map[string]DType{
+	"uint8": {Size: 1, Kind: 'u'}, "int8": {Size: 1, Kind: 'i'},
+	"uint16": {Size: 2, Kind: 'u'}, "int16": {Size: 2, Kind: 'i'},
+	"uint32": {Size: 4, Kind: 'u'}, "int32": {Size: 4, Kind: 'i'},
+	"uint64": {Size: 8, Kind: 'u'}, "float32": {Size: 4, Kind: 'f'},
+}
+
 
 // ParsePrecomputed parses and validates the Neuroglancer precomputed "info"
 // file of the layer in directory dir (a source-relative key, "" for the
-// root). Any problem is a *MetadataError naming the field and scale.
+// root). Any problem is a *MetadataError naming the field and scale. A
+// scale whose encoding or sharding volfs does not implement is not an
+// error: it is listed in Volume.Skipped and left out of the rewritten info,
+// unless every scale is, which is an error wrapping ErrUnsupported.
 func ParsePrecomputed(dir string, info []byte) (*Volume, error) {
 	file := path.Join(dir, "info")
 	fail := func(field string, err error) error { return &MetadataError{File: file, Field: field, Err: err} }
@@ -44,7 +59,8 @@ func ParsePrecomputed(dir string, info []byte) (*Volume, error) {
 	if err := field(top, "data_type", &dtypeName); err != nil {
 		return nil, fail("data_type", err)
 	}
-	size, ok := precomputedTypes[dtypeName]
+	dtype, ok := precomputedTypes[dtypeName]
+	dtype.Name = dtypeName
 	if !ok {
 		return nil, fail("data_type", fmt.Errorf("%q is not a precomputed data type: %w", dtypeName, ErrUnsupported))
 	}
@@ -65,6 +81,7 @@ func ParsePrecomputed(dir string, info []byte) (*Volume, error) {
 
 	v := &Volume{Format: "precomputed", Dir: dir, MetaName: "info", Original: info}
 	seen := map[string]bool{}
+	var served []map[string]json.RawMessage
 	for i, s := range scales {
 		where := fmt.Sprintf("scales[%d]", i)
 		var key string
@@ -80,19 +97,30 @@ func ParsePrecomputed(dir string, info []byte) (*Volume, error) {
 		}
 		seen[key] = true
 		a, f, err := parseScale(s, key)
+		if err == nil {
+			a.DType = dtype
+			a.Channels = int(channels)
+			a.Key = path.Join(dir, key)
+			f, err = a.checkGrid([3]string{"size", "chunk_sizes", "voxel_offset"})
+		}
+		if err == nil {
+			f, err = a.setEncoding(s)
+		}
+		if errors.Is(err, ErrUnsupported) {
+			v.Skipped = append(v.Skipped, Skipped{Name: key, Err: fail(where+": "+f, err)})
+			continue
+		}
 		if err != nil {
 			return nil, fail(where+": "+f, err)
 		}
-		a.DType = DType{Name: dtypeName, Size: size}
-		a.Channels = int(channels)
-		if f, err := a.checkGrid([3]string{"size", "chunk_sizes", "voxel_offset"}); err != nil {
-			return nil, fail(where+": "+f, err)
-		}
-		a.Key = path.Join(dir, key)
 		v.Arrays = append(v.Arrays, a)
+		served = append(served, s)
+	}
+	if len(v.Arrays) == 0 {
+		return nil, v.Skipped[0].Err
 	}
 
-	rewritten, err := rewritePrecomputed(top, scales)
+	rewritten, err := rewritePrecomputed(top, served, v.Arrays)
 	if err != nil {
 		return nil, fail("", err)
 	}
@@ -100,10 +128,10 @@ func ParsePrecomputed(dir string, info []byte) (*Volume, error) {
 	return v, nil
 }
 
-// parseScale reads the geometry and encoding of one scale. On error it
-// returns the name of the offending field.
+// parseScale reads the geometry of one scale. On error it returns the name
+// of the offending field.
 func parseScale(s map[string]json.RawMessage, key string) (*Array, string, error) {
-	a := &Array{Name: key, Clipped: true, keys: precomputedKeys{}}
+	a := &Array{Name: key, Clipped: true, FirstFastest: true, keys: keyTree{bbox: true, levels: []keyLevel{{lo: 0, hi: 3}}}}
 	if err := vector(s, "size", &a.Shape); err != nil {
 		return nil, "size", err
 	}
@@ -121,28 +149,50 @@ func parseScale(s map[string]json.RawMessage, key string) (*Array, string, error
 		return nil, "chunk_sizes", fmt.Errorf("want a list of [x, y, z] sizes, got %s", s["chunk_sizes"])
 	}
 	// Like CloudVolume and neuroglancer, the first chunk size is the one the
-	// chunk keys use.
+	// chunk keys use; the rewritten info lists only it.
 	a.Chunk = chunks[0]
 	if raw, ok := s["resolution"]; ok {
 		if err := json.Unmarshal(raw, &a.Resolution); err != nil || len(a.Resolution) != 3 {
 			return nil, "resolution", fmt.Errorf("want 3 numbers, got %s", raw)
 		}
 	}
-	if _, ok := s["sharding"]; ok && string(s["sharding"]) != "null" {
-		return nil, "sharding", fmt.Errorf("sharded scales are not implemented yet: %w", ErrUnsupported)
-	}
-	if err := field(s, "encoding", &a.Encoding); err != nil {
-		return nil, "encoding", err
-	}
-	implemented, known := precomputedEncodings[a.Encoding]
-	switch {
-	case !known:
-		return nil, "encoding", fmt.Errorf("%q is not a precomputed encoding: %w", a.Encoding, ErrUnsupported)
-	case !implemented:
-		return nil, "encoding", fmt.Errorf("%q is not implemented yet: %w", a.Encoding, ErrUnsupported)
-	}
-	a.decode = decodeRaw
 	return a, "", nil
+}
+
+// precomputedDecoders are the encodings of the spec that volfs decodes,
+// each set up from its scale's members; the others are refused by name.
+var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage) (string, error){
+	"raw": func(a *Array, _ map[string]json.RawMessage) (string, error) {
+		a.decode = decodeRaw
+		return "", nil
+	},
+}
+
+// precomputedEncodings are the encodings of the spec.
+var precomputedEncodings = map[string]bool{
+	"raw": true, "jpeg": true, "png": true, "compressed_segmentation": true,
+	"compresso": true, "jxl": true,
+}
+
+// setEncoding sets the decoder of a scale from its encoding and sharding.
+func (a *Array) setEncoding(s map[string]json.RawMessage) (string, error) {
+	if err := field(s, "encoding", &a.Encoding); err != nil {
+		return "encoding", err
+	}
+	setup, ok := precomputedDecoders[a.Encoding]
+	switch {
+	case !precomputedEncodings[a.Encoding]:
+		return "encoding", fmt.Errorf("%q is not a precomputed encoding: %w", a.Encoding, ErrUnsupported)
+	case !ok:
+		return "encoding", fmt.Errorf("%q is not implemented: %w", a.Encoding, ErrUnsupported)
+	}
+	if f, err := setup(a, s); err != nil {
+		return f, err
+	}
+	if raw, ok := s["sharding"]; ok && string(raw) != "null" {
+		return "sharding", fmt.Errorf("sharded scales are not implemented yet: %w", ErrUnsupported)
+	}
+	return "", nil
 }
 
 // checkScaleKey refuses scale keys that are not one clean path element, so
@@ -156,14 +206,17 @@ func checkScaleKey(key string) error {
 		return fmt.Errorf("%q leaves the layer directory", key)
 	case strings.ContainsAny(key, "/\\\x00"):
 		return fmt.Errorf("%q is not a single path element: %w", key, ErrUnsupported)
+	case key == "info" || key == "info"+".orig":
+		return fmt.Errorf("%q is the name of the layer's metadata file", key)
 	}
 	return nil
 }
 
 // rewritePrecomputed returns the info for the same layer stored
-// uncompressed: every scale raw, unsharded. Fields volfs does not know are
-// kept, so that the mount's info is still the layer's info.
-func rewritePrecomputed(top map[string]json.RawMessage, scales []map[string]json.RawMessage) ([]byte, error) {
+// uncompressed: the scales served, each raw, unsharded, with the one chunk
+// size its keys use. Fields volfs does not know are kept, so that the
+// mount's info is still the layer's info.
+func rewritePrecomputed(top map[string]json.RawMessage, scales []map[string]json.RawMessage, arrays []*Array) ([]byte, error) {
 	out := make([]map[string]json.RawMessage, len(scales))
 	for i, s := range scales {
 		c := make(map[string]json.RawMessage, len(s))
@@ -175,6 +228,8 @@ func rewritePrecomputed(top map[string]json.RawMessage, scales []map[string]json
 			}
 		}
 		c["encoding"] = json.RawMessage(`"raw"`)
+		chunk, _ := json.Marshal([][]int64{arrays[i].Chunk})
+		c["chunk_sizes"] = chunk
 		out[i] = c
 	}
 	t := make(map[string]any, len(top))
@@ -215,13 +270,10 @@ func vector(obj map[string]json.RawMessage, name string, dst *[]int64) error {
 	return nil
 }
 
-// precomputedKeys names chunks as precomputed does: the voxel bounding box
-// "x0-x1_y0-y1_z0-z1" in absolute coordinates (voxel_offset included),
-// clipped at the volume's upper edge.
-type precomputedKeys struct{}
-
-func (precomputedKeys) name(a *Array, c []int64) string {
-	b := make([]byte, 0, 64)
+// appendBBox appends the precomputed name of the chunk at c: its voxel
+// bounding box "x0-x1_y0-y1_z0-z1" in absolute coordinates (voxel_offset
+// included), clipped at the volume's upper edge.
+func appendBBox(b []byte, a *Array, c []int64) []byte {
 	for d := range c {
 		if d > 0 {
 			b = append(b, '_')
@@ -232,10 +284,12 @@ func (precomputedKeys) name(a *Array, c []int64) string {
 		b = append(b, '-')
 		b = strconv.AppendInt(b, hi, 10)
 	}
-	return string(b)
+	return b
 }
 
-func (k precomputedKeys) parse(a *Array, name string) ([]int64, bool) {
+// parseBBox parses a precomputed chunk name, accepting only the canonical
+// spelling of a chunk of the grid.
+func parseBBox(a *Array, name string) ([]int64, bool) {
 	parts := strings.Split(name, "_")
 	if len(parts) != len(a.Shape) {
 		return nil, false
@@ -260,14 +314,14 @@ func (k precomputedKeys) parse(a *Array, name string) ([]int64, bool) {
 	}
 	// Only the canonical spelling names the chunk: this rejects wrong upper
 	// bounds, leading zeros and "+" signs in one comparison.
-	if k.name(a, c) != name {
+	if string(appendBBox(nil, a, c)) != name {
 		return nil, false
 	}
 	return c, true
 }
 
 // decodeRaw checks a raw chunk: stored bytes are the decoded bytes.
-func decodeRaw(stored []byte, size int) ([]byte, error) {
+func decodeRaw(_, stored []byte, _ []int64, size int) ([]byte, error) {
 	if len(stored) != size {
 		return nil, fmt.Errorf("%w: raw chunk has %d bytes, want %d", ErrCorrupt, len(stored), size)
 	}

@@ -116,7 +116,7 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	default:
 		return nil, fmt.Errorf("--missing: want fill or error, got %q", c.String("missing"))
 	}
-	if opts.Format, source, err = splitFormat(source); err != nil {
+	if opts.Formats, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
 	src, err := fetcher.Open(source, fetcher.Options{HTTP: fetcher.HTTPOptions{Conns: c.Int("workers")}})
@@ -129,17 +129,24 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 }
 
 // splitFormat strips a neuroglancer-style format prefix such as
-// "precomputed://" from a source.
-func splitFormat(source string) (format, rest string, err error) {
-	for _, f := range []string{"precomputed", "zarr", "zarr2", "zarr3", "n5"} {
-		if r, ok := strings.CutPrefix(source, f+"://"); ok {
-			if f != "precomputed" {
-				return "", "", fmt.Errorf("format %s is not supported yet", f)
-			}
-			return f, r, nil
+// "precomputed://" from a source and returns the registered formats it
+// allows at the root ("zarr://" allows both Zarr versions).
+func splitFormat(source string) (formats []string, rest string, err error) {
+	for _, p := range []struct {
+		prefix  string
+		formats []string
+	}{
+		{"precomputed", []string{"precomputed"}},
+		{"zarr", []string{"zarr3", "zarr2"}},
+		{"zarr2", []string{"zarr2"}},
+		{"zarr3", []string{"zarr3"}},
+		{"n5", []string{"n5"}},
+	} {
+		if r, ok := strings.CutPrefix(source, p.prefix+"://"); ok {
+			return p.formats, r, nil
 		}
 	}
-	return "", source, nil
+	return nil, source, nil
 }
 
 // serve mounts source at mountpoint and blocks until it is unmounted by a

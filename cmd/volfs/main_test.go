@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestParseSize(t *testing.T) {
 	for _, tc := range []struct {
@@ -29,19 +32,20 @@ func TestParseSize(t *testing.T) {
 
 func TestSplitFormat(t *testing.T) {
 	for _, tc := range []struct {
-		in, format, rest string
-		err              bool
+		in, formats, rest string
 	}{
-		{"precomputed://https://h/a", "precomputed", "https://h/a", false},
-		{"precomputed:///data/a", "precomputed", "/data/a", false},
-		{"https://h/a", "", "https://h/a", false},
-		{"/data/a", "", "/data/a", false},
-		{"zarr://https://h/a", "", "", true},
-		{"n5:///data", "", "", true},
+		{"precomputed://https://h/a", "[precomputed]", "https://h/a"},
+		{"precomputed:///data/a", "[precomputed]", "/data/a"},
+		{"https://h/a", "[]", "https://h/a"},
+		{"/data/a", "[]", "/data/a"},
+		{"zarr://https://h/a", "[zarr3 zarr2]", "https://h/a"},
+		{"zarr2://https://h/a", "[zarr2]", "https://h/a"},
+		{"zarr3:///data", "[zarr3]", "/data"},
+		{"n5:///data", "[n5]", "/data"},
 	} {
 		f, r, err := splitFormat(tc.in)
-		if f != tc.format || r != tc.rest || (err != nil) != tc.err {
-			t.Errorf("splitFormat(%q) = %q, %q, %v; want %q, %q, error %v", tc.in, f, r, err, tc.format, tc.rest, tc.err)
+		if fmt.Sprint(f) != tc.formats || r != tc.rest || err != nil {
+			t.Errorf("splitFormat(%q) = %v, %q, %v; want %s, %q", tc.in, f, r, err, tc.formats, tc.rest)
 		}
 	}
 }
