@@ -34,7 +34,6 @@ var precomputedTypes = map[string]DType{
 	"uint64": {Size: 8, Kind: 'u'}, "float32": {Size: 4, Kind: 'f'},
 }
 
-
 // ParsePrecomputed parses and validates the Neuroglancer precomputed "info"
 // file of the layer in directory dir (a source-relative key, "" for the
 // root). Any problem is a *MetadataError naming the field and scale. A

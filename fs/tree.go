@@ -42,7 +42,7 @@ type Options struct {
 	// URL prefix does ("zarr://" allows "zarr2" and "zarr3"); empty
 	// detects it.
 	Formats []string
-	Log    *slog.Logger // nil means slog.Default()
+	Log     *slog.Logger // nil means slog.Default()
 }
 
 // Tree is the directory tree of one source. It is safe for concurrent use.
