@@ -453,14 +453,32 @@ func (f bytesFile) slice(_ context.Context, off, n int64) ([]byte, error) {
 }
 
 // Volumes returns the volumes found by walking the tree from the root, at
-// most depth directories deep, in listing order. It does not descend into
-// volumes.
+// most depth directories deep, in listing order.
 func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error) {
 	var vols []*decode.Volume
-	var walk func(d Dir, depth int) error
-	walk = func(d Dir, depth int) error {
-		if v, ok := d.(*volumeDir); ok {
-			vols = append(vols, v.vol)
+	err := t.Walk(ctx, depth, func(_ string, v *decode.Volume, _ error) {
+		if v != nil && len(v.Arrays) > 0 {
+			vols = append(vols, v)
+		}
+	})
+	return vols, err
+}
+
+// Walk calls fn for every directory, at most depth directories deep, that
+// holds volume metadata: with the volume, or with the reason its metadata
+// was refused (the directory then passes through). It does not descend
+// into arrays' key directories.
+func (t *Tree) Walk(ctx context.Context, depth int, fn func(dir string, vol *decode.Volume, refused error)) error {
+	var walk func(d Dir, key string, depth int) error
+	walk = func(d Dir, key string, depth int) error {
+		switch d := d.(type) {
+		case *volumeDir:
+			fn(key, d.vol, nil)
+		case *sourceDir:
+			if d.refused != nil {
+				fn(key, nil, d.refused)
+			}
+		case *keyDir:
 			return nil
 		}
 		if depth == 0 {
@@ -480,12 +498,12 @@ func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error)
 				return err
 			}
 			if cd, ok := child.(Dir); ok {
-				if err := walk(cd, depth-1); err != nil {
+				if err := walk(cd, path.Join(key, name), depth-1); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	return vols, walk(t.root, depth)
+	return walk(t.root, "", depth)
 }

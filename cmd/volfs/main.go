@@ -238,22 +238,34 @@ func runInfo(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	vols, err := tree.Volumes(c.Context, 4)
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED\tNOTES")
+	found := false
+	err = tree.Walk(c.Context, 6, func(dir string, v *decode.Volume, refused error) {
+		found = true
+		if refused != nil {
+			fmt.Fprintf(w, "%s\t\t\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(dir), refused)
+			return
+		}
+		for _, a := range v.Arrays {
+			var notes []string
+			for _, kv := range a.Describe {
+				notes = append(notes, kv[0]+"="+kv[1])
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+				orDot(v.Dir), orDot(a.Name), v.Format, a.DType.Name, a.Channels, dims(a.Shape), dims(a.Offset),
+				resolution(a), dims(a.Chunk), a.Encoding, a.NumChunks(), formatSize(decodedBytes(a)), strings.Join(notes, " "))
+		}
+		for _, sk := range v.Skipped {
+			fmt.Fprintf(w, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(v.Dir), sk.Name, v.Format, sk.Err)
+		}
+	})
 	if err != nil {
 		return err
 	}
-	if len(vols) == 0 {
+	if !found {
 		fmt.Printf("no volumes found under %s\n", tree.Source())
 		return nil
-	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED")
-	for _, v := range vols {
-		for _, a := range v.Arrays {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-				orDot(v.Dir), a.Name, v.Format, a.DType.Name, a.Channels, dims(a.Shape), dims(a.Offset),
-				resolution(a), dims(a.Chunk), a.Encoding, a.NumChunks(), formatSize(decodedBytes(a)))
-		}
 	}
 	return w.Flush()
 }

@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/volfs/volfs/fs"
+)
+
+// fixtures returns the directory of data written by other implementations
+// (../shared/fixtures beside the project root).
+func fixtures(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../../shared/fixtures")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("fixtures: %v", err)
+	}
+	return dir
+}
+
+// requireZarr skips (or, with VOLFS_REQUIRE_FUSE, fails) without Debian's
+// python3-zarr.
+func requireZarr(t *testing.T) {
+	t.Helper()
+	requirePython(t)
+	if out, err := runErr(python, "-c", "import zarr, numcodecs, PIL"); err != nil {
+		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
+			t.Fatalf("python3-zarr, python3-pil required: %v\n%s", err, out)
+		}
+		t.Skipf("python3-zarr unavailable: %v", err)
+	}
+}
+
+// TestZarrFixtures mounts every fixture written by zarr-python, zarrita,
+// z5py and tensorstore and checks, with zarr-python and a numpy reader of
+// the rewritten metadata, that each reads as the values its README lists,
+// with no codec left for the reader to apply.
+func TestZarrFixtures(t *testing.T) {
+	requireZarr(t)
+	mnt := mountSource(t, fixtures(t), fs.Options{})
+	run(t, python, "testdata/zarrcheck.py", "fixtures", mnt)
+}
+
+// TestZarrWrittenByZarrPython writes arrays with every compressor (blosc
+// with each inner codec and shuffle), both orders, both separators, missing
+// chunks, non-zero and NaN fills, and N5 through zarr.N5Store; mounts them;
+// and compares every chunk file with zarr-python's own decode and every
+// mounted array with its source.
+func TestZarrWrittenByZarrPython(t *testing.T) {
+	requireZarr(t)
+	src := t.TempDir()
+	run(t, python, "testdata/zarrcheck.py", "write", src, "7")
+	mnt := mountSource(t, src, fs.Options{})
+	run(t, python, "testdata/zarrcheck.py", "verify", src, mnt)
+}
+
+// TestBloscCompat mounts each c-blosc 1.3 to 1.18 buffer of the fixtures as
+// the one chunk of a zarr array and reads it: int32 0..999999 every time.
+func TestBloscCompat(t *testing.T) {
+	requirePython(t)
+	cdata, err := filepath.Glob(filepath.Join(fixtures(t), "blosc-compat", "*.cdata"))
+	if err != nil || len(cdata) == 0 {
+		t.Fatalf("no blosc-compat fixtures: %v", err)
+	}
+	src := t.TempDir()
+	for _, f := range cdata {
+		dir := filepath.Join(src, strings.TrimSuffix(filepath.Base(f), ".cdata"))
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := `{"zarr_format": 2, "shape": [1000000], "chunks": [1000000], "dtype": "<i4", "order": "C",
+			"compressor": {"id": "blosc", "cname": "lz4", "clevel": 9, "shuffle": 1}, "fill_value": 0, "filters": null}`
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".zarray"), []byte(meta), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "0"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mnt := mountSource(t, src, fs.Options{})
+	script := `
+import sys, numpy as np
+bad = [p for p in sys.argv[1:] if not np.array_equal(np.fromfile(p + "/0", "<i4"), np.arange(1000000, dtype="<i4"))]
+print(" ".join(bad)); sys.exit(1 if bad else 0)`
+	args := []string{"-c", script}
+	for _, f := range cdata {
+		args = append(args, filepath.Join(mnt, strings.TrimSuffix(filepath.Base(f), ".cdata")))
+	}
+	if out, err := runErr(python, args...); err != nil {
+		t.Errorf("blosc buffers that do not read as 0..999999: %s (%v)", out, err)
+	}
+	fmt.Fprintln(os.Stderr, "blosc-compat:", len(cdata), "buffers")
+}
