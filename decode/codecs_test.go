@@ -1,0 +1,166 @@
+package decode
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// mustCodec returns the codec registered under name.
+func mustCodec(t testing.TB, name string) Codec {
+	t.Helper()
+	c, ok := LookupCodec(name)
+	if !ok {
+		t.Fatalf("codec %q not registered", name)
+	}
+	return c
+}
+
+// zarrCompressor returns the numcodecs id of the compressor of the zarr
+// v2 array in dir ("" for none).
+func zarrCompressor(t *testing.T, dir string) string {
+	t.Helper()
+	var meta struct {
+		Compressor *struct {
+			ID string `json:"id"`
+		} `json:"compressor"`
+	}
+	if err := json.Unmarshal(readFixture(t, filepath.Join(dir, ".zarray")), &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Compressor == nil {
+		return ""
+	}
+	return meta.Compressor.ID
+}
+
+// TestZarrPythonCompat decodes every chunk of zarr-python's own
+// compatibility fixture (zlib, bz2, blosc zstd with no shuffle, byte
+// shuffle and bitshuffle, blosc lz4) and compares it with the same chunk
+// that zarr-python stored uncompressed (array <i>/0).
+func TestZarrPythonCompat(t *testing.T) {
+	root := filepath.Join(fixtures, "zarr-v2-zarr-python-compat")
+	dirs, err := filepath.Glob(filepath.Join(root, "*", "[1-6]"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no arrays in %s: %v", root, err)
+	}
+	checked := map[string]int{}
+	var out []byte
+	for _, dir := range dirs {
+		rel, _ := filepath.Rel(fixtures, dir)
+		codec := mustCodec(t, zarrCompressor(t, rel))
+		raw := filepath.Join(filepath.Dir(dir), "0")
+		chunks, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunks {
+			if c.Name()[0] == '.' {
+				continue
+			}
+			src := readFixture(t, filepath.Join(rel, c.Name()))
+			want, err := os.ReadFile(filepath.Join(raw, c.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err = codec(out, src, len(want))
+			if err != nil {
+				t.Errorf("%s/%s: %v", rel, c.Name(), err)
+				continue
+			}
+			if i := firstDiff(out, want); i >= 0 {
+				t.Errorf("%s/%s: %d bytes, want %d; first difference at %d", rel, c.Name(), len(out), len(want), i)
+			}
+			if _, err := codec(nil, src, len(want)-1); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s/%s with a limit one byte short: %v, want ErrCorrupt", rel, c.Name(), err)
+			}
+			checked[zarrCompressor(t, rel)]++
+		}
+	}
+	for _, id := range []string{"zlib", "bz2", "blosc"} {
+		if checked[id] == 0 {
+			t.Errorf("no %s chunk checked", id)
+		}
+	}
+}
+
+// TestZarrPythonCodecs decodes the one-chunk arrays that zarr-python wrote
+// with each compressor: every one holds the int16 values 1 2 3 4, or the
+// int32 ones for the default (blosc) i4 array.
+func TestZarrPythonCodecs(t *testing.T) {
+	i2 := []byte{1, 0, 2, 0, 3, 0, 4, 0}
+	i4 := []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0}
+	for _, tc := range []struct {
+		array, codec string
+		want         []byte
+	}{
+		{"1d.contiguous.zlib.i2", "zlib", i2},
+		{"1d.contiguous.blosc.i2", "blosc", i2},
+		{"1d.contiguous.lz4.i2", "lz4", i2},
+		{"1d.contiguous.zstd.i2", "zstd", i2},
+		{"1d.contiguous.i4", "blosc", i4},
+	} {
+		rel := filepath.Join("zarr-v2-zarr-python", "data.zarr", tc.array)
+		if got := zarrCompressor(t, rel); got != tc.codec {
+			t.Fatalf("%s: compressor %q, want %q", tc.array, got, tc.codec)
+		}
+		src := readFixture(t, filepath.Join(rel, "0"))
+		got, err := mustCodec(t, tc.codec)(nil, src, len(tc.want))
+		if err != nil || string(got) != string(tc.want) {
+			t.Errorf("%s: got %v, %v; want %v", tc.array, got, err, tc.want)
+		}
+		if _, err := mustCodec(t, tc.codec)(nil, src, len(tc.want)-1); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s with a limit one byte short: %v, want ErrCorrupt", tc.array, err)
+		}
+	}
+}
+
+// TestCRC32C checks the shard indexes that zarrita wrote with an index
+// codec chain of bytes + crc32c: the last 16*n+4 bytes of a shard of n
+// inner chunks carry their own checksum.
+func TestCRC32C(t *testing.T) {
+	codec := mustCodec(t, "crc32c")
+	for _, tc := range []struct {
+		shard string
+		inner int
+	}{
+		{"1d.chunked.compressed.sharded.i2/c/0", 2},
+		{"1d.chunked.compressed.sharded.i2/c/1", 2},
+		{"2d.chunked.compressed.sharded.i2/c/0/0", 4},
+		{"3d.chunked.compressed.sharded.i2/c/1/1/1", 8},
+	} {
+		shard := readFixture(t, filepath.Join("zarr-v3-zarrita", "data.zarr", tc.shard))
+		n := 16*tc.inner + 4
+		if len(shard) < n {
+			t.Fatalf("%s: %d bytes", tc.shard, len(shard))
+		}
+		index := shard[len(shard)-n:]
+		got, err := codec(nil, index, n-4)
+		if err != nil || string(got) != string(index[:n-4]) {
+			t.Errorf("%s: got %d bytes, %v", tc.shard, len(got), err)
+		}
+		bad := append([]byte{}, index...)
+		bad[0] ^= 1
+		if _, err := codec(nil, bad, n-4); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s with a flipped bit: %v, want ErrCorrupt", tc.shard, err)
+		}
+		if _, err := codec(nil, index, n-5); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s with a limit one byte short: %v, want ErrCorrupt", tc.shard, err)
+		}
+	}
+	// RFC 3720's check value: CRC-32C of "123456789" is e3069283.
+	if got := crc32.Checksum([]byte("123456789"), castagnoli); got != 0xe3069283 {
+		t.Errorf("crc32c(123456789) = %08x", got)
+	}
+	check := binary.LittleEndian.AppendUint32([]byte("123456789"), 0xe3069283)
+	if got, err := codec(nil, check, 9); err != nil || string(got) != "123456789" {
+		t.Errorf("check value: got %q, %v", got, err)
+	}
+	if _, err := codec(nil, []byte{1, 2, 3}, 10); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("3 bytes: %v, want ErrCorrupt", err)
+	}
+}
