@@ -336,8 +336,13 @@ func fillString(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// floatBits returns the IEEE 754 bits of f as a float of size bytes.
+// floatBits returns the IEEE 754 bits of f as a float of size bytes. NaN is
+// the canonical quiet NaN that NumPy writes (Go's math.NaN sets a payload
+// bit).
 func floatBits(f float64, size int) uint64 {
+	if math.IsNaN(f) {
+		return [...]uint64{2: 0x7e00, 4: 0x7fc00000, 8: 0x7ff8000000000000}[size]
+	}
 	switch size {
 	case 2:
 		return uint64(float16Bits(float32(f)))

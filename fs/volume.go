@@ -218,7 +218,7 @@ func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
 	n = min(n, f.size-off)
 	b, err := f.t.chunk(ctx, f.a, f.key, f.c)
 	if isMissing(err) && f.t.opts.Missing == MissingFill {
-		return f.fill(off, n), nil
+		return f.fill(ctx, off, n)
 	}
 	if err != nil {
 		return nil, err
@@ -226,12 +226,18 @@ func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
 	return b[off : off+n], nil
 }
 
-// fill returns n bytes at off of the chunk as it reads when missing.
-func (f *chunkFile) fill(off, n int64) []byte {
+// fill returns n bytes at off of the chunk as it reads when missing. A
+// non-zero fill is made once per chunk extent and kept in the memo cache.
+func (f *chunkFile) fill(ctx context.Context, off, n int64) ([]byte, error) {
 	if f.a.FillIsZero() && f.a.HeaderSize(f.c) == 0 {
-		return zeros(n)
+		return zeros(n), nil
 	}
-	return f.a.FillChunk(f.c)[off : off+n]
+	key := fmt.Sprintf("%s#fill%v", f.a.Key, f.a.Extent(f.c))
+	b, err := f.t.memo.Get(ctx, key, func(context.Context) ([]byte, error) { return f.a.FillChunk(f.c), nil })
+	if err != nil {
+		return nil, err
+	}
+	return b[off : off+n], nil
 }
 
 func (f *chunkFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
