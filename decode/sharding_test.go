@@ -26,9 +26,9 @@ type memSource struct {
 	files map[string][]byte
 
 	mu     sync.Mutex
-	bytes  int64            // GUARDED_BY(mu)
-	ranges int              // GUARDED_BY(mu)
-	gets   int              // GUARDED_BY(mu)
+	bytes  int64             // GUARDED_BY(mu)
+	ranges int               // GUARDED_BY(mu)
+	gets   int               // GUARDED_BY(mu)
 	memo   map[string][]byte // GUARDED_BY(mu)
 	loads  map[string]int    // GUARDED_BY(mu)
 }
