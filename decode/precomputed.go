@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,7 +166,47 @@ var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage
 		a.decode = decodeRaw
 		return "", nil
 	},
+	"jpeg": func(a *Array, _ map[string]json.RawMessage) (string, error) {
+		if a.DType.Name != "uint8" || a.Channels != 1 && a.Channels != 3 {
+			return "encoding", fmt.Errorf("jpeg of %d %s channels: %w", a.Channels, a.DType.Name, ErrUnsupported)
+		}
+		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
+			return decodeJPEG(dst, stored, extent3(a.Extent(c)), a.Channels)
+		}
+		return "", nil
+	},
+	"png": func(a *Array, _ map[string]json.RawMessage) (string, error) {
+		if a.DType.Size > 2 || a.Channels > 4 {
+			return "encoding", fmt.Errorf("png of %d %s channels: %w", a.Channels, a.DType.Name, ErrUnsupported)
+		}
+		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
+			return decodePNG(dst, stored, extent3(a.Extent(c)), a.Channels, a.DType.Size)
+		}
+		return "", nil
+	},
+	"compressed_segmentation": func(a *Array, s map[string]json.RawMessage) (string, error) {
+		if a.DType.Name != "uint32" && a.DType.Name != "uint64" {
+			return "encoding", fmt.Errorf("compressed_segmentation of %s: %w", a.DType.Name, ErrUnsupported)
+		}
+		var block []int64
+		if err := vector(s, "compressed_segmentation_block_size", &block); err != nil {
+			return "compressed_segmentation_block_size", err
+		}
+		for _, b := range block {
+			if b <= 0 || b > 1<<20 {
+				return "compressed_segmentation_block_size", fmt.Errorf("want positive sizes up to %d, got %v", 1<<20, block)
+			}
+		}
+		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
+			return decodeCompressedSegmentation(dst, stored, extent3(a.Extent(c)), a.Channels, a.DType.Size, [3]int64(block))
+		}
+		a.Describe = append(a.Describe, [2]string{"block", fmt.Sprint(block)})
+		return "", nil
+	},
 }
+
+// extent3 returns a precomputed chunk extent as an array.
+func extent3(e []int64) [3]int64 { return [3]int64{e[0], e[1], e[2]} }
 
 // precomputedEncodings are the encodings of the spec.
 var precomputedEncodings = map[string]bool{
@@ -189,7 +230,14 @@ func (a *Array) setEncoding(s map[string]json.RawMessage) (string, error) {
 		return f, err
 	}
 	if raw, ok := s["sharding"]; ok && string(raw) != "null" {
-		return "sharding", fmt.Errorf("sharded scales are not implemented yet: %w", ErrUnsupported)
+		spec, f, err := parseSharding(raw)
+		if err != nil {
+			return f, err
+		}
+		a.load = func(ctx context.Context, src Source, c []int64, limit int64) ([]byte, error) {
+			return spec.readChunk(ctx, src, a.Key, compressedMortonCode(c, a.Grid), limit)
+		}
+		a.Describe = append(a.Describe, [2]string{"sharding", spec.String()})
 	}
 	return "", nil
 }

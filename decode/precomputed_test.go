@@ -115,7 +115,7 @@ func TestParsePrecomputedSkips(t *testing.T) {
 	for _, tc := range []struct{ name, info, field string }{
 		{"unknown encoding", withScale0("encoding", `"webp"`), `scales[0] (key "s0"): encoding`},
 		{"compresso", withScale0("encoding", `"compresso"`), `scales[0] (key "s0"): encoding`},
-		{"unknown sharding", withScale0("sharding", `{"@type": "neuroglancer_uint64_sharded_v2"}`), `scales[0] (key "s0"): sharding`},
+		{"unknown sharding", withScale0("sharding", `{"@type": "neuroglancer_uint64_sharded_v2"}`), `scales[0] (key "s0"): sharding.@type`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := ParsePrecomputed("layer", []byte(tc.info))

@@ -370,3 +370,19 @@ func lookupMinishard(index []byte, chunkID uint64) (offset, size uint64, ok bool
 	}
 	return 0, 0, false
 }
+
+// String describes the sharding for `volfs info`.
+func (s *shardingSpec) String() string {
+	hash := "identity"
+	if s.murmur {
+		hash = "murmurhash3_x86_128"
+	}
+	enc := func(gz bool) string {
+		if gz {
+			return "gzip"
+		}
+		return "raw"
+	}
+	return fmt.Sprintf("preshift=%d,hash=%s,minishard_bits=%d,shard_bits=%d,index=%s,data=%s",
+		s.preshiftBits, hash, s.minishardBits, s.shardBits, enc(s.gzipIndex), enc(s.gzipData))
+}
