@@ -164,8 +164,8 @@ func newViews(g Grid, chunks Chunks, opt options) (*Views, error) {
 					}}
 					return &rawFile{name: base + ".raw", chunks: chunks, pix: pix}
 				}
-				sizes := append([]int64{}, m.Shape...)
-				sizes[2] = z1 - z0
+				// A slab is 3-D: it holds one index of every axis after z.
+				sizes := []int64{m.Shape[0], m.Shape[1], z1 - z0}
 				h := rawHeader{m: m, data: base + ".raw", sizes: sizes, z0: z0}
 				if exts[i%len(exts)] == ".nhdr" {
 					return &textFile{name: base + ".nhdr", text: h.nrrd()}
