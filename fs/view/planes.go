@@ -36,6 +36,7 @@ func (r *planes) walk(off int64, n int, fn func(d int, q, y, b0, b1 int64)) {
 
 // batchChunk is one chunk of a read's batch with its validated layout.
 type batchChunk struct {
+	lin   int64 // linear chunk index, axis 0 fastest
 	coord []int64
 	data  []byte // nil: missing, reads as fill
 	lay   ChunkLayout
@@ -51,7 +52,7 @@ func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64)
 	}
 	m := r.m
 	o := make([]int64, m.ndim-2)
-	index := make(map[int64]int) // linear chunk index -> batch position
+	index := make(map[int64]int, 2*m.nchunks[0]) // linear chunk index -> batch position
 	var batch []batchChunk
 	lastQ, lastCY := int64(-1), int64(-1) // the last whole row collected
 	r.walk(off, len(p), func(_ int, q, y, b0, b1 int64) {
@@ -74,19 +75,22 @@ func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64)
 			if _, ok := index[lin]; ok {
 				continue
 			}
-			c := make([]int64, m.ndim)
-			c[0], c[1] = cx, cy
-			for i, v := range o {
-				c[i+2] = v / m.Chunk[i+2]
-			}
 			index[lin] = len(batch)
-			batch = append(batch, batchChunk{coord: c})
+			batch = append(batch, batchChunk{lin: lin})
 		}
 	})
 
+	// One allocation for every coordinate of the batch.
+	flat := make([]int64, len(batch)*m.ndim)
 	coords := make([][]int64, len(batch))
 	for i := range batch {
-		coords[i] = batch[i].coord
+		c := flat[i*m.ndim : (i+1)*m.ndim : (i+1)*m.ndim]
+		lin := batch[i].lin
+		for k := range c {
+			c[k] = lin % m.nchunks[k]
+			lin /= m.nchunks[k]
+		}
+		batch[i].coord, coords[i] = c, c
 	}
 	datas, err := chunks.Get(ctx, coords)
 	if err != nil {
@@ -124,8 +128,14 @@ func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64)
 			stride *= m.nchunks[i+2]
 		}
 		cw := m.Chunk[0] * m.size // bytes of a chunk's row piece
+		j := -1
 		for cx := b0 / cw; cx <= (b1-1)/cw; cx++ {
-			bc := &batch[index[linRow+cx]]
+			// Chunks of a row are usually next to each other in the
+			// batch: try that before the map.
+			if j++; j == 0 || j >= len(batch) || batch[j].lin != linRow+cx {
+				j = index[linRow+cx]
+			}
+			bc := &batch[j]
 			s := m.source(bc, ch, lo, fill)
 			// The chunk covers row bytes [cx*cw, (cx+1)*cw); copy the part
 			// inside [b0, b1), whole elements directly, a partial first or
