@@ -53,7 +53,10 @@ func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64)
 	m := r.m
 	o := make([]int64, m.ndim-2)
 	index := make(map[int64]int, 2*m.nchunks[0]) // linear chunk index -> batch position
-	var batch []batchChunk
+	// Room for the chunk rows the range spans when it lies in one plane,
+	// so that the batch rarely grows.
+	rows := int64(len(p))/m.rowBytes + 2
+	batch := make([]batchChunk, 0, min(m.nchunks[0]*(rows/m.Chunk[1]+2), 1<<14))
 	lastQ, lastCY := int64(-1), int64(-1) // the last whole row collected
 	r.walk(off, len(p), func(_ int, q, y, b0, b1 int64) {
 		cy := y / m.Chunk[1]
