@@ -48,6 +48,8 @@ type viewCase struct {
 var viewCases = []viewCase{
 	{name: "precomputed-uint16", shape: []int64{45, 37, 11}, chunk: []int64{16, 16, 4}, typ: Uint16,
 		kind: clipped, missing: true, resolution: []float64{4, 4, 40}},
+	{name: "precomputed-uint8", shape: []int64{50, 40, 3}, chunk: []int64{64, 16, 2}, typ: Uint8,
+		kind: clipped, missing: true, resolution: []float64{10, 10, 30}},
 	{name: "precomputed-rgb-uint8", shape: []int64{30, 20, 5}, chunk: []int64{16, 8, 2}, channels: 3,
 		typ: Uint8, kind: clipped, missing: true, resolution: []float64{8, 8, 8}},
 	{name: "zarr-c-int16-be-4d", shape: []int64{20, 17, 6, 3}, chunk: []int64{8, 8, 4, 2}, typ: Int16,
@@ -350,13 +352,16 @@ func writeFile(t *testing.T, path string, data []byte) {
 }
 
 // TestViewsWithOtherPrograms writes every view of every case through
-// ReadAt and checks them with tifffile, PIL, libtiff, GDAL, teem,
+// ReadAt and checks them with tifffile, PIL, libtiff, GDAL, ImageJ, teem,
 // plastimatch and numpy.memmap against numpy's reference.
 func TestViewsWithOtherPrograms(t *testing.T) {
-	for _, tool := range []string{"tiffinfo", "tiffdump", "gdalinfo", "teem-unu", "plastimatch"} {
+	for _, tool := range []string{"tiffinfo", "tiffdump", "gdalinfo", "teem-unu", "plastimatch", "java"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is missing: apt-get install -y libtiff-tools gdal-bin teem-apps plastimatch", tool)
+			t.Skipf("%s is missing: apt-get install -y libtiff-tools gdal-bin teem-apps plastimatch imagej", tool)
 		}
+	}
+	if _, err := os.Stat("/usr/share/java/ij.jar"); err != nil {
+		t.Skip("ImageJ is missing: apt-get install -y imagej")
 	}
 	if err := exec.Command(python, "-c", "import numpy, tifffile, PIL").Run(); err != nil {
 		t.Skipf("%s lacks numpy, tifffile or PIL: apt-get install -y python3-numpy python3-tifffile python3-pil", python)

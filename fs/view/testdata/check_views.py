@@ -172,6 +172,15 @@ def check_case(c):
                 fail(f"{name}: volume.tif resolution {xr} unit {tags['ResolutionUnit'].value}")
     check_tiff_tools(path)
     check_gdal(path, dtype, X, Y, planes[0, 0])
+    # ImageJ reads classic TIFFs of 8, 16 and 32-bit samples (int8 as uint8).
+    if not c["bigtiff"] and dtype not in ("float64", "int64", "uint64"):
+        res = c["resolution"]
+        vox = [res[0] / 1000, res[1] / 1000, res[2] / 1000 if Z > 1 else 1.0] if res else [1.0, 1.0, 1.0]
+        ij_targets.append((name, path, dict(width=X, height=Y, channels=C, slices=Z,
+                                            frames=planes.shape[1] // Z, voxel=vox), ref))
+        if secs:
+            ij_targets.append((name, secs[-1], dict(width=X, height=Y, channels=C, slices=1, frames=1,
+                                                    voxel=vox[:2] + [1.0]), planes[:, -1]))
 
     # volume.raw through both headers
     flat = ref.reshape(-1)
@@ -219,7 +228,43 @@ def check_case(c):
     print("checked", name, len(secs), "sections")
 
 
+def check_imagej(ij_jar):
+    rc, out, err = run(["java", "-Djava.awt.headless=true", "-cp", ij_jar,
+                        os.path.join(os.path.dirname(__file__), "ImageJCheck.java")] +
+                       [t[1] for t in ij_targets])
+    if rc != 0:
+        fail(f"ImageJCheck.java: rc={rc} {err.strip()[-500:]}")
+        return
+    seen = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            got = json.loads(line)
+            seen[got["path"]] = got
+    for name, path, want, ref in ij_targets:
+        got = seen.get(path)
+        if not got or not got["open"]:
+            fail(f"{name}: ImageJ cannot open {path}: {got}")
+            continue
+        for k, v in want.items():
+            if k == "voxel":
+                if not all(close(a, b) for a, b in zip(got[k], v)):
+                    fail(f"{name}: ImageJ {path}: voxel {got[k]}, want {v}")
+            elif got[k] != v:
+                fail(f"{name}: ImageJ {path}: {k} {got[k]}, want {v}")
+        if ref.dtype != np.int8:  # ImageJ shows int8 as uint8
+            lo, hi, mean = float(ref.min()), float(ref.max()), float(ref.astype(np.float64).mean())
+            if not (close(got["min"], lo) and close(got["max"], hi) and abs(got["mean"] - mean) <= 1e-4 * max(1, abs(mean))):
+                fail(f"{name}: ImageJ {path}: min/max/mean {got['min']}/{got['max']}/{got['mean']}, want {lo}/{hi}/{mean}")
+    print("ImageJ checked", len(ij_targets), "files")
+
+
+ij_targets = []
 manifest = json.load(open(sys.argv[1]))
 for case in manifest:
     check_case(case)
+IJ_JAR = "/usr/share/java/ij.jar"
+if os.path.exists(IJ_JAR) and subprocess.run(["java", "-version"], capture_output=True).returncode == 0:
+    check_imagej(IJ_JAR)
+else:
+    print("SKIP ImageJ checks: no java or", IJ_JAR, "(apt-get install -y imagej)")
 sys.exit(1 if failures else 0)
