@@ -97,9 +97,11 @@ type Grid struct {
 	// unknown (the views then write a spacing of 1 with no unit).
 	Resolution []float64
 	// Layout returns the layout of the chunk at grid coordinates c (chunk
-	// indices, Grid axis order). It is called once per chunk per read and
-	// must be safe for concurrent use.
-	Layout func(c []int64) ChunkLayout
+	// indices, Grid axis order) whose decoded bytes are data (never nil:
+	// a missing chunk has no layout), e.g. from an N5 block header. An
+	// error fails the read as ErrCorrupt. It is called once per chunk per
+	// read and must be safe for concurrent use.
+	Layout func(c []int64, data []byte) (ChunkLayout, error)
 }
 
 // Chunks gives the views the decoded chunks of one array. The tree

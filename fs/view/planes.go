@@ -111,7 +111,10 @@ func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64)
 			continue
 		}
 		batch[i].data = datas[i]
-		batch[i].lay = m.Layout(batch[i].coord)
+		batch[i].lay, err = m.Layout(batch[i].coord, datas[i])
+		if err != nil {
+			return fmt.Errorf("%w: chunk %v: %w", ErrCorrupt, batch[i].coord, err)
+		}
 		if err := m.check(batch[i].coord, batch[i].lay, len(datas[i])); err != nil {
 			return err
 		}

@@ -120,8 +120,8 @@ func bigGrid(typ SampleType, bigEndian bool) (Grid, *constChunks) {
 	chunk := []int64{64, 64, 64}
 	g := Grid{Shape: []int64{20000, 20000, 100}, Chunk: chunk, Type: typ, BigEndian: bigEndian,
 		Resolution: []float64{4, 4, 40},
-		Layout: func([]int64) ChunkLayout {
-			return ChunkLayout{Strides: []int64{size, size * 64, size * 64 * 64}, Extent: chunk}
+		Layout: func([]int64, []byte) (ChunkLayout, error) {
+			return ChunkLayout{Strides: []int64{size, size * 64, size * 64 * 64}, Extent: chunk}, nil
 		}}
 	data := make([]byte, 64*64*64*size)
 	for i := range data {
@@ -181,7 +181,7 @@ func TestLargeSectionIsBigTIFF(t *testing.T) {
 		}
 	}
 	g := Grid{Shape: []int64{70000, 70000, 2}, Chunk: []int64{1024, 1024, 1}, Type: Uint8,
-		Layout: func([]int64) ChunkLayout { return ChunkLayout{} }}
+		Layout: func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }}
 	v, err := New(g, &memChunks{fill: []byte{0}})
 	if err != nil {
 		t.Fatal(err)

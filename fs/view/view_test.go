@@ -29,6 +29,7 @@ const (
 	fullC                     // zarr order C: x fastest, edge chunks stored full size
 	fullF                     // zarr order F: x slowest, edge chunks full size
 	n5Header                  // N5: a block header, x fastest, edge blocks truncated
+	n5Full                    // N5 as some writers store it: edge blocks full size
 )
 
 type viewCase struct {
@@ -60,8 +61,8 @@ var viewCases = []viewCase{
 		fill: -3, missing: true},
 	{name: "n5-float32", shape: []int64{33, 21, 9}, chunk: []int64{16, 16, 4}, typ: Float32,
 		kind: n5Header, bigEndian: true, missing: true, resolution: []float64{4, 4, 40}},
-	{name: "n5-int32-bigtiff", shape: []int64{24, 18, 5}, chunk: []int64{8, 8, 2}, typ: Int32,
-		kind: n5Header, bigEndian: true, missing: true, resolution: []float64{4, 4, 40}, bigTIFF: true},
+	{name: "n5-int32-full-edge-bigtiff", shape: []int64{23, 18, 5}, chunk: []int64{8, 8, 2}, typ: Int32,
+		kind: n5Full, bigEndian: true, missing: true, resolution: []float64{4, 4, 40}, bigTIFF: true},
 }
 
 // genReference writes the case's reference volume with numpy and returns
@@ -181,7 +182,8 @@ func gridIter(sizes []int64, fn func(i []int64)) {
 	}
 }
 
-// stored returns the dimensions a chunk is stored with.
+// stored returns the dimensions a chunk is stored with (what an N5 block
+// header says).
 func (c viewCase) stored(coord []int64) []int64 {
 	d := make([]int64, len(c.shape))
 	for k := range d {
@@ -193,13 +195,24 @@ func (c viewCase) stored(coord []int64) []int64 {
 	return d
 }
 
-func (c viewCase) layout(coord []int64) ChunkLayout {
-	d := c.stored(coord)
-	n := len(d)
-	l := ChunkLayout{Strides: make([]int64, n), Extent: d}
-	if c.kind == n5Header {
-		l.Header = int64(4 + 4*n)
+// layout is the Grid's Layout: N5 blocks from their header, as the tree
+// does, the others from the coordinates.
+func (c viewCase) layout(coord []int64, data []byte) (ChunkLayout, error) {
+	n := len(c.shape)
+	var d []int64
+	var header int64
+	if c.kind == n5Header || c.kind == n5Full {
+		header = int64(4 + 4*n)
+		if int64(len(data)) < header || binary.BigEndian.Uint16(data[2:]) != uint16(n) {
+			return ChunkLayout{}, fmt.Errorf("bad n5 block header")
+		}
+		for k := range n {
+			d = append(d, int64(binary.BigEndian.Uint32(data[4+4*k:])))
+		}
+	} else {
+		d = c.stored(coord)
 	}
+	l := ChunkLayout{Header: header, Strides: make([]int64, n), Extent: d}
 	s := int64(c.typ.Size())
 	for j := range n {
 		k := j
@@ -210,7 +223,7 @@ func (c viewCase) layout(coord []int64) ChunkLayout {
 		s *= d[k]
 	}
 	l.ChannelStride = s
-	return l
+	return l, nil
 }
 
 // grid returns the Grid of the case.
@@ -243,11 +256,20 @@ func buildChunks(c viewCase, ref []byte) *memChunks {
 		if c.missing && sum%7 == 3 {
 			return
 		}
-		l := c.layout(coord)
-		data := make([]byte, l.Header+l.ChannelStride*chans)
-		for i := range l.Header {
-			data[i] = byte(i + 1)
+		var header []byte
+		if c.kind == n5Header || c.kind == n5Full {
+			header = binary.BigEndian.AppendUint16(nil, 0) // mode: default
+			header = binary.BigEndian.AppendUint16(header, uint16(n))
+			for _, v := range c.stored(coord) {
+				header = binary.BigEndian.AppendUint32(header, uint32(v))
+			}
 		}
+		l, err := c.layout(coord, header)
+		if err != nil {
+			panic(err)
+		}
+		data := make([]byte, l.Header+l.ChannelStride*chans)
+		copy(data, header)
 		g := make([]int64, n)
 		for ch := range chans {
 			gridIter(l.Extent, func(loc []int64) {
@@ -455,6 +477,20 @@ func TestReadErrors(t *testing.T) {
 	if _, err := raw.ReadAt(ctx, buf, 16*64); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("read of a short chunk: got %v, want ErrCorrupt", err)
 	}
+	n5 := viewCase{shape: []int64{32, 32, 4}, chunk: []int64{16, 16, 4}, typ: Uint16, kind: n5Header, bigEndian: true}
+	n5chunks := buildChunks(n5, ref)
+	n5chunks.chunks[chunkKey([]int64{0, 0, 0})][3] = 7 // the header's ndim
+	n5v, err := New(n5.grid(), n5chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n5raw, _ := n5v.Lookup(VolumeRaw)
+	if _, err := n5raw.ReadAt(ctx, buf, 0); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("read of a block with a bad header: got %v, want ErrCorrupt", err)
+	}
+	if _, err := n5raw.ReadAt(ctx, buf, 16*64); err != nil {
+		t.Errorf("read of a good block beside a bad one: %v", err)
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := raw.ReadAt(cctx, buf, 0); !errors.Is(err, context.Canceled) {
@@ -466,7 +502,7 @@ func TestReadErrors(t *testing.T) {
 }
 
 func TestNewRefuses(t *testing.T) {
-	layout := func([]int64) ChunkLayout { return ChunkLayout{} }
+	layout := func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }
 	for _, g := range []Grid{
 		{Shape: []int64{5}, Chunk: []int64{5}, Type: Uint8, Layout: layout},
 		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}, Layout: layout},
@@ -490,7 +526,7 @@ func TestNewRefuses(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	layout := func([]int64) ChunkLayout { return ChunkLayout{} }
+	layout := func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }
 	for _, tc := range []struct {
 		shape, chunk         []int64
 		first, last, slab0   string
