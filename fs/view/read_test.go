@@ -1,12 +1,14 @@
 package view
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -280,5 +282,57 @@ func BenchmarkSectionRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestConcurrentReads reads one set of views from several goroutines at
+// once (as FUSE serves requests) and compares every read with a sequential
+// read; run with -race.
+func TestConcurrentReads(t *testing.T) {
+	c := viewCase{shape: []int64{45, 37, 11}, chunk: []int64{16, 16, 4}, channels: 2, typ: Uint16,
+		kind: clipped, missing: true}
+	ref := make([]byte, 45*37*11*2*2)
+	for i := range ref {
+		ref[i] = byte(i*31 + i>>8)
+	}
+	chunks := buildChunks(c, ref)
+	v, err := New(c.grid(), chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := append([]File{}, v.Files...)
+	files = append(files, v.Sections.File(3), v.Slabs.File(v.Slabs.Len()-1))
+	want := make([][]byte, len(files))
+	for i, f := range files {
+		want[i] = readAll(t, f)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 100 {
+				i := rng.IntN(len(files))
+				f := files[i]
+				off := rng.Int64N(f.Size())
+				buf := make([]byte, 1+rng.Int64N(min(f.Size()-off, 20000)))
+				n, err := f.ReadAt(context.Background(), buf, off)
+				if err != nil && err != io.EOF {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(buf[:n], want[i][off:off+int64(n)]) || n != len(buf) {
+					errs <- fmt.Errorf("%s: ReadAt(%d, %d) = %d bytes, differs", f.Name(), off, len(buf), n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
