@@ -46,7 +46,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	if nodeType != "array" {
 		return nil, nil // a group
 	}
-	a := &Array{Key: dir, Channels: 1}
+	a := &Array{Key: dir, Channels: 1, XLast: true}
 	if err := field(top, "shape", &a.Shape); err != nil {
 		return nil, fail("shape", err)
 	}
