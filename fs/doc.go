@@ -35,6 +35,26 @@
 // full size, as zarr and tensorstore do; with Options.Missing set to
 // MissingError it is ENOENT instead, reported by open.
 //
+// # Views
+//
+// Every array of two or more axes of a sample type the views write also
+// shows its stitched views (package fs/view): volume.tif, volume.raw,
+// volume.nhdr, volume.mhd, sections/ and, from three axes, slabs/. They
+// sit in the array's directory: a precomputed scale's key directory, or
+// for a zarr array or an N5 dataset the volume directory itself, beside the
+// metadata and the chunk keys (a view's name wins over a source object of
+// that name; an array whose chunk keys would take a view's name has no
+// views, with a warning). The views see axes fastest first, x then y then
+// z: zarr's metadata order is reversed (decode.Array.XLast). Sizes come
+// from the metadata, so stat and listing never fetch.
+//
+// A read of a view maps its byte range to the chunks under it and asks the
+// tree for them as one batch (Tree.chunks): every chunk goes through the
+// same cache and load as a chunk file, at most batchLoads at a time, and
+// the first failure cancels the rest of the batch. A missing chunk reads
+// as the fill value whatever Options.Missing says, and a corrupt one fails
+// exactly the reads that need it, with an EIO that names the object.
+//
 // # Errors
 //
 // Every failure reaches the kernel through one function, errno: not found
