@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fs"
 )
 
@@ -91,4 +92,85 @@ func TestViewsStatWithoutFetching(t *testing.T) {
 import sys, numpy as np, tifffile
 a = tifffile.imread(%q)
 assert a.shape == (70, 100) and not a.any(), (a.shape, a.max())`, filepath.Join(mnt, "pc8/s0/sections/z03.tif")))
+}
+
+// vmHWM returns the peak resident memory of process pid, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM: %q: %v", line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// Geometry of TestViewsMemory: a 24000 x 24000 x 64 uint8 layer in
+// chunks of 256 x 256 x 64 (4 MiB decoded), whose first 16 chunks of
+// chunk row 0 exist and the rest is missing.
+const (
+	memSide, memDepth, memChunk, memReal = 24000, 64, 256, 16
+	memCache                             = 32 << 20
+	// memBatch is the most decoded data one read's batch holds: a 1 MiB
+	// FUSE read spans at most two chunk rows, of which only row 0 has
+	// data, memReal chunks of memChunk^2 x memDepth bytes.
+	memBatch = memReal * memChunk * memChunk * memDepth
+)
+
+// TestViewsMemory reads one 576 MB section of a large, mostly missing
+// layer through the volfs binary with a 32 MiB cache, and checks that the
+// process's peak resident memory stays under the soft memory limit volfs
+// sets for that cache (cache.MemoryLimit: 1.25 x cache + 256 MiB, where the
+// collector holds the heap) plus one batch: the section is streamed, never
+// held. It runs the binary as a subprocess,
+// which the race detector would make many times larger, so it is skipped
+// under -race.
+func TestViewsMemory(t *testing.T) {
+	if raceEnabled {
+		t.Skip("memory is measured without the race detector")
+	}
+	requirePython(t)
+	src := t.TempDir()
+	run(t, python, "testdata/viewvolumes.py", "big", src, strconv.Itoa(memSide), strconv.Itoa(memSide),
+		strconv.Itoa(memDepth), strconv.Itoa(memChunk), strconv.Itoa(memReal))
+	s := startVolfs(t, "mount", "--cache-size", strconv.Itoa(memCache>>20)+"MiB", src)
+	section := filepath.Join(s.mnt, "big/s0/sections/z00.tif")
+	before := vmHWM(t, s.cmd.Process.Pid)
+	// Row 0 of the section: memReal copies of the real chunks' first row,
+	// then zeros; then the whole file, 1 MiB at a time.
+	out := run(t, python, "-c", fmt.Sprintf(`
+import numpy as np, tifffile
+with tifffile.TiffFile(%q) as tf:
+    off = tf.pages[0].dataoffsets[0]
+f = open(%q, "rb")
+f.seek(off)
+row = np.frombuffer(f.read(%d), np.uint8)
+want = np.tile((np.arange(%d) %% 251 + 1).astype(np.uint8), %d)
+assert np.array_equal(row[:want.size], want), "row 0 of the real chunks differs"
+assert not row[want.size:].any(), "missing chunks are not zero"
+f.seek(0)
+total = 0
+while b := f.read(1 << 20):
+    total += len(b)
+print(total)`, section, section, memSide, memChunk, memReal))
+	peak := vmHWM(t, s.cmd.Process.Pid)
+	size, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if size < memSide*memSide {
+		t.Fatalf("read %d bytes of the section, want more than %d", size, memSide*memSide)
+	}
+	bound := cache.MemoryLimit(memCache) + memBatch
+	t.Logf("section of %d MiB: VmHWM %d MiB before the read, %d MiB after; bound %d MiB (memory limit %d + batch %d)",
+		size>>20, before>>20, peak>>20, bound>>20, cache.MemoryLimit(memCache)>>20, memBatch>>20)
+	if peak > bound {
+		t.Errorf("volfs peak resident memory %d MiB, want at most %d MiB", peak>>20, bound>>20)
+	}
 }
