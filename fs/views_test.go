@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs/view"
 )
 
@@ -139,5 +143,81 @@ func TestViewsRefused(t *testing.T) {
 		if _, err := tree.Resolve(context.Background(), dir+"/"+view.VolumeRaw); err == nil {
 			t.Errorf("%s has a %s", dir, view.VolumeRaw)
 		}
+	}
+}
+
+// countingFetcher counts the requests that reach its source.
+type countingFetcher struct {
+	fetcher.Fetcher
+	n atomic.Int64
+}
+
+func (f *countingFetcher) Get(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
+	f.n.Add(1)
+	return f.Fetcher.Get(ctx, key, limit)
+}
+
+func (f *countingFetcher) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	f.n.Add(1)
+	return f.Fetcher.GetRange(ctx, key, off, n)
+}
+
+func (f *countingFetcher) Stat(ctx context.Context, key string) (int64, error) {
+	f.n.Add(1)
+	return f.Fetcher.Stat(ctx, key)
+}
+
+func (f *countingFetcher) List(ctx context.Context, prefix string) ([]fetcher.Entry, error) {
+	f.n.Add(1)
+	return f.Fetcher.List(ctx, prefix)
+}
+
+// TestViewsStatNoIO lists and sizes every view of a zarr array once its
+// directory is open: no request reaches the source.
+func TestViewsStatNoIO(t *testing.T) {
+	local, err := fetcher.Open(writeFiles(t, zarrFiles(t)), fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &countingFetcher{Fetcher: local}
+	tree, err := New(context.Background(), src, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	arr, err := tree.Resolve(ctx, "arr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := src.n.Load()
+	sizes := map[string]int64{}
+	var walk func(d Dir, p string)
+	walk = func(d Dir, p string) {
+		for _, name := range names(t, d) {
+			n, err := d.Lookup(ctx, name)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", p, name, err)
+			}
+			switch n := n.(type) {
+			case *viewDir:
+				walk(n, p+"/"+name)
+			case File:
+				sizes[p+"/"+name] = n.Size()
+			}
+		}
+	}
+	walk(arr.(Dir), "arr")
+	if got := src.n.Load() - before; got != 0 {
+		t.Errorf("listing and sizing the views made %d requests, want 0", got)
+	}
+	// 3 planes of 2 x 5 int16; slabs of 2 and 1 planes. Files: the
+	// metadata (2), views (4), chunks (4), sections (3) and slabs (6).
+	for p, want := range map[string]int64{"arr/volume.raw": 60, "arr/slabs/z0-1.raw": 40, "arr/slabs/z2-2.raw": 20} {
+		if sizes[p] != want {
+			t.Errorf("%s: size %d, want %d", p, sizes[p], want)
+		}
+	}
+	if n := len(sizes); n != 2+4+4+3+6 {
+		t.Errorf("%d files, want %d: %v", n, 2+4+4+3+6, sizes)
 	}
 }

@@ -58,42 +58,6 @@ func TestViewsThroughMount(t *testing.T) {
 	}
 }
 
-// TestViewsStatWithoutFetching lists and stats every view of a mounted
-// volume whose chunks are all gone: sizes come from the metadata alone.
-func TestViewsStatWithoutFetching(t *testing.T) {
-	requireViewTools(t)
-	src := t.TempDir()
-	run(t, python, "testdata/viewvolumes.py", "write", src)
-	// Remove every chunk of pc8: a stat that fetched would see nothing, and
-	// the sizes must still be those of the full volume.
-	chunks, _ := filepath.Glob(filepath.Join(src, "pc8", "s0", "*"))
-	for _, c := range chunks {
-		os.Remove(c)
-	}
-	mnt := mountSource(t, src, fs.Options{})
-	out := run(t, "stat", "-c", "%n %s", filepath.Join(mnt, "pc8/s0/volume.raw"), filepath.Join(mnt, "pc8/s0/sections/z19.tif"),
-		filepath.Join(mnt, "pc8/s0/slabs/z16-19.raw"))
-	var sizes []int64
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		n, _ := strconv.ParseInt(f[len(f)-1], 10, 64)
-		sizes = append(sizes, n)
-	}
-	if want := []int64{100 * 70 * 20, -1, 100 * 70 * 4}; len(sizes) != 3 || sizes[0] != want[0] || sizes[2] != want[2] || sizes[1] < 100*70 {
-		t.Errorf("stat sizes %v, want volume.raw %d, a section of more than %d, slab %d", sizes, want[0], 100*70, want[2])
-	}
-	ls := run(t, "ls", filepath.Join(mnt, "pc8/s0/sections"))
-	if n := len(strings.Fields(ls)); n != 20 {
-		t.Errorf("sections lists %d files, want 20", n)
-	}
-	// The only chunk reads are of the listing: the data is gone, so a
-	// section reads as zeros after its header.
-	run(t, python, "-c", fmt.Sprintf(`
-import sys, numpy as np, tifffile
-a = tifffile.imread(%q)
-assert a.shape == (70, 100) and not a.any(), (a.shape, a.max())`, filepath.Join(mnt, "pc8/s0/sections/z03.tif")))
-}
-
 // vmHWM returns the peak resident memory of process pid, in bytes.
 func vmHWM(t *testing.T, pid int) int64 {
 	t.Helper()
