@@ -138,3 +138,43 @@ print(total)`, section, section, memSide, memChunk, memReal))
 		t.Errorf("volfs peak resident memory %d MiB, want at most %d MiB", peak>>20, bound>>20)
 	}
 }
+
+// TestViewsFixtures reads the views of zarr v2 and v3 arrays written by
+// zarr-python and zarrita (sharded, transposed, ragged, with all-fill
+// inner chunks absent) and of N5 datasets with padded edge blocks, and
+// compares volume.raw and every section, read
+// by numpy and tifffile, with the values the fixtures' README lists.
+func TestViewsFixtures(t *testing.T) {
+	requireViewTools(t)
+	mnt := mountSource(t, fixtures(t), fs.Options{})
+	script := `
+import os, sys, numpy as np, tifffile
+mnt, bad = sys.argv[1], []
+cases = {
+    "zarr-v2-zarr-python/data.zarr/2d.chunked.ragged.i2": np.arange(1, 10).reshape(3, 3),
+    "zarr-v2-zarr-python/data.zarr/3d.chunked.mixed.i2.C": np.arange(27).reshape(3, 3, 3),
+    "zarr-v2-zarr-python/data.zarr/3d.chunked.mixed.i2.F": np.arange(27).reshape(3, 3, 3),
+    "zarr-v3-zarrita/data.zarr/2d.chunked.compressed.sharded.filled.i2": np.arange(16).reshape(4, 4),
+    "zarr-v3-zarrita/data.zarr/2d.chunked.ragged.compressed.sharded.i2": np.arange(1, 10).reshape(3, 3),
+    "zarr-v3-zarrita/data.zarr/3d.chunked.compressed.sharded.i2": np.arange(64).reshape(4, 4, 4),
+    "zarr-v3-zarrita/data.zarr/3d.chunked.mixed.compressed.sharded.i2": np.arange(27).reshape(3, 3, 3),
+    "zarr-v3-zarrita/data.zarr/3d.chunked.mixed.i2.F": np.arange(27).reshape(3, 3, 3),
+}
+# N5 (x, y) = 4x + y, x fastest: as (y, x) the transpose of arange(20).reshape(5, 4).
+for comp in ("raw", "gzip", "bzip2", "blosc"):
+    cases["n5-tensorstore/" + comp] = np.arange(20).reshape(5, 4).T
+for name, want in cases.items():
+    d = os.path.join(mnt, name)
+    raw = np.fromfile(os.path.join(d, "volume.raw"), "<i2")
+    if not np.array_equal(raw, want.reshape(-1)):
+        bad.append(f"{name}/volume.raw: {raw.tolist()}")
+    secs = sorted(os.listdir(os.path.join(d, "sections")))
+    got = np.stack([tifffile.imread(os.path.join(d, "sections", s)) for s in secs]).reshape(want.shape)
+    if not np.array_equal(got, want):
+        bad.append(f"{name}/sections {secs}: {got.tolist()}")
+    if not np.array_equal(tifffile.imread(os.path.join(d, "volume.tif")).reshape(want.shape), want):
+        bad.append(f"{name}/volume.tif")
+print("\n".join(bad) or f"{len(cases)} arrays match")
+sys.exit(1 if bad else 0)`
+	t.Log(strings.TrimSpace(run(t, python, "-c", script, mnt)))
+}
