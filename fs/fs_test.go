@@ -18,6 +18,7 @@ import (
 
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fs/view"
 )
 
 // A 5x4x2 uint8 layer in chunks of 4x4x2: chunk 0-4 is stored gzipped,
@@ -220,6 +221,7 @@ func TestErrno(t *testing.T) {
 		{"transient", context.Background(), wrap(fetcher.ErrTransient), syscall.EIO},
 		{"permission", context.Background(), wrap(fetcher.ErrPermission), syscall.EIO},
 		{"anything", context.Background(), errors.New("boom"), syscall.EIO},
+		{"corrupt chunk under a view", context.Background(), fmt.Errorf("view: %w", wrap(view.ErrCorrupt)), syscall.EIO},
 	} {
 		tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
 		logs.Reset()

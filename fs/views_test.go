@@ -221,3 +221,22 @@ func TestViewsStatNoIO(t *testing.T) {
 		t.Errorf("%d files, want %d: %v", n, 2+4+4+3+6, sizes)
 	}
 }
+
+// TestViewsCancelled: a view read whose request is cancelled fails with
+// EINTR and loads nothing.
+func TestViewsCancelled(t *testing.T) {
+	tree, _ := newTree(t, zarrFiles(t), Options{})
+	n, err := tree.Resolve(context.Background(), "arr/volume.raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = n.(File).ReadAt(ctx, make([]byte, 60), 0)
+	if got := tree.errno(ctx, err, "read", "arr/volume.raw"); got != syscall.EINTR {
+		t.Errorf("cancelled read: got %v (%v), want EINTR", got, err)
+	}
+	if s := tree.cache.Stats(); s.Misses != 0 {
+		t.Errorf("cancelled read loaded %d chunks, want 0", s.Misses)
+	}
+}
