@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zlib"
@@ -35,29 +34,29 @@ func corrupt(codec string, err error) error {
 }
 
 // readAllLimit appends everything r yields to dst[:0] and returns it,
-// refusing a stream of more than limit bytes with errTooLong. It grows the
-// buffer geometrically from guess, so it never holds more than limit
-// bytes, and does not allocate when dst is large enough.
-func readAllLimit(dst []byte, r io.Reader, limit, guess int) ([]byte, error) {
+// refusing a stream of more than limit bytes with errTooLong. When dst
+// holds less than limit it allocates limit bytes once: chunks nearly
+// always decode to exactly the size their metadata promises, and growing
+// a buffer step by step would allocate about twice that.
+func readAllLimit(dst []byte, r io.Reader, limit int) ([]byte, error) {
 	out := dst[:0]
+	if cap(out) < limit {
+		out = make([]byte, 0, limit)
+	}
 	for {
 		end := min(cap(out), limit)
 		if len(out) == end {
-			if end == limit {
-				// Full: the stream must end here.
-				var probe [1]byte
-				n, err := io.ReadFull(r, probe[:])
-				switch {
-				case n > 0:
-					return nil, errTooLong
-				case err == io.EOF:
-					return out, nil
-				default:
-					return nil, err
-				}
+			// Full: the stream must end here.
+			var probe [1]byte
+			n, err := io.ReadFull(r, probe[:])
+			switch {
+			case n > 0:
+				return nil, errTooLong
+			case err == io.EOF:
+				return out, nil
+			default:
+				return nil, err
 			}
-			out = slices.Grow(out, min(limit, max(2*cap(out), guess, 4096))-len(out))
-			continue
 		}
 		n, err := r.Read(out[len(out):end])
 		out = out[:len(out)+n]
@@ -95,7 +94,7 @@ func decodeZlib(dst, src []byte, limit int) ([]byte, error) {
 		return nil, corrupt("zlib", err)
 	}
 	defer zlibReaders.Put(zr)
-	out, err := readAllLimit(dst, zr, limit, 4*len(src))
+	out, err := readAllLimit(dst, zr, limit)
 	if err != nil {
 		return nil, corrupt("zlib", err)
 	}
@@ -109,7 +108,7 @@ func zlibDecodeExact(dst, src []byte) error {
 		return err
 	}
 	defer zlibReaders.Put(zr)
-	out, err := readAllLimit(dst[:0:len(dst)], zr, len(dst), len(dst))
+	out, err := readAllLimit(dst[:0:len(dst)], zr, len(dst))
 	if err != nil {
 		return err
 	}
@@ -124,7 +123,7 @@ func zlibDecodeExact(dst, src []byte) error {
 // call allocates its tables (about 4 bytes per byte of bzip2 block size,
 // at most 3.6 MB).
 func decodeBz2(dst, src []byte, limit int) ([]byte, error) {
-	out, err := readAllLimit(dst, bzip2.NewReader(bytes.NewReader(src)), limit, 4*len(src))
+	out, err := readAllLimit(dst, bzip2.NewReader(bytes.NewReader(src)), limit)
 	if err != nil {
 		return nil, corrupt("bz2", err)
 	}
@@ -208,7 +207,9 @@ func zstdContentSize(src []byte) (total uint64, known bool, err error) {
 // frame declares its content size (numcodecs, zarr-python and c-blosc
 // always write it) the output is allocated once at that size, after
 // checking it against limit; otherwise the output buffer is limit bytes
-// and decoding stops with an error as soon as it would overflow it.
+// and decoding stops with an error at the first block that overflows it.
+// In that case the library may have grown the buffer once before it
+// notices, so refusing such a bomb costs up to about 2.5 times limit.
 func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
 	total, known, err := zstdContentSize(src)
 	if err != nil {

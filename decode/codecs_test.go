@@ -1,13 +1,18 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
 )
 
 // mustCodec returns the codec registered under name.
@@ -162,5 +167,63 @@ func TestCRC32C(t *testing.T) {
 	}
 	if _, err := codec(nil, []byte{1, 2, 3}, 10); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("3 bytes: %v, want ErrCorrupt", err)
+	}
+}
+
+// allocated returns the bytes that f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestBombs: streams that decode to far more than the limit are refused,
+// and the memory spent refusing them is bounded by the limit, not by what
+// the stream would decode to (zstd frames without a content size may cost
+// up to about 2.5 times the limit, see decodeZstd).
+func TestBombs(t *testing.T) {
+	const limit = 1 << 20
+	zeros := make([]byte, 64<<20)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSize := enc.EncodeAll(zeros, nil)
+	var streamed bytes.Buffer // a streaming encoder does not know the size
+	sw, _ := zstd.NewWriter(&streamed, zstd.WithEncoderConcurrency(1))
+	sw.Write(zeros)
+	sw.Close()
+	if h := new(zstd.Header); h.Decode(streamed.Bytes()) != nil || h.HasFCS {
+		t.Fatalf("streamed frame declares its size")
+	}
+	var zl bytes.Buffer
+	zw := zlib.NewWriter(&zl)
+	zw.Write(zeros)
+	zw.Close()
+	lz := binary.LittleEndian.AppendUint32(nil, 1<<31-1)
+	lz = append(lz, 0x1f, 0, 1, 0, 0xff, 0xff, 0xff)
+	for _, tc := range []struct {
+		name, codec string
+		src         []byte
+	}{
+		{"zstd with content size", "zstd", withSize},
+		{"zstd streamed", "zstd", streamed.Bytes()},
+		{"zstd two frames", "zstd", append(enc.EncodeAll(zeros[:limit/2], nil), withSize...)},
+		{"zlib", "zlib", zl.Bytes()},
+		{"lz4 header", "lz4", lz},
+		{"blosc header", "blosc", bloscHeader(2, 0, 1, 1<<31-1, 1<<16, 16)},
+	} {
+		codec := mustCodec(t, tc.codec)
+		codec(nil, tc.src, limit) // warm the pools and the shared decoder
+		var err error
+		n := allocated(func() { _, err = codec(nil, tc.src, limit) })
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", tc.name, err)
+		}
+		if n > 3*limit {
+			t.Errorf("%s: refusing allocated %d bytes for a limit of %d", tc.name, n, limit)
+		}
 	}
 }
