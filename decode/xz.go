@@ -64,7 +64,7 @@ func decodeLZMA(dst, src []byte, limit int) ([]byte, error) {
 			return nil, corrupt("lzma", err)
 		}
 	}
-	out, err := readAllLimit(dst, r, limit)
+	out, err := readAllLimit(dst, r, limit, make([]byte, 1))
 	if err != nil {
 		return nil, corrupt("lzma", err)
 	}
