@@ -12,17 +12,25 @@ func unshuffle(dst, src []byte, typesize int) {
 	i := 0 // elements done by the word-at-a-time paths
 	switch typesize {
 	case 2:
-		s0, s1 := src[:n], src[n:2*n]
-		for ; i+4 <= n; i += 4 {
-			binary.LittleEndian.PutUint64(dst[2*i:], interleave2(binary.LittleEndian.Uint32(s0[i:]), binary.LittleEndian.Uint32(s1[i:])))
+		s0, s1, d := src[:n], src[n:2*n], dst[:2*n]
+		for ; i+8 <= n; i += 8 {
+			a, b := binary.LittleEndian.Uint64(s0[i:]), binary.LittleEndian.Uint64(s1[i:])
+			o := d[2*i : 2*i+16]
+			binary.LittleEndian.PutUint64(o, interleave2(uint32(a), uint32(b)))
+			binary.LittleEndian.PutUint64(o[8:], interleave2(uint32(a>>32), uint32(b>>32)))
 		}
 	case 4:
-		s0, s1, s2, s3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
-		for ; i+4 <= n; i += 4 {
-			lo, hi := interleave4(binary.LittleEndian.Uint32(s0[i:]), binary.LittleEndian.Uint32(s1[i:]),
-				binary.LittleEndian.Uint32(s2[i:]), binary.LittleEndian.Uint32(s3[i:]))
-			binary.LittleEndian.PutUint64(dst[4*i:], lo)
-			binary.LittleEndian.PutUint64(dst[4*i+8:], hi)
+		s0, s1, s2, s3, d := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n], dst[:4*n]
+		for ; i+8 <= n; i += 8 {
+			a, b := binary.LittleEndian.Uint64(s0[i:]), binary.LittleEndian.Uint64(s1[i:])
+			c, e := binary.LittleEndian.Uint64(s2[i:]), binary.LittleEndian.Uint64(s3[i:])
+			o := d[4*i : 4*i+32]
+			lo, hi := interleave4(uint32(a), uint32(b), uint32(c), uint32(e))
+			binary.LittleEndian.PutUint64(o, lo)
+			binary.LittleEndian.PutUint64(o[8:], hi)
+			lo, hi = interleave4(uint32(a>>32), uint32(b>>32), uint32(c>>32), uint32(e>>32))
+			binary.LittleEndian.PutUint64(o[16:], lo)
+			binary.LittleEndian.PutUint64(o[24:], hi)
 		}
 	}
 	for j := range typesize {
