@@ -75,6 +75,16 @@ func writeWithPython(t *testing.T) (string, *pythonManifest) {
 	return dir, &m
 }
 
+// TestWrittenByPython checks the decoders and the shard reader against
+// data that testdata/precomputed_writer.py writes with numpy and PIL, once
+// for all three subtests.
+func TestWrittenByPython(t *testing.T) {
+	dir, m := writeWithPython(t)
+	t.Run("encodings", func(t *testing.T) { testEncodingsWrittenByPython(t, dir, m) })
+	t.Run("shards", func(t *testing.T) { testShardsWrittenByPython(t, dir, m) })
+	t.Run("ranged", func(t *testing.T) { testShardReadsAreRanged(t, dir, m) })
+}
+
 func readFile(t *testing.T, dir, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, name))
@@ -84,14 +94,13 @@ func readFile(t *testing.T, dir, name string) []byte {
 	return b
 }
 
-// TestEncodingsWrittenByPython decodes jpeg and png chunks written by PIL
+// testEncodingsWrittenByPython decodes jpeg and png chunks written by PIL
 // (and 16-bit multi-channel PNGs by a writer in the script) and
 // compressed_segmentation chunks written by the script's own encoder, and
 // compares them with numpy's arrays: png and compressed_segmentation
 // exactly, jpeg within 2 of PIL's decode of the same bytes (the IDCT and
 // chroma upsampling of libjpeg and image/jpeg differ in rounding).
-func TestEncodingsWrittenByPython(t *testing.T) {
-	dir, m := writeWithPython(t)
+func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	for _, c := range m.Images {
 		t.Run(c.File, func(t *testing.T) {
 			stored, want := readFile(t, dir, c.File), readFile(t, dir, c.Expect)
@@ -160,7 +169,7 @@ func filesUnder(t *testing.T, dir string) map[string][]byte {
 	return files
 }
 
-// TestShardsWrittenByPython reads every chunk of sharded scales written by
+// testShardsWrittenByPython reads every chunk of sharded scales written by
 // the script's sharded writer (both hashes, gzip on and off for indexes and
 // data, shard_bits 0 to 5, minishard_bits 0 to 13, preshift, missing
 // chunks, compressed_segmentation chunks inside shards). Chunk ids are the
@@ -168,8 +177,7 @@ func filesUnder(t *testing.T, dir string) map[string][]byte {
 // against the script's; written chunks must equal numpy's bytes, missing
 // ones must be ErrMissing or, when their whole shard was never written,
 // the source's not-found error.
-func TestShardsWrittenByPython(t *testing.T) {
-	dir, m := writeWithPython(t)
+func testShardsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	src := newMemSource(filesUnder(t, dir))
 	ctx := context.Background()
 	for _, sc := range m.Shards {
@@ -219,12 +227,11 @@ func TestShardsWrittenByPython(t *testing.T) {
 	}
 }
 
-// TestShardReadsAreRanged reads from the python-written scales through the
+// testShardReadsAreRanged reads from the python-written scales through the
 // counting source: one chunk moves a small fraction of its shard and no
 // whole object, and reading every chunk of a minishard loads its index
 // once.
-func TestShardReadsAreRanged(t *testing.T) {
-	dir, m := writeWithPython(t)
+func testShardReadsAreRanged(t *testing.T, dir string, m *pythonManifest) {
 	files := filesUnder(t, dir)
 	ctx := context.Background()
 	for _, sc := range m.Shards {

@@ -14,7 +14,7 @@ import (
 
 // encodePNG and encodeJPEG make inputs for the refusal tests and the fuzz
 // seeds; the decoders' values are checked against PIL's in
-// TestEncodingsWrittenByPython.
+// TestWrittenByPython.
 func encodePNG(t testing.TB, img image.Image) []byte {
 	t.Helper()
 	var buf bytes.Buffer

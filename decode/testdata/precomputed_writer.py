@@ -54,7 +54,12 @@ for channels, extent, subsampling, width in [
     (1, (13, 7, 3), None, 13 * 7),  # any width x height with the right product
     (3, (16, 8, 4), 0, None),  # 4:4:4
     (3, (16, 16, 2), 2, None),  # 4:2:0, PIL's default
+    (3, (13, 7, 3), 2, None),  # 4:2:0 with odd sizes: edge chroma samples
+    (3, (16, 8, 4), 1, None),  # 4:2:2
+    (3, (15, 8, 4), 1, None),
     (3, (9, 5, 3), 0, None),
+    (3, (64, 32, 3), 2, None),
+    (1, (64, 64, 8), None, None),
 ]:
     ex, ey, ez = extent
     arr = smooth((channels, ez, ey, ex), 0, 255).astype(np.uint8)
