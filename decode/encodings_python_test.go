@@ -98,8 +98,11 @@ func readFile(t *testing.T, dir, name string) []byte {
 // (and 16-bit multi-channel PNGs by a writer in the script) and
 // compressed_segmentation chunks written by the script's own encoder, and
 // compares them with numpy's arrays: png and compressed_segmentation
-// exactly, jpeg within 2 of PIL's decode of the same bytes (the IDCT and
-// chroma upsampling of libjpeg and image/jpeg differ in rounding).
+// exactly; jpeg against PIL's (libjpeg's) decode of the same bytes, with
+// under 2% of samples more than 1 off, and none more than 2 off for
+// grayscale, 3 for colour. image/jpeg's IDCT rounds differently from
+// libjpeg's islow one (±1 per sample); in colour a ±1 in Cb becomes ±1.8
+// in blue, so an isolated sample can land 3 off.
 func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	for _, c := range m.Images {
 		t.Run(c.File, func(t *testing.T) {
@@ -107,11 +110,15 @@ func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 			var got []byte
 			var err error
 			tolerance := 0
-			if c.Kind == "jpeg" {
+			switch {
+			case c.Kind == "png":
+				got, err = decodePNG(nil, stored, c.Extent, c.Channels, c.Elem)
+			case c.Channels == 1:
 				got, err = decodeJPEG(nil, stored, c.Extent, c.Channels)
 				tolerance = 2
-			} else {
-				got, err = decodePNG(nil, stored, c.Extent, c.Channels, c.Elem)
+			default:
+				got, err = decodeJPEG(nil, stored, c.Extent, c.Channels)
+				tolerance = 3
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -119,12 +126,19 @@ func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 			if len(got) != len(want) {
 				t.Fatalf("decoded %d bytes, want %d", len(got), len(want))
 			}
-			worst := 0
+			worst, off := 0, 0
 			for i := range got {
-				worst = max(worst, abs(int(got[i])-int(want[i])))
+				d := abs(int(got[i]) - int(want[i]))
+				worst = max(worst, d)
+				if d > 1 {
+					off++
+				}
 			}
 			if worst > tolerance {
 				t.Errorf("decoded bytes differ from numpy's by up to %d, want at most %d", worst, tolerance)
+			}
+			if off*50 > len(got) {
+				t.Errorf("%d of %d decoded bytes differ from numpy's by more than 1, want under 2%%", off, len(got))
 			}
 		})
 	}
