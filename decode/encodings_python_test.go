@@ -12,9 +12,9 @@ import (
 	"testing"
 )
 
-// python is Debian's interpreter, which has numpy and PIL; a pyenv shim on
+// debianPython is Debian's interpreter, which has numpy and PIL; a pyenv shim on
 // PATH may not.
-const python = "/usr/bin/python3"
+const debianPython = "/usr/bin/python3"
 
 // pythonManifest is what testdata/precomputed_writer.py writes.
 type pythonManifest struct {
@@ -51,14 +51,14 @@ type pythonManifest struct {
 // VOLFS_REQUIRE_FUSE is set (as in CI), where it fails.
 func writeWithPython(t *testing.T) (string, *pythonManifest) {
 	t.Helper()
-	if err := exec.Command(python, "-c", "import numpy, PIL").Run(); err != nil {
+	if err := exec.Command(debianPython, "-c", "import numpy, PIL").Run(); err != nil {
 		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("%s with numpy and PIL required: %v", python, err)
+			t.Fatalf("%s with numpy and PIL required: %v", debianPython, err)
 		}
-		t.Skipf("%s with numpy and PIL unavailable: %v", python, err)
+		t.Skipf("%s with numpy and PIL unavailable: %v", debianPython, err)
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command(python, "testdata/precomputed_writer.py", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(debianPython, "testdata/precomputed_writer.py", dir).CombinedOutput(); err != nil {
 		t.Fatalf("precomputed_writer.py: %v\n%s", err, out)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
@@ -85,7 +85,7 @@ func TestWrittenByPython(t *testing.T) {
 	t.Run("ranged", func(t *testing.T) { testShardReadsAreRanged(t, dir, m) })
 }
 
-func readFile(t *testing.T, dir, name string) []byte {
+func readTestFile(t *testing.T, dir, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
@@ -106,7 +106,7 @@ func readFile(t *testing.T, dir, name string) []byte {
 func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	for _, c := range m.Images {
 		t.Run(c.File, func(t *testing.T) {
-			stored, want := readFile(t, dir, c.File), readFile(t, dir, c.Expect)
+			stored, want := readTestFile(t, dir, c.File), readTestFile(t, dir, c.Expect)
 			var got []byte
 			var err error
 			tolerance := 0
@@ -128,7 +128,7 @@ func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 			}
 			worst, off := 0, 0
 			for i := range got {
-				d := abs(int(got[i]) - int(want[i]))
+				d := absInt(int(got[i]) - int(want[i]))
 				worst = max(worst, d)
 				if d > 1 {
 					off++
@@ -144,7 +144,7 @@ func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	}
 	for _, c := range m.Cseg {
 		t.Run(c.File, func(t *testing.T) {
-			stored, want := readFile(t, dir, c.File), readFile(t, dir, c.Expect)
+			stored, want := readTestFile(t, dir, c.File), readTestFile(t, dir, c.Expect)
 			got, err := decodeCompressedSegmentation(nil, stored, c.Extent, c.Channels, c.Elem, c.Block)
 			if err != nil {
 				t.Fatal(err)
@@ -156,7 +156,7 @@ func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	}
 }
 
-func abs(x int) int {
+func absInt(x int) int {
 	if x < 0 {
 		return -x
 	}
@@ -229,7 +229,7 @@ func testShardsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 						continue
 					}
 				}
-				if want := readFile(t, dir, c.Expect); !slices.Equal(got, want) {
+				if want := readTestFile(t, dir, c.Expect); !slices.Equal(got, want) {
 					t.Errorf("chunk %v (id %d): %d bytes differ from numpy's %d", c.Pos, id, len(got), len(want))
 				}
 				read++
