@@ -48,21 +48,28 @@ def smooth(shape, lo, hi):
 
 
 # ---------------------------------------------------------------- jpeg
-for channels, extent, subsampling, width in [
-    (1, (16, 8, 4), None, None),
-    (1, (13, 7, 3), None, None),
-    (1, (13, 7, 3), None, 13 * 7),  # any width x height with the right product
-    (3, (16, 8, 4), 0, None),  # 4:4:4
-    (3, (16, 16, 2), 2, None),  # 4:2:0, PIL's default
-    (3, (9, 5, 3), 0, None),
+for channels, extent, subsampling, width, progressive in [
+    (1, (16, 8, 4), None, None, False),
+    (1, (13, 7, 3), None, None, False),
+    (1, (13, 7, 3), None, 13 * 7, False),  # any width x height with the right product
+    (3, (16, 8, 4), 0, None, False),  # 4:4:4
+    (3, (16, 16, 2), 2, None, False),  # 4:2:0, PIL's default
+    (3, (13, 7, 3), 2, None, False),  # 4:2:0 with odd sizes: edge chroma samples
+    (3, (16, 8, 4), 1, None, False),  # 4:2:2
+    (3, (15, 8, 4), 1, None, False),
+    (3, (9, 5, 3), 0, None, False),
+    (3, (64, 32, 3), 2, None, False),
+    (1, (64, 64, 8), None, None, False),
+    (1, (32, 16, 4), None, None, True),
+    (3, (32, 16, 4), 2, None, True),
 ]:
     ex, ey, ez = extent
     arr = smooth((channels, ez, ey, ex), 0, 255).astype(np.uint8)
     w = width or ex
     img = arr.transpose(1, 2, 3, 0).reshape(ex * ey * ez // w, w, channels)
     pil = Image.fromarray(img[:, :, 0] if channels == 1 else img, "L" if channels == 1 else "RGB")
-    name = "jpeg_%d_%dx%dx%d_%s_%d" % (channels, ex, ey, ez, subsampling, w)
-    opts = {"quality": 90}
+    name = "jpeg_%d_%dx%dx%d_%s_%d%s" % (channels, ex, ey, ez, subsampling, w, "_progressive" if progressive else "")
+    opts = {"quality": 90, "progressive": progressive}
     if subsampling is not None:
         opts["subsampling"] = subsampling
     pil.save(os.path.join(out, name + ".jpg"), "JPEG", **opts)
