@@ -234,6 +234,9 @@ func (a *Array) setEncoding(s map[string]json.RawMessage) (string, error) {
 		if err != nil {
 			return f, err
 		}
+		if compressedMortonBits(a.Grid) > 64 {
+			return "sharding", fmt.Errorf("a grid of %v chunks needs more than 64 bits of chunk id", a.Grid)
+		}
 		a.load = func(ctx context.Context, src Source, c []int64, limit int64) ([]byte, error) {
 			return spec.readChunk(ctx, src, a.Key, compressedMortonCode(c, a.Grid), limit)
 		}
