@@ -1,0 +1,729 @@
+package integration
+
+// Tests of volfs run the way people run gcsfuse and rclone: as a user other
+// than root, in the background, from mount(8) and systemd, configured from
+// the environment. Each runs the volfs binary as a subprocess and reads the
+// mount through other subprocesses.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// corruptChunk is an s0 chunk that mkprecomputed.py stores as .gz, so that
+// --corrupt can spoil it.
+const corruptChunk = "-13-19_21-37_-3-1"
+
+// missingChunk is an s0 chunk that mkprecomputed.py leaves out.
+const missingChunk = "19-51_5-21_-3-1"
+
+// sharedDir returns a new directory that every user may read and traverse
+// (t.TempDir's are root's alone), removed at the end of the test after the
+// mounts in it.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "volfs-ops-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// sharedVolume writes the numpy test layer into a sharedDir, readable by
+// all, and returns the layer and truth directories.
+func sharedVolume(t *testing.T, args ...string) (vol, truth string) {
+	t.Helper()
+	requirePython(t)
+	dir := sharedDir(t)
+	vol, truth = filepath.Join(dir, "vol"), filepath.Join(dir, "truth")
+	run(t, python, append([]string{"testdata/mkprecomputed.py", vol}, args...)...)
+	run(t, "chmod", "-R", "a+rX", dir)
+	return vol, truth
+}
+
+// newMountpoint makes an empty directory to mount at, owned by uid:gid, and
+// makes sure nothing stays mounted there after the test.
+func newMountpoint(t *testing.T, parent string, uid, gid int) string {
+	t.Helper()
+	mnt, err := os.MkdirTemp(parent, "mnt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(mnt, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forceUnmount(t, mnt) })
+	return mnt
+}
+
+// forceUnmount detaches whatever is mounted at mnt, live or stale.
+func forceUnmount(t *testing.T, mnt string) {
+	t.Helper()
+	for isMounted(t, mnt) {
+		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount -l %s: %v\n%s", mnt, err, out)
+			return
+		}
+	}
+}
+
+// startCmd starts cmd, a volfs serving in the foreground, and returns once
+// its log on stderr says the mount is up (in text or JSON), with the log
+// collected so far and to come. The process is killed at the end of the
+// test if it is still running.
+func startCmd(t *testing.T, cmd *exec.Cmd, mnt string) (*serving, *logBuffer) {
+	t.Helper()
+	requireFUSE(t)
+	s := &serving{cmd: cmd, mnt: mnt, stdout: new(bytes.Buffer), done: make(chan error, 1)}
+	cmd.Stdout = s.stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	log := new(logBuffer)
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		up := false
+		for sc.Scan() {
+			fmt.Fprintln(log, sc.Text())
+			if l := sc.Text(); !up && (strings.Contains(l, "msg=mounted") || strings.Contains(l, `"msg":"mounted"`)) {
+				up = true
+				ready <- true
+			}
+		}
+		if !up {
+			ready <- false
+		}
+		s.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		forceUnmount(t, mnt)
+	})
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("%s exited before mounting", strings.Join(cmd.Args, " "))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("volfs did not mount within a minute")
+	}
+	return s, log
+}
+
+// testUser is an unprivileged account made for a test.
+type testUser struct {
+	name     string
+	uid, gid int
+	bin      string // a copy of volfs that the user may run
+}
+
+// newTestUser creates an unprivileged user (removed at the end of the test),
+// makes /dev/fuse usable by every user as a normal system does (mode 0666,
+// restored at the end), and copies the volfs binary into dir for it.
+func newTestUser(t *testing.T, dir string) *testUser {
+	t.Helper()
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to create a user")
+	}
+	for _, tool := range []string{"useradd", "userdel", "setpriv", "fusermount3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
+				t.Fatalf("%s required: %v", tool, err)
+			}
+			t.Skipf("%s unavailable: %v", tool, err)
+		}
+	}
+	const name = "volfs-test"
+	if _, err := runErr("id", "-u", name); err != nil {
+		run(t, "useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name)
+	}
+	t.Cleanup(func() {
+		if out, err := runErr("userdel", name); err != nil {
+			t.Errorf("userdel %s: %v\n%s", name, err, out)
+		}
+	})
+	u := &testUser{name: name}
+	var err error
+	if u.uid, err = strconv.Atoi(strings.TrimSpace(run(t, "id", "-u", name))); err != nil {
+		t.Fatal(err)
+	}
+	if u.gid, err = strconv.Atoi(strings.TrimSpace(run(t, "id", "-g", name))); err != nil {
+		t.Fatal(err)
+	}
+
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod("/dev/fuse", 0o666); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod("/dev/fuse", fi.Mode().Perm()) })
+
+	u.bin = filepath.Join(dir, "volfs")
+	run(t, "cp", volfsBin, u.bin)
+	run(t, "chmod", "0755", u.bin)
+	return u
+}
+
+// command runs name as the user, with only its own uid, gid and groups.
+func (u *testUser) command(name string, args ...string) *exec.Cmd {
+	return exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(u.uid), "--regid=" + strconv.Itoa(u.gid), "--init-groups", "--", name}, args...)...)
+}
+
+// run runs name as the user and returns its combined output and error.
+func (u *testUser) run(name string, args ...string) (string, error) {
+	out, err := u.command(name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// setFuseConf replaces /etc/fuse.conf with content for the rest of the test
+// and restores it, or its absence, at the end.
+func setFuseConf(t *testing.T, content string) {
+	t.Helper()
+	const path = "/etc/fuse.conf"
+	old, err := os.ReadFile(path)
+	existed := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if existed {
+			os.WriteFile(path, old, 0o644)
+		} else {
+			os.Remove(path)
+		}
+	})
+}
+
+// TestNonRootMount mounts as an unprivileged user through fusermount3,
+// reads every chunk as that user, and unmounts with fusermount3 -u. Then
+// --allow-other: refused with a clear message while /etc/fuse.conf lacks
+// user_allow_other, and readable by root once it has it.
+func TestNonRootMount(t *testing.T) {
+	vol, truth := sharedVolume(t)
+	dir := sharedDir(t)
+	u := newTestUser(t, dir)
+	checkAs := func(u *testUser, mnt string) {
+		t.Helper()
+		args := []string{"testdata/checkprecomputed.py", truth, mnt, "--orig", vol}
+		var out string
+		var err error
+		if u == nil {
+			out, err = runErr(python, args...)
+		} else {
+			out, err = u.run(python, args...)
+		}
+		if err != nil {
+			t.Fatalf("check as %v: %v\n%s", u, err, out)
+		}
+		t.Log(strings.TrimSpace(out))
+	}
+
+	mnt := newMountpoint(t, dir, u.uid, u.gid)
+	s, _ := startCmd(t, u.command(u.bin, "mount", vol, mnt), mnt)
+	checkAs(u, mnt)
+	// The files belong to the user who mounted, by default.
+	if got := strings.TrimSpace(run(t, "stat", "-c", "%u:%g", mnt)); got != fmt.Sprintf("%d:%d", u.uid, u.gid) {
+		t.Errorf("owner of the mount root: got %s, want %d:%d", got, u.uid, u.gid)
+	}
+	if out, err := u.run("fusermount3", "-u", mnt); err != nil {
+		t.Fatalf("fusermount3 -u as %s: %v\n%s", u.name, err, out)
+	}
+	if err := s.wait(t); err != nil {
+		t.Errorf("volfs exited with %v after fusermount3 -u, want 0", err)
+	}
+
+	t.Run("allow-other refused without user_allow_other", func(t *testing.T) {
+		setFuseConf(t, "# mount_max = 1000\n#user_allow_other\n")
+		mnt := newMountpoint(t, dir, u.uid, u.gid)
+		out, err := u.run(u.bin, "mount", "--allow-other", vol, mnt)
+		if err == nil {
+			t.Fatalf("mount --allow-other succeeded without user_allow_other:\n%s", out)
+		}
+		for _, want := range []string{"--allow-other", "user_allow_other", "/etc/fuse.conf"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("refusal does not say %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "fusermount") {
+			t.Errorf("refusal passes on fusermount3's message instead of explaining:\n%s", out)
+		}
+		if isMounted(t, mnt) {
+			t.Errorf("%s mounted after a refusal", mnt)
+		}
+	})
+
+	t.Run("allow-other with user_allow_other", func(t *testing.T) {
+		setFuseConf(t, "user_allow_other\n")
+		mnt := newMountpoint(t, dir, u.uid, u.gid)
+		s, _ := startCmd(t, u.command(u.bin, "mount", "--allow-other", vol, mnt), mnt)
+		// Root is another user: without allow_other FUSE refuses it.
+		checkAs(nil, mnt)
+		if out, err := u.run("fusermount3", "-u", mnt); err != nil {
+			t.Fatalf("fusermount3 -u: %v\n%s", err, out)
+		}
+		if err := s.wait(t); err != nil {
+			t.Errorf("volfs exited with %v, want 0", err)
+		}
+	})
+}
+
+// daemonPID returns the pid that the background volfs logged in logFile.
+func daemonPID(t *testing.T, logFile string) int {
+	t.Helper()
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg=mounted .*pid=(\d+)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("no pid in the log:\n%s", data)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	return pid
+}
+
+// watchPID returns a channel closed when process pid exits. It need not be
+// a child: the watch is a pidfd. The process is killed at the end of the
+// test if it is still running.
+func watchPID(t *testing.T, pid int) <-chan struct{} {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	t.Cleanup(func() { unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+	exited := make(chan struct{})
+	go func() {
+		defer unix.Close(fd)
+		defer close(exited)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	}()
+	return exited
+}
+
+// waitExited fails the test if exited is not closed within a minute.
+func waitExited(t *testing.T, exited <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not exit within a minute", what)
+	}
+}
+
+// TestDaemon runs mount --daemon: it returns 0 only once the mount is
+// live, the background process logs to --log-file and exits on umount;
+// failures come back as a non-zero status with the reason.
+func TestDaemon(t *testing.T) {
+	requireFUSE(t)
+	vol, truth := writeVolume(t)
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "volfs.log")
+	mnt := newMountpoint(t, dir, 0, 0)
+
+	out := run(t, volfsBin, "mount", "--daemon", "--log-file", logFile, vol, mnt)
+	if out != "" {
+		t.Errorf("mount --daemon printed %q, want nothing", out)
+	}
+	// No waiting: the exit status promised a live mount.
+	if !isMounted(t, mnt) {
+		t.Fatalf("%s is not mounted when mount --daemon returns", mnt)
+	}
+	pid := daemonPID(t, logFile)
+	exited := watchPID(t, pid)
+	check(t, truth, mnt, vol)
+	run(t, "umount", mnt)
+	waitExited(t, exited, "the background volfs")
+	if log, _ := os.ReadFile(logFile); !strings.Contains(string(log), "msg=unmounted") {
+		t.Errorf("the log does not record the unmount:\n%s", log)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"source missing", []string{filepath.Join(dir, "no-such-source")}, "no-such-source"},
+		{"bad flag value", []string{"--missing=sometimes", vol}, "--missing"},
+		{"bad log format", []string{"--log-format=xml", vol}, "--log-format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := newMountpoint(t, dir, 0, 0)
+			args := append([]string{"mount", "--daemon", "--log-file", logFile}, tc.args...)
+			out, err := runErr(volfsBin, append(args, mnt)...)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("mount --daemon %s: got %v, want a non-zero exit\n%s", strings.Join(tc.args, " "), err, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("the reason does not name %q:\n%s", tc.want, out)
+			}
+			if isMounted(t, mnt) {
+				t.Errorf("%s mounted after a failure", mnt)
+			}
+		})
+	}
+}
+
+// TestDaemonSyslog runs mount --daemon without --log-file: the background
+// process logs to syslog, here a datagram socket at /dev/log made by the
+// test.
+func TestDaemonSyslog(t *testing.T) {
+	requireFUSE(t)
+	const devLog = "/dev/log"
+	if _, err := os.Lstat(devLog); err == nil {
+		t.Skip("a syslog daemon owns /dev/log; this test makes its own")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to create /dev/log")
+	}
+	syslog, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: devLog, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syslog.Close(); os.Remove(devLog) })
+	vol, _ := writeVolume(t)
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	run(t, volfsBin, "mount", "--daemon", vol, mnt)
+	if !isMounted(t, mnt) {
+		t.Fatalf("%s is not mounted when mount --daemon returns", mnt)
+	}
+	// The log line was sent before the child reported readiness.
+	syslog.SetReadDeadline(time.Now().Add(time.Minute))
+	buf := make([]byte, 64<<10)
+	var msg string
+	for !strings.Contains(msg, "msg=mounted") {
+		n, err := syslog.Read(buf)
+		if err != nil {
+			t.Fatalf("no 'mounted' message on syslog: %v", err)
+		}
+		msg = string(buf[:n])
+	}
+	// <30> is facility daemon (3), severity info (6).
+	if !strings.HasPrefix(msg, "<30>") || !strings.Contains(msg, "volfs") {
+		t.Errorf("syslog message %q: want priority <30> and tag volfs", msg)
+	}
+	m := regexp.MustCompile(`pid=(\d+)`).FindStringSubmatch(msg)
+	if m == nil {
+		t.Fatalf("no pid in %q", msg)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	exited := watchPID(t, pid)
+	run(t, "umount", mnt)
+	waitExited(t, exited, "the background volfs")
+}
+
+// notifySocket makes a datagram socket to pass as NOTIFY_SOCKET, as
+// systemd does for a Type=notify unit.
+func notifySocket(t *testing.T) (*net.UnixConn, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, path
+}
+
+// readNotify returns the next datagram on conn, failing after a minute.
+func readNotify(t *testing.T, conn *net.UnixConn) string {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	buf := make([]byte, 4096)
+	n, err := conn.Read(buf)
+	if err != nil {
+		t.Fatalf("no notification: %v", err)
+	}
+	return string(buf[:n])
+}
+
+// TestSystemdNotify checks sd_notify: READY=1 arrives only once the mount
+// is live; STOPPING=1 when asked to stop. Under --daemon the parent sends
+// READY=1 with MAINPID naming the background process.
+func TestSystemdNotify(t *testing.T) {
+	requireFUSE(t)
+	vol, _ := writeVolume(t)
+	dir := t.TempDir()
+
+	conn, sock := notifySocket(t)
+	mnt := newMountpoint(t, dir, 0, 0)
+	cmd := exec.Command(volfsBin, "mount", vol, mnt)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	msg := readNotify(t, conn)
+	if !strings.Contains(msg, "READY=1") {
+		t.Fatalf("first notification %q, want READY=1", msg)
+	}
+	// Read at once: READY=1 promised a live mount.
+	if out, err := runErr("ls", filepath.Join(mnt, "s0")); err != nil || !strings.Contains(out, missingChunk) {
+		t.Errorf("ls right after READY=1: %v\n%s", err, out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if msg := readNotify(t, conn); !strings.Contains(msg, "STOPPING=1") {
+		t.Errorf("notification after SIGTERM %q, want STOPPING=1", msg)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("volfs exited with %v after SIGTERM, want 0\n%s", err, stderr.String())
+	}
+
+	t.Run("daemon", func(t *testing.T) {
+		conn, sock := notifySocket(t)
+		mnt := newMountpoint(t, dir, 0, 0)
+		logFile := filepath.Join(t.TempDir(), "log")
+		cmd := exec.Command(volfsBin, "mount", "--daemon", "--log-file", logFile, vol, mnt)
+		cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("mount --daemon: %v\n%s", err, out)
+		}
+		pid := daemonPID(t, logFile)
+		exited := watchPID(t, pid)
+		msg := readNotify(t, conn)
+		if want := fmt.Sprintf("MAINPID=%d\nREADY=1", pid); msg != want {
+			t.Errorf("notification %q, want %q", msg, want)
+		}
+		run(t, "umount", mnt)
+		waitExited(t, exited, "the background volfs")
+	})
+}
+
+// TestMountHelper mounts through mount.volfs called as mount(8) calls an
+// external helper, and, where the test may install /sbin/mount.volfs,
+// through mount(8) itself.
+func TestMountHelper(t *testing.T) {
+	requireFUSE(t)
+	vol, truth := writeVolume(t)
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "mount.volfs")
+	if err := os.Symlink(volfsBin, helper); err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(dir, "volfs.log")
+
+	// What mount(8) runs for the fstab line
+	//   SOURCE MNT volfs noauto,_netdev,x-systemd.automount,cache_size=64MiB,missing=error,uid=4321,log_file=... 0 0
+	mnt := newMountpoint(t, dir, 0, 0)
+	opts := "rw,noauto,_netdev,nofail,x-systemd.automount,x-systemd.idle-timeout=60,nosuid,nodev," +
+		"cache_size=64MiB,missing=error,uid=4321,gid=4322,log_file=" + logFile
+	out := run(t, helper, vol, mnt, "-o", opts)
+	if !isMounted(t, mnt) {
+		t.Fatalf("%s is not mounted when mount.volfs returns:\n%s", mnt, out)
+	}
+	exited := watchPID(t, daemonPID(t, logFile))
+	check(t, truth, mnt, vol, "--missing-error")
+	if got := strings.TrimSpace(run(t, "stat", "-c", "%u:%g", filepath.Join(mnt, "info"))); got != "4321:4322" {
+		t.Errorf("owner with uid=4321,gid=4322: got %s", got)
+	}
+	run(t, "umount", mnt)
+	waitExited(t, exited, "the background volfs")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown option", []string{"-o", "ro,cache_size=64MiB,colour=blue"}, "unknown option colour"},
+		{"value missing", []string{"-o", "cache_size"}, "cache_size needs a value"},
+		{"unknown argument", []string{"-q"}, "unknown argument -q"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := newMountpoint(t, dir, 0, 0)
+			out, err := runErr(helper, append([]string{vol, mnt}, tc.args...)...)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Errorf("got %v, want exit status 1 (incorrect invocation)\n%s", err, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("the refusal does not say %q:\n%s", tc.want, out)
+			}
+			if isMounted(t, mnt) {
+				t.Errorf("%s mounted after a refusal", mnt)
+			}
+		})
+	}
+
+	t.Run("sloppy and fake", func(t *testing.T) {
+		mnt := newMountpoint(t, dir, 0, 0)
+		// -s: an unknown option is ignored; -f: nothing is mounted.
+		out := run(t, helper, "-sfv", vol, mnt, "-o", "colour=blue,cache_size=64MiB")
+		if !strings.Contains(out, "colour") || !strings.Contains(out, "--cache-size=64MiB") {
+			t.Errorf("-sv output does not show the ignored option and the command:\n%s", out)
+		}
+		if isMounted(t, mnt) {
+			t.Errorf("-f mounted %s", mnt)
+		}
+	})
+
+	t.Run("mount failure", func(t *testing.T) {
+		mnt := newMountpoint(t, dir, 0, 0)
+		out, err := runErr(helper, filepath.Join(dir, "no-such-source"), mnt, "-o", "log_file="+logFile)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 32 {
+			t.Errorf("got %v, want exit status 32 (mount failure)\n%s", err, out)
+		}
+		if !strings.Contains(out, "no-such-source") {
+			t.Errorf("the failure does not name the source:\n%s", out)
+		}
+	})
+
+	t.Run("mount(8)", func(t *testing.T) {
+		const sbin = "/sbin/mount.volfs"
+		if _, err := os.Lstat(sbin); err == nil {
+			t.Skipf("%s exists; not replacing it", sbin)
+		}
+		if os.Geteuid() != 0 {
+			t.Skip("needs root, to install " + sbin)
+		}
+		if err := os.Symlink(volfsBin, sbin); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(sbin) })
+		mnt := newMountpoint(t, dir, 0, 0)
+		logFile := filepath.Join(t.TempDir(), "log")
+		run(t, "mount", "-t", "volfs", "-o", "ro,noatime,missing=error,log_file="+logFile, vol, mnt)
+		exited := watchPID(t, daemonPID(t, logFile))
+		check(t, truth, mnt, vol, "--missing-error")
+		run(t, "umount", mnt)
+		waitExited(t, exited, "the background volfs")
+	})
+}
+
+// TestEnvironment sets flags through VOLFS_* variables, over their
+// defaults, and checks their effect through a mount: missing chunks are
+// ENOENT, files show the uid, logs are JSON and name the corrupt chunk.
+func TestEnvironment(t *testing.T) {
+	vol, truth := writeVolume(t, "--corrupt="+corruptChunk)
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	cmd := exec.Command(volfsBin, "mount", vol, mnt)
+	cmd.Env = append(os.Environ(), "VOLFS_MISSING=error", "VOLFS_UID=4321", "VOLFS_LOG_FORMAT=json")
+	// startCmd waits for the JSON "mounted" record: a text one would not do.
+	s, _ := startCmd(t, cmd, mnt)
+	check(t, truth, mnt, vol, "--missing-error")
+	if got := strings.TrimSpace(run(t, "stat", "-c", "%u", filepath.Join(mnt, "s0", corruptChunk))); got != "4321" {
+		t.Errorf("owner with VOLFS_UID=4321: got %s", got)
+	}
+	run(t, "umount", mnt)
+	if err := s.wait(t); err != nil {
+		t.Fatalf("volfs exited with %v", err)
+	}
+}
+
+// TestLogFormatJSON checks that --log-format json writes one JSON object
+// per line and that the line of a failed read names the chunk and the
+// cause.
+func TestLogFormatJSON(t *testing.T) {
+	vol, _ := writeVolume(t, "--corrupt="+corruptChunk)
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	s, log := startCmd(t, exec.Command(volfsBin, "mount", "--log-format", "json", vol, mnt), mnt)
+	if out, err := runErr("cat", filepath.Join(mnt, "s0", corruptChunk)); err == nil {
+		t.Fatalf("cat of a corrupt chunk succeeded:\n%s", out)
+	}
+	run(t, "umount", mnt)
+	if err := s.wait(t); err != nil {
+		t.Fatalf("volfs exited with %v", err)
+	}
+	data := log.String()
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(data), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("log line is not JSON: %v\n%s", err, line)
+			continue
+		}
+		if rec["level"] == "ERROR" && strings.Contains(line, corruptChunk) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no ERROR record names %s:\n%s", corruptChunk, data)
+	}
+}
+
+// TestStaleMountpoint kills a volfs with SIGKILL, leaving its mountpoint
+// stale ("transport endpoint is not connected"): a second mount says so
+// and how to clear it, and does what it says work.
+func TestStaleMountpoint(t *testing.T) {
+	requireFUSE(t)
+	vol, truth := writeVolume(t)
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	s, _ := startCmd(t, exec.Command(volfsBin, "mount", vol, mnt), mnt)
+	s.cmd.Process.Kill()
+	s.wait(t)
+	if _, err := os.Stat(mnt); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("stat of a killed volfs's mountpoint: got %v, want ENOTCONN", err)
+	}
+	out, err := runErr(volfsBin, "mount", vol, mnt)
+	if err == nil {
+		t.Fatalf("mount over a stale mountpoint succeeded:\n%s", out)
+	}
+	for _, want := range []string{"stale", "fusermount3 -uz " + mnt, "umount -l " + mnt} {
+		if !strings.Contains(out, want) {
+			t.Errorf("refusal does not say %q:\n%s", want, out)
+		}
+	}
+	// Follow the advice.
+	run(t, "fusermount3", "-uz", mnt)
+	startCmd(t, exec.Command(volfsBin, "mount", vol, mnt), mnt)
+	check(t, truth, mnt, vol)
+}
+
+// TestNonEmptyMountpoint refuses a mountpoint that holds a file, unless
+// --allow-non-empty.
+func TestNonEmptyMountpoint(t *testing.T) {
+	requireFUSE(t)
+	vol, truth := writeVolume(t)
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	if err := os.WriteFile(filepath.Join(mnt, "notes.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runErr(volfsBin, "mount", vol, mnt)
+	if err == nil || !strings.Contains(out, "not empty") || !strings.Contains(out, "notes.txt") || !strings.Contains(out, "--allow-non-empty") {
+		t.Fatalf("mount over a non-empty directory: got %v, want a refusal naming notes.txt and --allow-non-empty\n%s", err, out)
+	}
+	if isMounted(t, mnt) {
+		t.Fatalf("%s mounted after a refusal", mnt)
+	}
+	startCmd(t, exec.Command(volfsBin, "mount", "--allow-non-empty", vol, mnt), mnt)
+	check(t, truth, mnt, vol)
+}
+
