@@ -252,8 +252,12 @@ func TestNonRootMount(t *testing.T) {
 	s, _ := startCmd(t, u.command(u.bin, "mount", vol, mnt), mnt)
 	checkAs(u, mnt)
 	// The files belong to the user who mounted, by default.
-	if got := strings.TrimSpace(run(t, "stat", "-c", "%u:%g", mnt)); got != fmt.Sprintf("%d:%d", u.uid, u.gid) {
-		t.Errorf("owner of the mount root: got %s, want %d:%d", got, u.uid, u.gid)
+	if out, err := u.run("stat", "-c", "%u:%g", filepath.Join(mnt, "info")); err != nil || strings.TrimSpace(out) != fmt.Sprintf("%d:%d", u.uid, u.gid) {
+		t.Errorf("owner of info: got %v %s, want %d:%d", err, out, u.uid, u.gid)
+	}
+	// Without allow_other, FUSE keeps out every other user, root too.
+	if _, err := os.Stat(filepath.Join(mnt, "info")); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("stat by root of a user's mount without --allow-other: got %v, want EACCES", err)
 	}
 	if out, err := u.run("fusermount3", "-u", mnt); err != nil {
 		t.Fatalf("fusermount3 -u as %s: %v\n%s", u.name, err, out)
@@ -726,4 +730,3 @@ func TestNonEmptyMountpoint(t *testing.T) {
 	startCmd(t, exec.Command(volfsBin, "mount", "--allow-non-empty", vol, mnt), mnt)
 	check(t, truth, mnt, vol)
 }
-
