@@ -730,3 +730,175 @@ func TestNonEmptyMountpoint(t *testing.T) {
 	startCmd(t, exec.Command(volfsBin, "mount", "--allow-non-empty", vol, mnt), mnt)
 	check(t, truth, mnt, vol)
 }
+
+// TestVersion builds volfs in a clone of this repository's HEAD, where the
+// toolchain stamps the VCS revision (it does not in a git worktree, nor
+// with GOFLAGS=-buildvcs=false), and checks that --version shows it.
+func TestVersion(t *testing.T) {
+	head, err := runErr("git", "rev-parse", "HEAD")
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	head = strings.TrimSpace(head)
+	clone := filepath.Join(t.TempDir(), "volfs")
+	top := strings.TrimSpace(run(t, "git", "rev-parse", "--show-toplevel"))
+	run(t, "git", "clone", "--quiet", "--no-hardlinks", top, clone)
+	bin := filepath.Join(t.TempDir(), "volfs")
+	cmd := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./cmd/volfs")
+	cmd.Dir = clone
+	cmd.Env = append(os.Environ(), "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out := run(t, bin, "--version")
+	if !strings.Contains(out, "revision "+head) {
+		t.Errorf("volfs --version = %q, want the revision %s", out, head)
+	}
+	// The module version Go derives from the commit: a pseudo-version
+	// naming it, or a tag.
+	if !strings.Contains(out, head[:12]) && !regexp.MustCompile(`version v\d+\.\d+\.\d+ `).MatchString(out) {
+		t.Errorf("volfs --version = %q, want a module version", out)
+	}
+}
+
+// flagNames returns the flags that `volfs CMD --help` lists.
+func flagNames(t *testing.T, cmd string) []string {
+	t.Helper()
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+(--[a-z-]+)`).FindAllStringSubmatch(run(t, volfsBin, cmd, "--help"), -1) {
+		if m[1] != "--help" {
+			names = append(names, m[1])
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("volfs %s --help lists no flags", cmd)
+	}
+	return names
+}
+
+// requireTool skips without a program, unless VOLFS_REQUIRE_FUSE (set by
+// CI, which installs it) is set.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
+			t.Fatalf("%s required: %v", name, err)
+		}
+		t.Skipf("%s unavailable: %v", name, err)
+	}
+	return p
+}
+
+// TestManPage renders `volfs man` with man(1) and checks that it documents
+// every command and flag that --help shows, and the environment variables.
+func TestManPage(t *testing.T) {
+	requireTool(t, "man")
+	page := filepath.Join(t.TempDir(), "volfs.1")
+	if err := os.WriteFile(page, []byte(run(t, volfsBin, "man")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("man", "--warnings", "-l", page)
+	cmd.Env = append(os.Environ(), "MANWIDTH=200", "MANPAGER=cat", "PAGER=cat")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() > 0 {
+		t.Fatalf("man -l: %v\n%s", err, stderr.String())
+	}
+	text := string(out)
+	for _, want := range []string{"volfs(1)", "VOLFS_CACHE_SIZE", "mount.volfs"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the man page lacks %q", want)
+		}
+	}
+	for _, c := range []string{"mount", "demo", "info", "cat"} {
+		sect := regexp.MustCompile(`(?ms)^` + c + `\n(.*?)(?:^\S|\z)`).FindStringSubmatch(text)
+		if sect == nil {
+			t.Errorf("the man page has no section for %s:\n%s", c, text)
+			continue
+		}
+		for _, f := range flagNames(t, c) {
+			if !strings.Contains(sect[1], f+":") && !strings.Contains(sect[1], f+"=") {
+				t.Errorf("the man page's %s section lacks %s", c, f)
+			}
+		}
+	}
+}
+
+// TestCompletion loads each shell's completion script into that shell and
+// completes command and flag names with it.
+func TestCompletion(t *testing.T) {
+	t.Run("bash", func(t *testing.T) {
+		bash := requireTool(t, "bash")
+		script := filepath.Join(t.TempDir(), "volfs.bash")
+		os.WriteFile(script, []byte(run(t, volfsBin, "completion", "bash")), 0o644)
+		for _, tc := range []struct {
+			words []string // the last one is being completed
+			want  string
+		}{
+			{[]string{"mo"}, "mount"},
+			{[]string{"c"}, "cat completion"},
+			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty"},
+			{[]string{"mount", "--cache-size", "1G", "--dae"}, "--daemon"},
+			{[]string{"info", "--log-f"}, "--log-format --log-file"},
+		} {
+			words := append([]string{volfsBin}, tc.words...)
+			prog := fmt.Sprintf(`source %q; COMP_WORDS=(%s); COMP_CWORD=%d; _volfs_complete; echo "${COMPREPLY[*]}"`,
+				script, strings.Join(words, " "), len(words)-1)
+			if got := strings.TrimSpace(run(t, bash, "-c", prog)); got != tc.want {
+				t.Errorf("completing %q: got %q, want %q", strings.Join(tc.words, " "), got, tc.want)
+			}
+		}
+	})
+	t.Run("fish", func(t *testing.T) {
+		fish := requireTool(t, "fish")
+		script := filepath.Join(t.TempDir(), "volfs.fish")
+		os.WriteFile(script, []byte(run(t, volfsBin, "completion", "fish")), 0o644)
+		for _, tc := range []struct{ line, want string }{
+			{"volfs mo", "mount"},
+			{"volfs mount --allow-n", "--allow-non-empty"},
+			{"volfs cat --log-fo", "--log-format"},
+		} {
+			// In an empty directory: fish offers file names too.
+			out := run(t, fish, "--no-config", "-c", fmt.Sprintf("cd %q; source %q; complete -C %q", t.TempDir(), script, tc.line))
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				got = append(got, strings.SplitN(l, "\t", 2)[0])
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("completing %q: got %q, want %q", tc.line, got, tc.want)
+			}
+		}
+	})
+	t.Run("zsh", func(t *testing.T) {
+		zsh := requireTool(t, "zsh")
+		script := filepath.Join(t.TempDir(), "_volfs")
+		os.WriteFile(script, []byte(run(t, volfsBin, "completion", "zsh")), 0o644)
+		run(t, zsh, "-n", script)
+		// Run the completion function with compadd and _files standing in
+		// for zsh's completion system (which needs a terminal), recording
+		// what it offers.
+		for _, tc := range []struct {
+			words []string
+			want  string
+		}{
+			{[]string{"mo"}, "mount"},
+			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty"},
+			{[]string{"mount", "src", ""}, "_files"},
+		} {
+			words := append([]string{volfsBin}, tc.words...)
+			q := make([]string, len(words))
+			for i, w := range words {
+				q[i] = fmt.Sprintf("%q", w)
+			}
+			// compadd keeps the candidates that match the word, as zsh's does.
+			prog := fmt.Sprintf(`compdef() { :; }; _files() { print _files; }
+compadd() { [[ $1 == -a ]] && for c in ${(P)2}; do [[ $c == ${words[CURRENT]}* ]] && print -r -- $c; done; return 0; }
+source %q; words=(%s); CURRENT=%d; _volfs`, script, strings.Join(q, " "), len(words))
+			if got := strings.Join(strings.Fields(run(t, zsh, "-f", "-c", prog)), " "); got != tc.want {
+				t.Errorf("completing %q: got %q, want %q", strings.Join(tc.words, " "), got, tc.want)
+			}
+		}
+	})
+}

@@ -42,7 +42,9 @@ func runMan(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("usage: volfs man")
 	}
-	page, err := c.App.ToManWithSection(1)
+	// A fresh app: the running one has been set up by urfave/cli, which
+	// added its help flags and command, and the renderer adds them again.
+	page, err := app(&reporter{}).ToManWithSection(1)
 	if err != nil {
 		return fmt.Errorf("man: %w", err)
 	}
@@ -85,7 +87,7 @@ _volfs() {
 		_files
 	fi
 }
-if [[ $zsh_eval_context[-1] == loadautofunc ]]; then
+if [[ $funcstack[1] == _volfs ]]; then
 	_volfs "$@"
 else
 	compdef _volfs volfs
@@ -102,7 +104,7 @@ func runCompletion(c *cli.Context) error {
 	case "zsh":
 		script = zshCompletion
 	case "fish":
-		s, err := c.App.ToFishCompletion()
+		s, err := app(&reporter{}).ToFishCompletion() // fresh: see runMan
 		if err != nil {
 			return fmt.Errorf("completion: %w", err)
 		}

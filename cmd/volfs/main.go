@@ -69,10 +69,21 @@ func main() {
 
 // app is the volfs command line. rep receives the readiness of a mount.
 func app(rep *reporter) *cli.App {
-	return &cli.App{
-		Name:                 "volfs",
-		Usage:                "mount chunked image volumes as decompressed files",
-		Version:              version(),
+	a := &cli.App{
+		Name:    "volfs",
+		Usage:   "mount chunked image volumes as decompressed files",
+		Version: version(),
+		Description: `volfs shows every chunk of a Neuroglancer precomputed volume, on local disk or behind an
+HTTP(S) URL, as a read-only file of decoded voxels.
+
+Every flag can also be set in the environment, as VOLFS_ and the flag's name in upper case
+with underscores for dashes: VOLFS_CACHE_SIZE=2GiB is --cache-size=2GiB. A flag on the
+command line wins.
+
+Installed as mount.volfs (a symlink), volfs is a mount(8) helper: "mount -t volfs -o
+cache_size=2GiB,allow_other SOURCE MOUNTPOINT", or the fstab line "SOURCE MOUNTPOINT volfs
+cache_size=2GiB,_netdev 0 0", mounts in the background; every flag of mount is an -o option
+by its name with underscores for dashes, and the generic options of mount(8) are ignored.`,
 		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			{
@@ -131,6 +142,13 @@ func app(rep *reporter) *cli.App {
 			},
 		},
 	}
+	for _, c := range a.Commands {
+		// No command has subcommands: without this urfave/cli gives each
+		// a "help" one, which shell completion then offers in place of
+		// the file names SOURCE and MOUNTPOINT are. --help stays.
+		c.HideHelpCommand = true
+	}
+	return a
 }
 
 // minCacheBytes is the smallest --cache-size accepted.
