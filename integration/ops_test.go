@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,6 +268,26 @@ func TestNonRootMount(t *testing.T) {
 		t.Errorf("volfs exited with %v after fusermount3 -u, want 0", err)
 	}
 
+	t.Run("daemon", func(t *testing.T) {
+		mnt := newMountpoint(t, dir, u.uid, u.gid)
+		logFile := mnt + ".log"
+		if err := os.WriteFile(logFile, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(logFile, u.uid, u.gid); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := u.run(u.bin, "mount", "--daemon", "--log-file", logFile, vol, mnt); err != nil {
+			t.Fatalf("mount --daemon as %s: %v\n%s", u.name, err, out)
+		}
+		exited := watchPID(t, daemonPID(t, logFile))
+		checkAs(u, mnt)
+		if out, err := u.run("fusermount3", "-u", mnt); err != nil {
+			t.Fatalf("fusermount3 -u: %v\n%s", err, out)
+		}
+		waitExited(t, exited, "the background volfs")
+	})
+
 	t.Run("allow-other refused without user_allow_other", func(t *testing.T) {
 		setFuseConf(t, "# mount_max = 1000\n#user_allow_other\n")
 		mnt := newMountpoint(t, dir, u.uid, u.gid)
@@ -301,18 +323,19 @@ func TestNonRootMount(t *testing.T) {
 	})
 }
 
-// daemonPID returns the pid that the background volfs logged in logFile.
+// daemonPID returns the pid of the background volfs whose mount logFile
+// logged last.
 func daemonPID(t *testing.T, logFile string) int {
 	t.Helper()
 	data, err := os.ReadFile(logFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`msg=mounted .*pid=(\d+)`).FindSubmatch(data)
-	if m == nil {
+	all := regexp.MustCompile(`msg=mounted .*pid=(\d+)`).FindAllSubmatch(data, -1)
+	if all == nil {
 		t.Fatalf("no pid in the log:\n%s", data)
 	}
-	pid, _ := strconv.Atoi(string(m[1]))
+	pid, _ := strconv.Atoi(string(all[len(all)-1][1]))
 	return pid
 }
 
@@ -376,6 +399,21 @@ func TestDaemon(t *testing.T) {
 	if log, _ := os.ReadFile(logFile); !strings.Contains(string(log), "msg=unmounted") {
 		t.Errorf("the log does not record the unmount:\n%s", log)
 	}
+
+	// VOLFS_DAEMON=true in the environment: the background process
+	// inherits it and must serve, not start another.
+	mnt = newMountpoint(t, dir, 0, 0)
+	cmd := exec.Command(volfsBin, "mount", vol, mnt)
+	cmd.Env = append(os.Environ(), "VOLFS_DAEMON=true", "VOLFS_LOG_FILE="+logFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("VOLFS_DAEMON=true volfs mount: %v\n%s", err, out)
+	}
+	if !isMounted(t, mnt) {
+		t.Fatalf("%s is not mounted when VOLFS_DAEMON=true volfs mount returns", mnt)
+	}
+	exited = watchPID(t, daemonPID(t, logFile))
+	run(t, "umount", mnt)
+	waitExited(t, exited, "the background volfs")
 
 	for _, tc := range []struct {
 		name string
@@ -901,4 +939,78 @@ source %q; words=(%s); CURRENT=%d; _volfs`, script, strings.Join(q, " "), len(wo
 			}
 		}
 	})
+}
+
+// TestDaemonChildKilled kills the background process while it is still
+// opening its source (an HTTP server that never answers): the foreground
+// one must notice the dead child and say so, not wait forever.
+func TestDaemonChildKilled(t *testing.T) {
+	requireFUSE(t)
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	cmd := exec.Command(volfsBin, "mount", "--daemon", "--log-file", filepath.Join(t.TempDir(), "log"), srv.URL+"/vol", mnt)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("volfs exited (%v) before the background process asked the server:\n%s", err, out.String())
+	case <-time.After(time.Minute):
+		t.Fatal("the background process did not ask the server within a minute")
+	}
+	// The one process the foreground volfs started is the background one.
+	var pids []int
+	for _, task := range mustGlob(t, fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)) {
+		data, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(data)) {
+			pid, _ := strconv.Atoi(f)
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("the foreground volfs has children %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Errorf("got %v, want a non-zero exit", err)
+		}
+		if !strings.Contains(out.String(), "stopped before mounting") || !strings.Contains(out.String(), "killed") {
+			t.Errorf("the report does not say the background process was killed before mounting:\n%s", out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the foreground volfs did not exit within a minute of its child's death")
+	}
+	if isMounted(t, mnt) {
+		t.Errorf("%s is mounted", mnt)
+	}
+}
+
+func mustGlob(t *testing.T, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
