@@ -57,9 +57,12 @@ func main() {
 	if err := app(rep).Run(args); err != nil {
 		rep.failed(err)
 		if rep.child {
+			// Stderr is the log file or nowhere: log it where the
+			// logs go (syslog without a file).
 			slog.Error("stopped", "err", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "volfs:", err)
 		}
-		fmt.Fprintln(os.Stderr, "volfs:", err)
 		if helper {
 			os.Exit(exitMountFailure)
 		}
