@@ -348,10 +348,17 @@ func watchPID(t *testing.T, pid int) <-chan struct{} {
 	if err != nil {
 		t.Fatalf("pidfd_open %d: %v", pid, err)
 	}
-	t.Cleanup(func() { unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
 	exited := make(chan struct{})
+	t.Cleanup(func() {
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		select {
+		case <-exited:
+			unix.Close(fd)
+		case <-time.After(time.Minute):
+			t.Errorf("process %d survived SIGKILL for a minute", pid)
+		}
+	})
 	go func() {
-		defer unix.Close(fd)
 		defer close(exited)
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		for {
