@@ -39,6 +39,10 @@ func app() *cli.App {
 		&cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"},
 		&cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		&cli.BoolFlag{Name: "follow-symlinks", Usage: "follow symlinks of a local source that lead outside it (by default they read as absent)"},
+		&cli.BoolFlag{Name: "follow-redirects", Usage: "follow HTTP redirects to another scheme, host or port than the source's (by default refused)"},
+		&cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "an HTTP attempt that makes no progress this long is retried"},
+		&cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried"},
 	}
 	mountFlags := append([]cli.Flag{
 		&cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"},
@@ -119,7 +123,17 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	if opts.Format, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
-	src, err := fetcher.Open(source, fetcher.Options{HTTP: fetcher.HTTPOptions{Conns: c.Int("workers")}})
+	minRate, err := parseSize(c.String("min-rate"))
+	if err != nil || minRate <= 0 {
+		return nil, fmt.Errorf("--min-rate: want a positive size per second, got %q", c.String("min-rate"))
+	}
+	src, err := fetcher.Open(source, fetcher.Options{
+		HTTP: fetcher.HTTPOptions{
+			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+			FollowRedirects: c.Bool("follow-redirects"), Log: log,
+		},
+		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks")},
+	})
 	if err != nil {
 		return nil, err
 	}
