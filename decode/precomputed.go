@@ -256,8 +256,9 @@ func checkScaleKey(key string) error {
 		return fmt.Errorf("%q leaves the layer directory", key)
 	case strings.ContainsAny(key, "/\\\x00"):
 		return fmt.Errorf("%q is not a single path element: %w", key, ErrUnsupported)
-	case key == "info" || key == "info"+".orig":
-		return fmt.Errorf("%q is the name of the layer's metadata file", key)
+	case key == "info" || key == "info.orig":
+		// The layer's directory shows its metadata under these names.
+		return fmt.Errorf("%q is the name of the layer's metadata", key)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -38,6 +39,10 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "cache-size", Value: "512MiB", Usage: "memory for decoded chunks (e.g. 256MiB, 2GiB)"}},
 		{onSource, &cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"}},
 		{onSource, &cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool)"}},
+		{onSource, &cli.BoolFlag{Name: "follow-symlinks", Usage: "follow symlinks of a local source that lead outside it (by default they read as absent)"}},
+		{onSource, &cli.BoolFlag{Name: "follow-redirects", Usage: "follow HTTP redirects to another scheme, host or port than the source's (by default refused)"}},
+		{onSource, &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "an HTTP attempt that makes no progress this long is retried"}},
+		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried"}},
 		{onSource, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},
 		{onSource, &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value) or json, one record per line"}},
 		{onSource, &cli.StringFlag{Name: "log-file", Usage: "append logs to this file instead of stderr (with --daemon: instead of syslog)"}},

@@ -192,7 +192,17 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 	if opts.Formats, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
-	src, err := fetcher.Open(source, fetcher.Options{HTTP: fetcher.HTTPOptions{Conns: c.Int("workers")}})
+	minRate, err := parseSize(c.String("min-rate"))
+	if err != nil || minRate <= 0 {
+		return nil, fmt.Errorf("--min-rate: want a positive size per second, got %q", c.String("min-rate"))
+	}
+	src, err := fetcher.Open(source, fetcher.Options{
+		HTTP: fetcher.HTTPOptions{
+			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+			FollowRedirects: c.Bool("follow-redirects"), Log: log,
+		},
+		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks")},
+	})
 	if err != nil {
 		return nil, err
 	}
