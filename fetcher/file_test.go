@@ -1,9 +1,11 @@
 package fetcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -150,7 +152,8 @@ func TestFileSymlinkOutside(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	f, err := NewFile(dir)
+	var logs bytes.Buffer
+	f, err := NewFileWith(dir, FileOptions{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +192,9 @@ func TestFileSymlinkOutside(t *testing.T) {
 	}
 	if got, want := names(f, ""), []string{"absinside", "in"}; !slices.Equal(got, want) {
 		t.Errorf("List: got %v, want %v", got, want)
+	}
+	if got := strings.Count(logs.String(), "not followed"); got != 1 {
+		t.Errorf("log lines about links not followed: got %v, want %v:\n%s", got, 1, logs.String())
 	}
 
 	follow, err := NewFileWith(dir, FileOptions{FollowSymlinks: true})

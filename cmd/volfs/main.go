@@ -132,7 +132,7 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
 			FollowRedirects: c.Bool("follow-redirects"), Log: log,
 		},
-		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks")},
+		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks"), Log: log},
 	})
 	if err != nil {
 		return nil, err
