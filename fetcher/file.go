@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -50,6 +52,10 @@ type FileOptions struct {
 	// reads as absent, so that a source cannot hand out files its owner
 	// could not put in it.
 	FollowSymlinks bool
+	// Log receives one line, the first time a link is not followed, so
+	// that a layout built with links to other disks is not silently
+	// empty; nil means slog.Default().
+	Log *slog.Logger
 }
 
 // File is a Fetcher over a directory on local disk. A key names the path
@@ -63,6 +69,8 @@ type File struct {
 	root   string // absolute and clean, as given
 	real   string // root with its symbolic links resolved
 	follow bool
+	log    *slog.Logger
+	warned atomic.Bool // a link not followed has been logged
 }
 
 // NewFile returns a File fetcher rooted at root, which must be an existing
@@ -87,7 +95,11 @@ func NewFileWith(root string, opts FileOptions) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: %w", err)
 	}
-	return &File{root: abs, real: real, follow: opts.FollowSymlinks}, nil
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &File{root: abs, real: real, follow: opts.FollowSymlinks, log: log}, nil
 }
 
 // Root returns the absolute, clean directory that f reads.
@@ -199,6 +211,10 @@ func (f *File) resolve(p string) (string, error) {
 func (f *File) inside(p, real string) error {
 	if real == f.real || f.real == "/" || strings.HasPrefix(real, f.real+"/") {
 		return nil
+	}
+	if !f.warned.Swap(true) {
+		f.log.Warn("fetcher: a symbolic link leaves the source and is not followed; it and any like it read as absent (FollowSymlinks, volfs --follow-symlinks, follows them)",
+			"link", p, "target", real, "source", f.real)
 	}
 	return fmt.Errorf("fetcher: %s: a symbolic link leads to %s, outside the source %s (FollowSymlinks, volfs --follow-symlinks, follows it): %w",
 		p, real, f.real, ErrNotExist)

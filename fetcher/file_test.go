@@ -1,9 +1,11 @@
 package fetcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -150,7 +152,8 @@ func TestFileSymlinkOutside(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	f, err := NewFile(dir)
+	var logs bytes.Buffer
+	f, err := NewFileWith(dir, FileOptions{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +192,9 @@ func TestFileSymlinkOutside(t *testing.T) {
 	}
 	if got, want := names(f, ""), []string{"absinside", "in"}; !slices.Equal(got, want) {
 		t.Errorf("List: got %v, want %v", got, want)
+	}
+	if got := strings.Count(logs.String(), "not followed"); got != 1 {
+		t.Errorf("log lines about links not followed: got %v, want %v:\n%s", got, 1, logs.String())
 	}
 
 	follow, err := NewFileWith(dir, FileOptions{FollowSymlinks: true})
@@ -318,5 +324,34 @@ func TestFileMode(t *testing.T) {
 	}
 	if _, err := f.Mode(context.Background(), "missing"); !errors.Is(err, ErrNotExist) {
 		t.Errorf("Mode(missing): got %v, want %v", err, ErrNotExist)
+	}
+}
+
+// BenchmarkFileGet reads a 128 KiB chunk, with the symlink confinement
+// (resolving the path, then checking the open descriptor) and without.
+func BenchmarkFileGet(b *testing.B) {
+	const size = 128 << 10
+	dir := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "layer", "s0"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "layer", "s0", "0-64_0-64_0-32"), seq(size), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, opts := range []FileOptions{{}, {FollowSymlinks: true}} {
+		b.Run(fmt.Sprintf("FollowSymlinks=%v", opts.FollowSymlinks), func(b *testing.B) {
+			f, err := NewFileWith(dir, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.SetBytes(size)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := f.Get(ctx, "layer/s0/0-64_0-64_0-32", 1<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

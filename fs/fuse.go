@@ -104,6 +104,14 @@ func checkOutsideSource(mountpoint string, t *Tree) error {
 	if !ok {
 		return nil
 	}
+	return CheckApart(local.Root(), mountpoint)
+}
+
+// CheckApart refuses a mountpoint at or below the local source directory
+// root, and a root at or below the mountpoint, with symbolic links
+// resolved: serving either would make volfs read its own mount. It does no
+// I/O beyond resolving the two paths.
+func CheckApart(root, mountpoint string) error {
 	abs, err := filepath.Abs(mountpoint)
 	if err == nil {
 		abs, err = filepath.EvalSymlinks(abs)
@@ -111,9 +119,9 @@ func checkOutsideSource(mountpoint string, t *Tree) error {
 	if err != nil {
 		return fmt.Errorf("fs: mountpoint %s: %w", mountpoint, err)
 	}
-	root, err := filepath.EvalSymlinks(local.Root())
-	if err != nil {
-		return fmt.Errorf("fs: source %s: %w", local.Root(), err)
+	src := root
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return fmt.Errorf("fs: source %s: %w", src, err)
 	}
 	if within(abs, root) {
 		return fmt.Errorf("fs: mountpoint %s is inside the source %s; mount it elsewhere", mountpoint, root)

@@ -103,7 +103,7 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 						if _, err := newLogger(logFlags(c, false)); err != nil {
 							return err
 						}
-						if err := checkMountpoint(c, c.Args().Get(1)); err != nil {
+						if err := checkMountpoint(c, c.Args().Get(0), c.Args().Get(1)); err != nil {
 							return err
 						}
 						return daemonize(c.String("log-file"))
@@ -201,7 +201,7 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
 			FollowRedirects: c.Bool("follow-redirects"), Log: log,
 		},
-		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks")},
+		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks"), Log: log},
 	})
 	if err != nil {
 		return nil, err
@@ -235,10 +235,20 @@ func splitFormat(source string) (formats []string, rest string, err error) {
 // checkMountpoint refuses a mountpoint that c's flags cannot mount at:
 // missing, not a directory, mounted (or left stale by a dead server), not
 // empty without --allow-non-empty, or --allow-other that fusermount3 will
-// refuse. It touches no network.
-func checkMountpoint(c *cli.Context, mountpoint string) error {
+// refuse; and a local source that the mountpoint holds or is held by. It
+// touches no network.
+func checkMountpoint(c *cli.Context, source, mountpoint string) error {
 	if err := fs.CheckMountpoint(mountpoint); err != nil {
 		return err
+	}
+	if _, rest, err := splitFormat(source); err == nil && (!strings.Contains(rest, "://") || strings.HasPrefix(rest, "file://")) {
+		if src, err := fetcher.Open(rest, fetcher.Options{}); err == nil {
+			if local, ok := src.(interface{ Root() string }); ok {
+				if err := fs.CheckApart(local.Root(), mountpoint); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	if !c.Bool("allow-non-empty") {
 		if err := fs.CheckEmpty(mountpoint); err != nil {
@@ -258,7 +268,7 @@ func checkMountpoint(c *cli.Context, mountpoint string) error {
 // tells rep.
 func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func()) error {
 	// Refuse a bad mountpoint before any network work.
-	if err := checkMountpoint(c, mountpoint); err != nil {
+	if err := checkMountpoint(c, source, mountpoint); err != nil {
 		return err
 	}
 	tree, err := openTree(c, source, rep.child)
