@@ -176,7 +176,7 @@ var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage
 		return "", nil
 	},
 	"png": func(a *Array, _ map[string]json.RawMessage) (string, error) {
-		if a.DType.Size > 2 || a.Channels > 4 {
+		if a.DType.Name != "uint8" && a.DType.Name != "uint16" || a.Channels > 4 {
 			return "encoding", fmt.Errorf("png of %d %s channels: %w", a.Channels, a.DType.Name, ErrUnsupported)
 		}
 		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
