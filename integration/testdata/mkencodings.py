@@ -173,11 +173,12 @@ def layer(name, dtype, channels, size, chunk, offset, encoding, block=None, shar
 
 
 def damage(files, layout, entry, kinds):
-    """Damages shard entries (raw minishard indexes, one shard): "range" points
-    minishard 0's index past the end of the file, "offset" moves the last chunk of
-    minishard 1 past the end, "overflow" gives a chunk of minishard 2 a size of
-    2^64-1. Marks the chunks each covers corrupt: every chunk that hashes to minishard
-    0 or 2, and that one chunk of minishard 1."""
+    """Damages the entries of a one-shard scale; kinds[i] is what is done to
+    minishard i: "range" points its index past the end of the file, "offset" moves its
+    last chunk past the end, "overflow" gives its first chunk a size of 2^64-1 (both
+    on a raw index), "gztrunc" cuts the last 5 bytes off its gzip index. Marks the
+    chunks each covers corrupt: every chunk that hashes to the minishard, except for
+    "offset", which covers that one chunk."""
     (fname, shard), = files.items()
     data = bytearray(shard)
     mb = entry["sharding"]["minishard_bits"]
@@ -194,6 +195,9 @@ def damage(files, layout, entry, kinds):
             struct.pack_into("<Q", data, at, struct.unpack_from("<Q", data, at)[0] + len(data))
             last = sorted(layout[fname][ms]["chunks"])[-1]
             covered += [c for c in entry["chunks"] if c.get("id") == last]
+        elif kind == "gztrunc":
+            struct.pack_into("<QQ", data, 16 * ms, start - base, end - base - 5)
+            covered += [c for c in entry["chunks"] if w.locate(c["id"], entry["sharding"])[1] == ms]
         elif kind == "overflow":
             struct.pack_into("<Q", data, start + 8 * (2 * n), 2 ** 64 - 1)
             covered += [c for c in entry["chunks"] if w.locate(c["id"], entry["sharding"])[1] == ms]
@@ -238,6 +242,8 @@ layer("sh_wide", np.uint8, 1, (16, 16, 8), (4, 4, 4), (0, 0, 0), "raw", sharding
       missing={9})
 layer("sh_bad", np.uint8, 1, (16, 16, 8), (4, 4, 4), (0, 0, 0), "raw", sharding=spec("identity", 0, 2, 0),
       shard_damage=["range", "offset", "overflow"])
+layer("sh_bad_gzip", np.uint16, 1, (16, 16, 8), (4, 4, 4), (0, 0, 0), "raw",
+      sharding=spec("murmurhash3_x86_128", 0, 1, 0, "gzip", "gzip"), shard_damage=["gztrunc"])
 # One 2 MiB shard of 64 chunks of 32 KiB in 8 minishards, for counting what a read moves.
 layer("sh_big", np.uint8, 1, (128, 128, 128), (32, 32, 32), (0, 0, 0), "raw", sharding=spec("identity", 0, 3, 0))
 
