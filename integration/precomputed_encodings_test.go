@@ -29,6 +29,7 @@ type encodedLayer struct {
 	Chunks                []struct {
 		Name, State string
 		Object      string // for a corrupt chunk: the object a log line must name
+		Size        int64  // decoded
 		ID          uint64
 		Shard       string
 	}
@@ -302,6 +303,40 @@ func TestShardedReadsAreRanged(t *testing.T) {
 		t.Errorf("%d requests for the shard, want %d (3 for the first chunk, one minishard index, %d chunks): %q", len(ranges), want, len(ids), ranges)
 	}
 	t.Logf("%d chunks of one minishard: %d requests, %d bytes", len(ids), len(ranges), moved)
+
+	// The chunks of minishard 6 read at once by as many processes: the
+	// loads of its index are shared, so it is still fetched once.
+	ms = info.Minishards["6"]
+	var names []string
+	for id := range ms.Chunks {
+		names = append(names, filepath.Join(mnt, "sh_big", "s0", byID[mustUint(t, id)]))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, err := runErr("cat", name); err != nil {
+				errs <- fmt.Errorf("cat %s: %v\n%.200s", name, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	_, ranges = origin.snapshot(key)
+	indexFetches = 0
+	for _, s := range rangeStarts(t, key, ranges) {
+		if s == ms.Index[0] {
+			indexFetches++
+		}
+	}
+	if indexFetches != 1 {
+		t.Errorf("%d concurrent reads of the chunks of minishard 6 fetched its index %d times, want once", len(names), indexFetches)
+	}
 }
 
 func mustUint(t *testing.T, s string) uint64 {
@@ -314,7 +349,8 @@ func mustUint(t *testing.T, s string) uint64 {
 }
 
 // TestInfoShowsSharding: `volfs info` names every encoding and shows each
-// sharded scale's parameters.
+// sharded scale's parameters; `volfs cat` of a chunk in a shard is numpy's
+// bytes.
 func TestInfoShowsSharding(t *testing.T) {
 	dir, m := writeEncodings(t)
 	out := run(t, volfsBin, "info", filepath.Join(dir, "src"))
@@ -344,6 +380,20 @@ func TestInfoShowsSharding(t *testing.T) {
 			s["preshift_bits"], s["hash"], s["minishard_bits"], s["shard_bits"], s["minishard_index_encoding"], s["data_encoding"])
 		if !strings.Contains(line, want) {
 			t.Errorf("info line of %s lacks %q: %s", l.Name, want, line)
+		}
+	}
+	l := m.layer(t, "sh_murmur_cseg")
+	for _, c := range l.Chunks[:4] {
+		got := run(t, volfsBin, "cat", filepath.Join(dir, "src"), "sh_murmur_cseg/s0/"+c.Name)
+		want, err := os.ReadFile(filepath.Join(dir, "truth", "sh_murmur_cseg", c.Name))
+		if c.State == "missing" {
+			want, err = make([]byte, c.Size), nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) || len(want) == 0 {
+			t.Errorf("volfs cat of %s (%s): %d bytes, not numpy's %d", c.Name, c.State, len(got), len(want))
 		}
 	}
 }
