@@ -151,6 +151,34 @@ func TestParsePrecomputedSkips(t *testing.T) {
 	}
 }
 
+// TestImageEncodingTypes: jpeg and png are refused by name for the data
+// types and channel counts the spec does not give them (jpeg: uint8, 1 or 3
+// channels; png: uint8 or uint16, 1 to 4), rather than decoded by a guess.
+func TestImageEncodingTypes(t *testing.T) {
+	for _, tc := range []struct {
+		encoding, dtype string
+		channels        int
+		ok              bool
+	}{
+		{"jpeg", "uint8", 1, true}, {"jpeg", "uint8", 3, true},
+		{"jpeg", "uint8", 2, false}, {"jpeg", "uint16", 1, false}, {"jpeg", "int8", 1, false},
+		{"png", "uint8", 4, true}, {"png", "uint16", 1, true}, {"png", "uint16", 3, true},
+		{"png", "uint8", 5, false}, {"png", "int16", 1, false}, {"png", "int8", 1, false}, {"png", "uint32", 1, false},
+	} {
+		info := strings.NewReplacer(`"uint16"`, `"`+tc.dtype+`"`, `"num_channels": 2`, fmt.Sprintf(`"num_channels": %d`, tc.channels),
+			`"raw"`, `"`+tc.encoding+`"`).Replace(goodInfo)
+		v, err := ParsePrecomputed("layer", []byte(info))
+		switch {
+		case tc.ok && (err != nil || len(v.Arrays) != 2):
+			t.Errorf("%s of %d %s channels: %v, want both scales", tc.encoding, tc.channels, tc.dtype, err)
+		case !tc.ok && !errors.Is(err, ErrUnsupported):
+			t.Errorf("%s of %d %s channels: got %v, want ErrUnsupported", tc.encoding, tc.channels, tc.dtype, err)
+		case !tc.ok && !strings.Contains(err.Error(), tc.encoding+" of"):
+			t.Errorf("%s of %d %s channels: %q does not name the encoding", tc.encoding, tc.channels, tc.dtype, err)
+		}
+	}
+}
+
 // TestRewriteChunkSizes: the rewritten info lists exactly the chunk size
 // the mount serves, since neuroglancer opens one source per entry.
 func TestRewriteChunkSizes(t *testing.T) {
