@@ -108,6 +108,7 @@ type flight struct {
 	done    chan struct{} // closed when val and err are set
 	val     []byte
 	err     error
+	stable  bool // err is a stable answer (Options.KeepError) of a load not cancelled
 
 	waiters     int              // GUARDED_BY(Cache.mu); readers waiting, plus one for a prefetch's hold
 	finished    bool             // GUARDED_BY(Cache.mu); val and err are set
@@ -328,7 +329,8 @@ func (c *Cache) finish(f *flight, val []byte, err error) {
 		delete(c.flights, f.key)
 	}
 	e := entry{val, err}
-	keep := err == nil || (f.ctx.Err() == nil && c.opts.KeepError != nil && c.opts.KeepError(err))
+	f.stable = err != nil && f.ctx.Err() == nil && c.opts.KeepError != nil && c.opts.KeepError(err)
+	keep := err == nil || f.stable
 	if keep {
 		if f.demand {
 			c.addMain(f.key, e)

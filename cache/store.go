@@ -50,6 +50,7 @@ type Store struct {
 	demand   chan *flight
 	prefetch chan *flight
 	quit     chan struct{}
+	closing  sync.Once
 	workers  sync.WaitGroup
 
 	// Counters for metrics.
@@ -112,8 +113,12 @@ func (s *Store) work() {
 
 // Close stops the workers once their current loads end. Loads still queued
 // fail with ErrClosed. Call it after the last Get, GetBatch and Prefetch
-// have returned.
+// have returned. Calls after the first do nothing.
 func (s *Store) Close() {
+	s.closing.Do(s.close)
+}
+
+func (s *Store) close() {
 	close(s.quit)
 	s.workers.Wait()
 	for {
@@ -199,10 +204,15 @@ func (s *Store) getBatch(ctx context.Context, keys []string, loadFor func(i int)
 		}
 	}
 	s.batchSizes.observe(len(todo))
-	pending := len(held)
+	// Each key not in memory subscribed once to its flight's notice, so a
+	// repeated key's flight is announced once per repeat.
+	pending := 0
+	for _, f := range held {
+		pending += len(slot[f])
+	}
 	collect := func(f *flight) error {
 		pending--
-		if f.err != nil && !s.stable(f) {
+		if f.err != nil && !f.stable {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -241,14 +251,17 @@ func (s *Store) getBatch(ctx context.Context, keys []string, loadFor func(i int)
 	} else {
 		s.batchesPooled.Add(1)
 		for _, f := range todo {
-			select {
-			case s.demand <- f:
-			case f := <-ready:
-				if err := collect(f); err != nil {
-					return nil, err
+			for queued := false; !queued; {
+				select {
+				case s.demand <- f:
+					queued = true
+				case g := <-ready:
+					if err := collect(g); err != nil {
+						return nil, err
+					}
+				case <-ctx.Done():
+					return nil, ctx.Err()
 				}
-			case <-ctx.Done():
-				return nil, ctx.Err()
 			}
 		}
 	}
@@ -263,11 +276,6 @@ func (s *Store) getBatch(ctx context.Context, keys []string, loadFor func(i int)
 		}
 	}
 	return res, nil
-}
-
-// stable reports whether a finished flight's error is a kept answer.
-func (s *Store) stable(f *flight) bool {
-	return f.ctx.Err() == nil && s.c.opts.KeepError != nil && s.c.opts.KeepError(f.err)
 }
 
 // lazy defers loadFor(i) until a flight actually runs the load.
