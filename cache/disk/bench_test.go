@@ -85,6 +85,6 @@ func BenchmarkDiskHit(b *testing.B) {
 			}
 		})
 	}
-	st, _ := c.Stats(), 0
+	st := c.Stats()
 	b.Logf("stored: gzip-6 %d bytes, zstd-1 re-encoded %d bytes of %d", gz.Len(), st.Bytes-int64(gz.Len()+len(raw)+3*headerSize+len("gzip")+len("zstd1")+len("raw")), len(raw))
 }
