@@ -154,6 +154,10 @@ func (s *Store) Get(ctx context.Context, key string, load Loader) ([]byte, error
 // that key's Result.Err. Any other error, or the end of ctx, fails it: the
 // first such error is returned at once, and loads that only this batch was
 // waiting for are cancelled. Keys may repeat.
+//
+// A Loader must not call GetBatch: run on a worker, it could wait for
+// workers that are all busy with loads doing the same. Get (inline) is
+// safe from a Loader.
 func (s *Store) GetBatch(ctx context.Context, keys []string, loadFor func(i int) Loader) ([]Result, error) {
 	return s.getBatch(ctx, keys, loadFor, BatchInline)
 }

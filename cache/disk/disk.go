@@ -35,8 +35,8 @@
 //
 // # Re-encoding
 //
-// PutCompressed stores the payload compressed with zstd at its fastest
-// level, for callers that keep a slow-to-decode chunk (gzip, jpeg) in
+// PutCompressed stores the payload compressed with zstd (level 1 unless
+// Options.Level says otherwise), for callers that keep a slow-to-decode chunk (gzip, jpeg) in
 // decoded form: reading and decompressing it is several times faster than
 // decoding the original (BenchmarkDiskHit). Get returns the bytes given to
 // Put or PutCompressed either way.
@@ -73,15 +73,15 @@ const (
 
 	formStored = 0
 	formZstd   = 1
+
+	// maxDecoded bounds the output buffer sized from a zstd frame header.
+	maxDecoded = 1 << 30
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// Shared coders: EncodeAll and DecodeAll are safe for concurrent use.
-var (
-	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
-)
+// The shared decoder: DecodeAll is safe for concurrent use.
+var decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
 
 // Options configures a Cache.
 type Options struct {
@@ -89,6 +89,12 @@ type Options struct {
 	Dir string
 	// MaxBytes bounds the bytes of files held. It must be positive.
 	MaxBytes int64
+	// Level is the zstd level of PutCompressed, as the zstd tool numbers
+	// them; zero means 1. klauspost's level 1 stores a block raw when
+	// entropy coding alone would save little, which is the case of noisy
+	// image data (BenchmarkDiskHit): level 3 compresses it, at a slower
+	// write and the same read speed.
+	Level int
 }
 
 // Stats counts what a Cache did since Open.
@@ -104,8 +110,9 @@ type Stats struct {
 
 // Cache is an on-disk cache of objects.
 type Cache struct {
-	dir string
-	max int64
+	dir     string
+	max     int64
+	encoder *zstd.Encoder // EncodeAll is safe for concurrent use
 
 	// LOCK ORDERING: mu is never held during file I/O except the
 	// deletions of evicted files' names, which are quick.
@@ -131,13 +138,21 @@ func Open(opts Options) (*Cache, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	c := &Cache{dir: opts.Dir, max: opts.MaxBytes, order: list.New(), items: make(map[string]*list.Element)}
+	level := opts.Level
+	if level == 0 {
+		level = 1
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("disk: zstd level %d: %w", level, err)
+	}
+	c := &Cache{dir: opts.Dir, max: opts.MaxBytes, encoder: enc, order: list.New(), items: make(map[string]*list.Element)}
 	type found struct {
 		item
 		mtime time.Time
 	}
 	var files []found
-	err := filepath.WalkDir(opts.Dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(opts.Dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -253,7 +268,15 @@ func parse(key string, raw []byte) ([]byte, error) {
 	case formStored:
 		return payload, nil
 	case formZstd:
-		out, err := decoder.DecodeAll(payload, nil)
+		// Size the output from the frame header, so that DecodeAll
+		// does not grow it step by step; the header is covered by the
+		// checksum, and PutCompressed always records the size.
+		var h zstd.Header
+		var dst []byte
+		if h.Decode(payload) == nil && h.HasFCS && h.FrameContentSize <= maxDecoded {
+			dst = make([]byte, 0, h.FrameContentSize)
+		}
+		out, err := decoder.DecodeAll(payload, dst)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
@@ -267,10 +290,10 @@ func parse(key string, raw []byte) ([]byte, error) {
 // may go on without it.
 func (c *Cache) Put(key string, data []byte) error { return c.put(key, data, formStored) }
 
-// PutCompressed stores data for key compressed with zstd at its fastest
-// level; Get returns data as given.
+// PutCompressed stores data for key compressed with zstd at Options.Level;
+// Get returns data as given.
 func (c *Cache) PutCompressed(key string, data []byte) error {
-	return c.put(key, encoder.EncodeAll(data, make([]byte, 0, len(data)/2)), formZstd)
+	return c.put(key, c.encoder.EncodeAll(data, make([]byte, 0, len(data)/2)), formZstd)
 }
 
 func (c *Cache) put(key string, payload []byte, form byte) error {
