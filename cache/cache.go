@@ -78,6 +78,7 @@ type flight struct {
 	prefetched  bool             // GUARDED_BY(Cache.mu); made by a prefetch
 	demand      bool             // GUARDED_BY(Cache.mu); a reader waits or waited for it
 	prefetchRef bool             // GUARDED_BY(Cache.mu); the prefetch's hold is counted in waiters
+	set         *prefetchSet     // GUARDED_BY(Cache.mu); the Prefetch call holding it, until it finishes
 	notify      []chan<- *flight // GUARDED_BY(Cache.mu); batches told when it finishes
 }
 
@@ -230,11 +231,56 @@ func (c *Cache) countIssued(n int) {
 	c.mu.Unlock()
 }
 
+// prefetchSet is the flights of one Prefetch call that have not finished.
+// Its context's AfterFunc holds it, so it must not hold finished flights:
+// a long-lived context would pin their values.
+type prefetchSet struct {
+	flights map[*flight]struct{} // GUARDED_BY(Cache.mu)
+	stop    func() bool          // GUARDED_BY(Cache.mu); unregisters the AfterFunc, once set
+}
+
+// holdSet attaches the unfinished flights of fs to a new set, released when
+// ctx ends.
+func (c *Cache) holdSet(ctx context.Context, fs []*flight) {
+	set := &prefetchSet{flights: make(map[*flight]struct{}, len(fs))}
+	c.mu.Lock()
+	for _, f := range fs {
+		if !f.finished {
+			set.flights[f] = struct{}{}
+			f.set = set
+		}
+	}
+	c.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for f := range set.flights {
+			f.set = nil
+			c.releaseLocked(f, true)
+		}
+		clear(set.flights)
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(set.flights) == 0 {
+		stop()
+	} else {
+		set.stop = stop
+	}
+}
+
 // release drops a prefetch's hold on f, if it still has it; if that cancels
 // the load and wasted is set, the prefetch counts as wasted.
 func (c *Cache) release(f *flight, wasted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.releaseLocked(f, wasted)
+}
+
+// releaseLocked is release with c.mu held.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) releaseLocked(f *flight, wasted bool) {
 	if !f.prefetchRef {
 		return
 	}
@@ -304,6 +350,13 @@ func (c *Cache) finish(f *flight, val []byte, err error) {
 		c.stats.PrefetchWasted++
 	}
 	f.prefetchRef = false
+	if set := f.set; set != nil {
+		f.set = nil
+		delete(set.flights, f)
+		if len(set.flights) == 0 && set.stop != nil {
+			set.stop() // does not wait for the AfterFunc: safe under c.mu
+		}
+	}
 	for _, ch := range f.notify {
 		ch <- f // buffered for every flight of the batch: never blocks
 	}

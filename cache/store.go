@@ -313,11 +313,7 @@ func (s *Store) Prefetch(ctx context.Context, keys []string, loadFor func(i int)
 	}
 	s.c.countIssued(len(issued))
 	if len(issued) > 0 {
-		context.AfterFunc(ctx, func() {
-			for _, f := range issued {
-				s.c.release(f, true)
-			}
-		})
+		s.c.holdSet(ctx, issued)
 	}
 	return len(issued)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 var errMissing = errors.New("missing")
@@ -255,4 +257,32 @@ func TestPrefetchLandsInProbation(t *testing.T) {
 	if st := s.Cache().Stats(); st.PrefetchUsed != 1 || st.ProbationBytes != 0 {
 		t.Errorf("got %d used, %d probation bytes; want 1, 0", st.PrefetchUsed, st.ProbationBytes)
 	}
+}
+
+// TestPrefetchDoesNotPin: a finished prefetch under a context that lives on
+// (a file handle's) must not keep its value reachable.
+func TestPrefetchDoesNotPin(t *testing.T) {
+	s := NewStore(Options{MaxBytes: 1 << 10, Workers: 1}) // too small to keep the value
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	freed := make(chan struct{})
+	load := func(int) Loader {
+		return func(context.Context) ([]byte, error) {
+			v := make([]byte, 1<<20)
+			runtime.SetFinalizer(&v[0], func(*byte) { close(freed) })
+			return v, nil
+		}
+	}
+	s.Prefetch(ctx, []string{"big"}, load)
+	waitFor(t, func() bool { return s.Cache().Stats().PrefetchWasted == 1 }) // done, not kept
+	for range 100 {
+		runtime.GC()
+		select {
+		case <-freed:
+			return
+		case <-time.After(time.Millisecond): // the finalizer runs on its own goroutine
+		}
+	}
+	t.Fatal("the prefetched value is still reachable after it finished")
 }
