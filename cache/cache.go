@@ -120,11 +120,19 @@ func New(opts Options) *Cache {
 // Get returns ctx.Err(); a load it runs itself is cancelled then unless other
 // readers wait for it, in which case Get finishes it for them first.
 func (c *Cache) Get(ctx context.Context, key string, load Loader) ([]byte, error) {
+	v, _, err := c.GetHit(ctx, key, load)
+	return v, err
+}
+
+// GetHit is Get that also reports whether the answer was in memory, so the
+// reader did not wait (the read-ahead Tracker's "waited" is its negation).
+func (c *Cache) GetHit(ctx context.Context, key string, load Loader) (val []byte, hit bool, err error) {
 	e, hit, f := c.lookup(key, load, nil)
 	if hit {
-		return e.val, e.err
+		return e.val, true, e.err
 	}
-	return c.await(ctx, f)
+	val, err = c.await(ctx, f)
+	return val, false, err
 }
 
 // await waits for f, running it inline if no one has claimed it, and leaves

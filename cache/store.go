@@ -153,6 +153,12 @@ func (s *Store) Get(ctx context.Context, key string, load Loader) ([]byte, error
 	return s.c.Get(ctx, key, load)
 }
 
+// GetHit is Get that also reports whether the answer was in memory (the
+// reader did not wait), for the read-ahead Tracker.
+func (s *Store) GetHit(ctx context.Context, key string, load Loader) ([]byte, bool, error) {
+	return s.c.GetHit(ctx, key, load)
+}
+
 // GetBatch returns the values of keys, in order; loadFor(i) loads keys[i]
 // if it is neither in memory nor in flight. Fewer than BatchInline loads
 // run inline, one after another; more run on the pool. A stable error
