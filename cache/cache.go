@@ -24,7 +24,8 @@ type Options struct {
 	// are still deduplicated).
 	MaxBytes int64
 	// ProbationBytes bounds the bytes held by values that were prefetched
-	// and not read yet. Zero means MaxBytes/4.
+	// and not read yet. Zero means MaxBytes/4; a negative value keeps no
+	// prefetched values.
 	ProbationBytes int64
 	// KeepError reports whether a load's error is a stable answer worth
 	// keeping (for example "object does not exist"); kept errors are
@@ -118,7 +119,8 @@ func New(opts Options) *Cache {
 // Get returns the value for key: from the cache, from a load of key already
 // in flight, or by running load on the calling goroutine. If ctx ends first,
 // Get returns ctx.Err(); a load it runs itself is cancelled then unless other
-// readers wait for it, in which case Get finishes it for them first.
+// readers wait for it, in which case Get finishes it for them first and
+// returns its result.
 func (c *Cache) Get(ctx context.Context, key string, load Loader) ([]byte, error) {
 	v, _, err := c.GetHit(ctx, key, load)
 	return v, err
@@ -161,8 +163,8 @@ func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
 
 // lookup answers key from memory (hit) or returns the flight that loads it,
 // with one waiter reference taken for the caller, made with load if none
-// was in flight. If notify is not nil, f is sent on it when it finishes
-// (at once if it has already).
+// was in flight. If notify is not nil, f is sent on it when it finishes (a
+// flight in the table has not finished yet).
 func (c *Cache) lookup(key string, load Loader, notify chan<- *flight) (e entry, hit bool, f *flight) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
