@@ -1,10 +1,6 @@
 package cache
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/volfs/volfs/cache/disk"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // metric is one series of the collector: how to read its value.
 type metric struct {
@@ -14,17 +10,18 @@ type metric struct {
 	value  func() float64
 }
 
-// Collector exposes the counters of a Store, a read-ahead Budget and a
-// disk cache as Prometheus metrics (names under volfs_). It reads them at
-// each scrape; nothing is registered globally: the caller registers it.
+// Collector exposes the counters of a Store and a read-ahead Budget as
+// Prometheus metrics (names under volfs_; the disk cache has its own,
+// disk.NewCollector). It reads them at each scrape; nothing is registered
+// globally: the caller registers it.
 type Collector struct {
 	metrics []metric
 	store   *Store
 	batches *prometheus.Desc
 }
 
-// NewCollector returns a collector of whichever of s, b and d are not nil.
-func NewCollector(s *Store, b *Budget, d *disk.Cache) *Collector {
+// NewCollector returns a collector of whichever of s and b are not nil.
+func NewCollector(s *Store, b *Budget) *Collector {
 	col := &Collector{store: s}
 	add := func(name, help string, kind prometheus.ValueType, value func() float64, labels ...string) {
 		var names []string
@@ -68,19 +65,6 @@ func NewCollector(s *Store, b *Budget, d *disk.Cache) *Collector {
 		add("volfs_readahead_cancels_total", "Advices to cancel prefetches (jumps, closes, idleness).", counter, bs(func(s BudgetStats) int64 { return s.Cancels }))
 		add("volfs_readahead_bytes", "Bytes prefetched and not yet read.", gauge, bs(func(s BudgetStats) int64 { return s.Bytes }))
 		add("volfs_readahead_max_bytes", "The global read-ahead budget.", gauge, bs(func(s BudgetStats) int64 { return s.Max }))
-	}
-	if d != nil {
-		ds := func(f func(disk.Stats) int64) func() float64 {
-			return func() float64 { return float64(f(d.Stats())) }
-		}
-		add("volfs_disk_cache_hits_total", "Objects read from the disk cache.", counter, ds(func(s disk.Stats) int64 { return s.Hits }))
-		add("volfs_disk_cache_misses_total", "Disk cache lookups that found nothing usable.", counter, ds(func(s disk.Stats) int64 { return s.Misses }))
-		add("volfs_disk_cache_puts_total", "Objects written to the disk cache.", counter, ds(func(s disk.Stats) int64 { return s.Puts }))
-		add("volfs_disk_cache_evictions_total", "Files deleted to stay within the disk cache's bound.", counter, ds(func(s disk.Stats) int64 { return s.Evictions }))
-		add("volfs_disk_cache_corrupt_total", "Disk cache files found damaged and deleted.", counter, ds(func(s disk.Stats) int64 { return s.Corrupt }))
-		add("volfs_disk_cache_errors_total", "Disk cache writes and deletions that failed.", counter, ds(func(s disk.Stats) int64 { return s.Errors }))
-		add("volfs_disk_cache_bytes", "Bytes of files in the disk cache.", gauge, ds(func(s disk.Stats) int64 { return s.Bytes }))
-		add("volfs_disk_cache_files", "Files in the disk cache.", gauge, ds(func(s disk.Stats) int64 { return s.Files }))
 	}
 	return col
 }

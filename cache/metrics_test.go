@@ -6,8 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/volfs/volfs/cache/disk"
 )
 
 // TestCollector registers a collector in a pedantic registry (which checks
@@ -16,12 +14,8 @@ func TestCollector(t *testing.T) {
 	s := NewStore(Options{MaxBytes: 1 << 20, Workers: 1})
 	defer s.Close()
 	b := NewBudget(1 << 20)
-	d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(NewCollector(s, b, d)); err != nil {
+	if err := reg.Register(NewCollector(s, b)); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -30,9 +24,6 @@ func TestCollector(t *testing.T) {
 	s.Get(ctx, "a", load(0))
 	s.getBatch(ctx, []string{"b", "c", "d"}, load, 1)
 	s.GetBatch(ctx, []string{"a"}, load)
-	d.Put("x", []byte("x"))
-	d.Get("x")
-	d.Get("y")
 	tr := NewTracker(TrackerConfig{Len: 10, ChunkBytes: 100, MaxBytes: 1000, Budget: b})
 	tr.Touch(0, true)
 	tr.Touch(1, true)
@@ -57,9 +48,6 @@ func TestCollector(t *testing.T) {
 		"volfs_store_batches_total/inline": 0, // the batch of a is all hits: not counted
 		"volfs_store_batches_total/pooled": 1,
 		"volfs_store_batch_loads":          1, // one batch observed
-		"volfs_disk_cache_hits_total":      1,
-		"volfs_disk_cache_misses_total":    1,
-		"volfs_disk_cache_files":           1,
 		"volfs_readahead_issued_total":     1,
 		"volfs_readahead_bytes":            100,
 	} {
