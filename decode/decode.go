@@ -2,14 +2,23 @@
 // arrays, and stored chunks into decoded bytes.
 //
 // A Volume is what one metadata file describes: a Neuroglancer precomputed
-// layer ("info", one Array per scale), and later a Zarr array or an N5
-// dataset. An Array is a regular chunk grid: its shape, chunk shape, element
-// type, the name of every chunk key, the decoded size of every chunk, and a
-// Decode function from stored bytes to the format's uncompressed layout.
+// layer ("info", one Array per scale), a Zarr v2 or v3 array (".zarray",
+// "zarr.json"), an N5 dataset ("attributes.json"), or a file of group
+// metadata that only needs rewriting (Zarr v2 ".zmetadata"). Each format
+// registers itself (RegisterFormat) with the name of its metadata file and
+// a parser; callers probe only the names the registry lists and never
+// switch on format names.
 //
-// Nothing here does I/O: callers fetch metadata and chunk objects and hand
-// the bytes in. Every function is safe for concurrent use; a Volume and its
-// Arrays are immutable once parsed.
+// An Array is a regular chunk grid: its shape, chunk shape, element type,
+// the key of every chunk (a tree of path elements: precomputed
+// "0-64_0-64_0-64", zarr "0.0.0" or "c/0/0/0", N5 "0/0/0"), the decoded size
+// of every chunk, its fill value, and a Load step from the source to the
+// chunk's bytes in the format's uncompressed layout (what the format itself
+// would store with no compression).
+//
+// Nothing here does I/O of its own: loads read through the Source they are
+// given. Every function is safe for concurrent use; a Volume and its Arrays
+// are immutable once parsed.
 //
 // # Errors
 //
@@ -20,6 +29,7 @@
 package decode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -55,30 +65,70 @@ func (e *MetadataError) Unwrap() error { return e.Err }
 
 // DType is an element type.
 type DType struct {
-	Name string // the metadata's own spelling, e.g. "uint16"
+	Name string // the metadata's own spelling, e.g. "uint16" or "<i2"
 	Size int    // bytes per element
+	// Kind is 'b' (bool), 'i' (signed), 'u' (unsigned) or 'f' (float).
+	Kind byte
+	// BigEndian reports the byte order of elements in the decoded layout.
+	BigEndian bool
 }
 
 // Volume is the model of one metadata file.
 type Volume struct {
-	Format string // "precomputed"
+	Format string // the registered format name, e.g. "precomputed", "zarr2"
 	// Dir is the key of the directory that holds the metadata file, ""
 	// for the source root.
 	Dir string
-	// MetaName is the metadata file's name inside Dir ("info").
+	// MetaName is the metadata file's name inside Dir ("info", ".zarray").
 	MetaName string
 	// Original is the metadata file as stored; Rewritten describes the same
 	// volume stored uncompressed, and is what the mount shows as MetaName.
 	Original, Rewritten []byte
-	// Arrays in metadata order; Array.Name is the path of each below Dir.
+	// Arrays in metadata order; Array.Name is the path of each below Dir,
+	// "" for an array that is Dir itself (zarr, N5).
 	Arrays []*Array
+	// Skipped are the arrays the metadata names that volfs cannot decode
+	// (an unsupported encoding, codec or data type). They are left out of
+	// Arrays and of Rewritten; their directories pass through undecoded.
+	Skipped []Skipped
 }
 
+// Skipped is an array of a volume that is not decoded, and why.
+type Skipped struct {
+	Name string // as Array.Name
+	Err  error  // a *MetadataError wrapping ErrUnsupported
+}
+
+// Format is an entry of the format registry: the name of the metadata file
+// that marks a directory as holding one of its volumes, and its parser.
+type Format struct {
+	Name string // e.g. "zarr3"; what a URL prefix such as "zarr3://" pins
+	// Meta is the metadata file's name, e.g. "zarr.json".
+	Meta string
+	// Parse parses the metadata file of the directory dir (a source-relative
+	// key, "" for the root). It returns nil and no error when the file is
+	// not volume metadata of this format (a Zarr group, an "info" of
+	// something else), so that the directory passes through. Any problem
+	// with metadata meant for this format is a *MetadataError.
+	Parse func(dir string, meta []byte) (*Volume, error)
+}
+
+var formats []Format // in probe order; written only by init functions
+
+// RegisterFormat adds a format to the registry. Formats registered first
+// are probed first: a directory holding two kinds of metadata shows the
+// first. It must be called from an init function.
+func RegisterFormat(f Format) { formats = append(formats, f) }
+
+// Formats returns the registered formats in probe order.
+func Formats() []Format { return formats }
+
 // Array is one regular chunk grid. Axes are in the order the format names
-// them in its metadata and in its chunk keys (precomputed: x, y, z).
+// them in its metadata and in its chunk keys (precomputed: x, y, z; zarr:
+// slowest first; N5: fastest first).
 type Array struct {
 	// Name is the array's directory relative to its Volume's Dir
-	// (a precomputed scale key).
+	// (a precomputed scale key), "" when the array is Dir itself.
 	Name string
 	// Key is the array's directory relative to the source root.
 	Key      string
@@ -89,23 +139,38 @@ type Array struct {
 	Chunk    []int64 // voxels per chunk per axis
 	Grid     []int64 // chunks per axis: ceil(Shape/Chunk)
 	// Clipped reports whether edge chunks are stored clipped to the
-	// array's extent (precomputed) rather than at full chunk size (zarr).
-	Clipped  bool
-	Encoding string // codec chain as shown to users, e.g. "raw"
+	// array's extent (precomputed, N5) rather than at full chunk size (zarr).
+	Clipped bool
+	// FirstFastest reports whether the first axis varies fastest in a
+	// decoded chunk (precomputed, N5, zarr order "F"); otherwise the last
+	// does (zarr order "C").
+	FirstFastest bool
+	// Encoding is the codec chain as stored, as shown to users, e.g.
+	// "raw", "gzip", "blosc(lz4, shuffle) | crc32c".
+	Encoding string
+	// Fill is one element's fill value in the decoded layout (the value
+	// of every element of a missing chunk); nil means zeros.
+	Fill []byte
 	// Resolution is the physical size of a voxel per axis, when the
 	// format says (precomputed: nanometres).
 	Resolution []float64
+	// Describe holds format-specific facts for `volfs info`, as
+	// name/value pairs in display order (e.g. "order", "C").
+	Describe [][2]string
 
-	keys   keyCodec
-	decode func(stored []byte, size int) ([]byte, error)
-}
-
-// keyCodec names chunks: it maps grid coordinates to the chunk's key below
-// the array directory and back. Parse accepts exactly the names that Name
-// produces.
-type keyCodec interface {
-	name(a *Array, c []int64) string
-	parse(a *Array, name string) ([]int64, bool)
+	keys keyTree
+	// storedExtra is added to the stored-size bound of every chunk: what a
+	// container stores besides compressed data (a shard index).
+	storedExtra int64
+	// header returns the bytes that precede the elements of the decoded
+	// chunk at c (an N5 block header), or nil.
+	header func(c []int64) []byte
+	// decode turns the stored bytes of the chunk at c into its decoded
+	// bytes, appending to dst[:0]; size is ChunkSize(c).
+	decode func(dst, stored []byte, c []int64, size int) ([]byte, error)
+	// load, when set, replaces fetching the chunk's own object (a chunk
+	// inside a precomputed shard). It returns the chunk's stored bytes.
+	load func(ctx context.Context, src Source, c []int64, limit int64) ([]byte, error)
 }
 
 // NumChunks returns the number of chunks in the grid.
@@ -128,12 +193,22 @@ func (a *Array) Coords(i int64) []int64 {
 	return c
 }
 
+// Index returns the position of the chunk at c in Coords order.
+func (a *Array) Index(c []int64) int64 {
+	i := int64(0)
+	for d := len(a.Grid) - 1; d >= 0; d-- {
+		i = i*a.Grid[d] + c[d]
+	}
+	return i
+}
+
 // ChunkName returns the key of the chunk at grid coordinates c, relative to
-// the array directory.
+// the array directory; it may hold slashes (nested zarr and N5 keys).
 func (a *Array) ChunkName(c []int64) string { return a.keys.name(a, c) }
 
 // ParseChunkName returns the grid coordinates of the chunk called name, and
-// false when name is not the key of a chunk in the grid.
+// false when name is not the key of a chunk in the grid. It accepts exactly
+// the names that ChunkName produces.
 func (a *Array) ParseChunkName(name string) ([]int64, bool) { return a.keys.parse(a, name) }
 
 // ChunkKey returns the key of the chunk at c relative to the source root.
@@ -153,13 +228,78 @@ func (a *Array) Extent(c []int64) []int64 {
 	return e
 }
 
+// HeaderSize returns the size of the bytes that precede the elements in the
+// decoded chunk at c (an N5 block header), 0 for most formats.
+func (a *Array) HeaderSize(c []int64) int64 {
+	if a.header == nil {
+		return 0
+	}
+	return int64(len(a.header(c)))
+}
+
 // ChunkSize returns the size in bytes of the decoded chunk at c.
 func (a *Array) ChunkSize(c []int64) int64 {
 	n := int64(a.DType.Size * a.Channels)
 	for _, e := range a.Extent(c) {
 		n *= e // bounded by the full chunk size, validated to fit
 	}
-	return n
+	return a.HeaderSize(c) + n
+}
+
+// Strides returns the distance in bytes between neighbouring elements along
+// each axis in the decoded chunk at c, after HeaderSize(c) bytes of header,
+// and the distance between channels (precomputed stores channel slowest).
+func (a *Array) Strides(c []int64) (axes []int64, channel int64) {
+	e := a.Extent(c)
+	axes = make([]int64, len(e))
+	n := int64(a.DType.Size)
+	for k := range e {
+		d := k
+		if !a.FirstFastest {
+			d = len(e) - 1 - k
+		}
+		axes[d] = n
+		n *= e[d]
+	}
+	return axes, n
+}
+
+// FillChunk returns the decoded bytes of a chunk at c that the source does
+// not have: its header, then the fill value in every element.
+func (a *Array) FillChunk(c []int64) []byte {
+	out := make([]byte, a.ChunkSize(c))
+	h := 0
+	if a.header != nil {
+		h = copy(out, a.header(c))
+	}
+	fillElements(out[h:], a.Fill)
+	return out
+}
+
+// FillIsZero reports whether missing chunks hold only zero bytes after
+// their header.
+func (a *Array) FillIsZero() bool {
+	for _, b := range a.Fill {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// fillElements fills dst with copies of the element fill; nil fills zeros.
+func fillElements(dst, fill []byte) {
+	if len(fill) == 0 {
+		clear(dst)
+		return
+	}
+	if len(dst) == 0 {
+		return
+	}
+	n := copy(dst, fill)
+	for n < len(dst) {
+		n += copy(dst[n:], dst[:n])
+	}
 }
 
 // Decode turns the stored bytes of the chunk at c, with any transport
@@ -167,8 +307,12 @@ func (a *Array) ChunkSize(c []int64) int64 {
 // bytes in the format's uncompressed layout. It never returns bytes of
 // another length; a mismatch is an error wrapping ErrCorrupt.
 func (a *Array) Decode(stored []byte, c []int64) ([]byte, error) {
+	return a.decodeInto(nil, stored, c)
+}
+
+func (a *Array) decodeInto(dst, stored []byte, c []int64) ([]byte, error) {
 	size := a.ChunkSize(c)
-	out, err := a.decode(stored, int(size))
+	out, err := a.decode(dst, stored, c, int(size))
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +322,31 @@ func (a *Array) Decode(stored []byte, c []int64) ([]byte, error) {
 	return out, nil
 }
 
+// StoredLimit bounds the stored size of the chunk at c: a compressed chunk
+// stores less than its decoded size, so twice that plus slack bounds any
+// honest object, while a hostile one cannot make a reader buffer more.
+func (a *Array) StoredLimit(c []int64) int64 { return 2*a.ChunkSize(c) + 1<<20 + a.storedExtra }
+
+// Load reads the chunk at c through src and decodes it: exactly
+// ChunkSize(c) bytes, or an error. A chunk the source does not have is the
+// source's not-found error (wrapped) or an error wrapping ErrMissing; a
+// chunk that does not decode wraps ErrCorrupt. Errors do not name the
+// object: the caller does.
+func (a *Array) Load(ctx context.Context, src Source, c []int64) ([]byte, error) {
+	limit := a.StoredLimit(c)
+	var stored []byte
+	var err error
+	if a.load != nil {
+		stored, err = a.load(ctx, src, c, limit)
+	} else {
+		stored, err = src.Get(ctx, a.ChunkKey(c), limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a.decodeInto(nil, stored, c)
+}
+
 // maxChunkBytes bounds the decoded size of one chunk: a chunk is decoded into
 // memory whole, so metadata promising more is refused rather than trusted.
 const maxChunkBytes = 1 << 31
@@ -185,6 +354,15 @@ const maxChunkBytes = 1 << 31
 // checkGrid validates the geometry of a and fills a.Grid. It reports the
 // offending field by its metadata name via names (shape, chunk, offset).
 func (a *Array) checkGrid(names [3]string) (field string, err error) {
+	if len(a.Shape) == 0 {
+		return names[0], fmt.Errorf("0-dimensional arrays are not supported: %w", ErrUnsupported)
+	}
+	if len(a.Chunk) != len(a.Shape) {
+		return names[1], fmt.Errorf("has %d axes, the shape %d", len(a.Chunk), len(a.Shape))
+	}
+	if a.Offset == nil {
+		a.Offset = make([]int64, len(a.Shape))
+	}
 	a.Grid = make([]int64, len(a.Shape))
 	total, chunk, count := uint64(a.DType.Size*a.Channels), uint64(a.DType.Size*a.Channels), uint64(1)
 	for d := range a.Shape {
@@ -198,6 +376,11 @@ func (a *Array) checkGrid(names [3]string) (field string, err error) {
 			return names[2], fmt.Errorf("offset %d plus size %d overflows", a.Offset[d], a.Shape[d])
 		}
 		a.Grid[d] = (a.Shape[d]-1)/a.Chunk[d] + 1
+		// The last chunk's upper bound, grid*chunk, must be representable:
+		// keys and extents are computed from it.
+		if hi, lo := bits.Mul64(uint64(a.Grid[d]), uint64(a.Chunk[d])); hi != 0 || lo > math.MaxInt64 || a.Offset[d] > math.MaxInt64-int64(lo) {
+			return names[1], fmt.Errorf("the last chunk's end on axis %d overflows 64 bits", d)
+		}
 		var hi uint64
 		if hi, total = bits.Mul64(total, uint64(a.Shape[d])); hi != 0 || total > math.MaxInt64 {
 			return names[0], fmt.Errorf("%v voxels of %d bytes overflow 64 bits", a.Shape, a.DType.Size*a.Channels)
@@ -207,6 +390,12 @@ func (a *Array) checkGrid(names [3]string) (field string, err error) {
 		}
 		if hi, chunk = bits.Mul64(chunk, uint64(a.Chunk[d])); hi != 0 || chunk > maxChunkBytes {
 			return names[1], fmt.Errorf("a chunk of %v would decode to more than %d bytes", a.Chunk, maxChunkBytes)
+		}
+		// The last chunk's key ends at offset + grid*chunk, past the
+		// volume's end; it must still be an int64.
+		if hi, span := bits.Mul64(uint64(a.Grid[d]), uint64(a.Chunk[d])); hi != 0 || span > math.MaxInt64 ||
+			a.Offset[d] > 0 && int64(span) > math.MaxInt64-a.Offset[d] {
+			return names[1], fmt.Errorf("the chunk grid of %v at offset %v ends past 2^63", a.Chunk, a.Offset)
 		}
 	}
 	return "", nil

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
@@ -37,15 +38,19 @@ func TransportGzip(contentEncoding, key string) (bool, error) {
 }
 
 // Gunzip decompresses the gzip stream src (all members). want is the
-// expected decoded size, used to allocate once; output longer than limit
-// bytes is refused so that a small object cannot expand without bound.
-// Errors wrap ErrCorrupt.
+// expected decoded size, used to allocate once (0 takes it from the
+// stream's trailer, which a single-member stream of less than 4 GiB states
+// exactly); output longer than limit bytes is refused so that a small
+// object cannot expand without bound. Errors wrap ErrCorrupt.
 func Gunzip(src []byte, want, limit int) ([]byte, error) {
 	return gunzip(nil, src, want, limit)
 }
 
 // gunzip is Gunzip appending to dst[:0].
 func gunzip(dst, src []byte, want, limit int) ([]byte, error) {
+	if want <= 0 && len(src) >= 18 {
+		want = int(binary.LittleEndian.Uint32(src[len(src)-4:]))
+	}
 	br := bytes.NewReader(src)
 	zr, _ := gzipReaders.Get().(*gzip.Reader)
 	var err error

@@ -175,11 +175,11 @@ func TestNewRefusesBadRoot(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "data_type") {
 		t.Errorf("got %v, want a refusal naming data_type", err)
 	}
-	if _, err := New(context.Background(), src, Options{Format: "precomputed"}); err == nil {
+	if _, err := New(context.Background(), src, Options{Formats: []string{"precomputed"}}); err == nil {
 		t.Error("pinned format: got no error")
 	}
 	empty, _ := fetcher.Open(t.TempDir(), fetcher.Options{})
-	if _, err := New(context.Background(), empty, Options{Format: "precomputed"}); err == nil || !strings.Contains(err.Error(), "no precomputed metadata") {
+	if _, err := New(context.Background(), empty, Options{Formats: []string{"precomputed"}}); err == nil || !strings.Contains(err.Error(), "no precomputed metadata") {
 		t.Errorf("pinned format without info: got %v", err)
 	}
 }

@@ -1,12 +1,12 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,19 +37,24 @@ type Options struct {
 	// CacheBytes bounds the decoded-chunk cache; 0 means DefaultCacheBytes.
 	CacheBytes int64
 	Missing    Missing
-	// Format pins the format of the source root ("precomputed"), as a
-	// neuroglancer-style URL prefix does; "" detects it.
-	Format string
-	Log    *slog.Logger // nil means slog.Default()
+	// Formats pins the format of the source root to one of these
+	// registered format names (decode.Formats), as a neuroglancer-style
+	// URL prefix does ("zarr://" allows "zarr2" and "zarr3"); empty
+	// detects it.
+	Formats []string
+	Log     *slog.Logger // nil means slog.Default()
 }
 
 // Tree is the directory tree of one source. It is safe for concurrent use.
 type Tree struct {
 	src   fetcher.Fetcher
 	cache *cache.Cache
-	opts  Options
-	log   *slog.Logger
-	root  Dir
+	// memo holds shard and minishard indexes (decode.Source.Memo),
+	// apart from chunks so that a scan of chunks cannot evict them.
+	memo *cache.Cache
+	opts Options
+	log  *slog.Logger
+	root Dir
 
 	errLog errorLog
 }
@@ -116,27 +121,34 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 		MaxBytes: opts.CacheBytes,
 		// A missing chunk is a stable answer: keep it, so that every read
 		// of a hole does not cost a round trip.
-		KeepError: func(err error) bool { return errors.Is(err, fetcher.ErrNotExist) },
+		KeepError: isMissing,
 	})
-	switch opts.Format {
-	case "", "precomputed":
-	default:
-		return nil, fmt.Errorf("fs: format %q is not supported yet", opts.Format)
+	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
+	for _, f := range opts.Formats {
+		if !slices.ContainsFunc(decode.Formats(), func(r decode.Format) bool { return r.Name == f }) {
+			return nil, fmt.Errorf("fs: unknown format %q", f)
+		}
 	}
 	root, err := t.openDir(ctx, "", true)
 	if err != nil {
 		return nil, err
 	}
-	if _, isVol := root.(*volumeDir); opts.Format != "" && !isVol {
-		return nil, fmt.Errorf("fs: %s: no %s metadata (info) at the root", src, opts.Format)
+	if _, isVol := root.(*volumeDir); len(opts.Formats) > 0 && !isVol {
+		return nil, fmt.Errorf("fs: %s: no %s metadata at the root", src, strings.Join(opts.Formats, " or "))
 	}
 	if dir, ok := root.(*sourceDir); ok {
 		if _, _, err := dir.list(ctx); errors.Is(err, fetcher.ErrNotSupported) {
-			t.log.Warn("the source cannot be listed and has no info at its root: its root shows empty, and volumes show only when named (ls MOUNT/NAME)", "source", src.String())
+			t.log.Warn("the source cannot be listed and has no volume metadata at its root: its root shows empty, and volumes show only when named (ls MOUNT/NAME)", "source", src.String())
 		}
 	}
 	t.root = root
 	return t, nil
+}
+
+// isMissing reports whether err means that a chunk does not exist, so that
+// it reads as the fill value.
+func isMissing(err error) bool {
+	return errors.Is(err, fetcher.ErrNotExist) || errors.Is(err, decode.ErrMissing)
 }
 
 // Root returns the root directory.
@@ -165,48 +177,73 @@ func (t *Tree) Resolve(ctx context.Context, p string) (Node, error) {
 }
 
 // openDir returns the directory at key: a volume directory when it holds
-// volume metadata, a source directory otherwise. Bad metadata is an error
-// when strict (the root), and otherwise logged, the directory then passing
-// through as it is so that nothing in it is lost.
+// volume metadata of a registered format, a source directory otherwise.
+// When the source can list, only the metadata names that the directory's
+// listing holds are fetched, so probing a directory of chunks costs one
+// listing and no GET. Bad metadata is an error when strict (the root), and
+// otherwise logged, the directory then passing through as it is so that
+// nothing in it is lost.
 func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error) {
 	src := &sourceDir{t: t, key: key}
-	metaKey := path.Join(key, "info")
-	obj, objKey, err := t.fetch(ctx, metaKey, maxMetadataBytes)
-	switch {
-	case errors.Is(err, fetcher.ErrNotExist):
-		return src, nil
-	case err != nil:
+	_, byName, err := src.list(ctx)
+	listed := err == nil
+	if err != nil && !errors.Is(err, fetcher.ErrNotSupported) {
 		return nil, err
 	}
-	data, err := untransport(obj, objKey, 1<<20, maxMetadataBytes)
-	if err != nil {
-		return nil, fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
-	}
-	if !looksPrecomputed(data) && t.opts.Format == "" {
-		return src, nil // an "info" file of something else
-	}
-	vol, err := decode.ParsePrecomputed(key, data)
-	if err != nil {
-		if strict {
+	for _, f := range decode.Formats() {
+		if len(t.opts.Formats) > 0 && key == "" && !slices.Contains(t.opts.Formats, f.Name) {
+			continue
+		}
+		if listed {
+			_, plain := byName[f.Meta]
+			_, gz := byName[f.Meta+".gz"]
+			if !plain && !gz {
+				continue
+			}
+		}
+		metaKey := path.Join(key, f.Meta)
+		obj, objKey, err := t.fetch(ctx, metaKey, maxMetadataBytes)
+		switch {
+		case errors.Is(err, fetcher.ErrNotExist):
+			continue
+		case errors.Is(err, fetcher.ErrTooLarge) && !strict:
+			// Metadata past the cap is no volume's: show the directory.
+		case err != nil:
 			return nil, err
 		}
-		t.log.Warn("not shown as a volume", "dir", key, "err", err)
-		return src, nil
-	}
-	for _, a := range vol.Arrays {
-		if biggest := a.ChunkSize(make([]int64, len(a.Grid))); biggest > t.opts.CacheBytes/4 {
-			t.log.Warn("chunks are large for the cache: each read of an evicted chunk fetches and decodes it again; raise --cache-size",
-				"array", a.Key, "chunk_bytes", biggest, "cache_bytes", t.opts.CacheBytes)
+		var data []byte
+		if err == nil {
+			if data, err = untransport(obj, objKey, 1<<20, maxMetadataBytes); err != nil {
+				err = fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
+			}
 		}
+		var vol *decode.Volume
+		if err == nil {
+			vol, err = f.Parse(key, data)
+		}
+		if err == nil && vol == nil {
+			continue // not volume metadata (a group, an info of something else)
+		}
+		if err != nil {
+			if strict {
+				return nil, err
+			}
+			t.log.Warn("not shown as a volume: its objects pass through undecoded", "dir", "/"+key, "err", err)
+			src.refused = err
+			return src, nil
+		}
+		for _, sk := range vol.Skipped {
+			t.log.Warn("array not decoded: its objects pass through undecoded", "array", "/"+path.Join(key, sk.Name), "err", sk.Err)
+		}
+		for _, a := range vol.Arrays {
+			if biggest := a.ChunkSize(make([]int64, len(a.Grid))); biggest > t.opts.CacheBytes/4 {
+				t.log.Warn("chunks are large for the cache: each read of an evicted chunk fetches and decodes it again; raise --cache-size",
+					"array", "/"+a.Key, "chunk_bytes", biggest, "cache_bytes", t.opts.CacheBytes)
+			}
+		}
+		return newVolumeDir(t, vol, src), nil
 	}
-	return newVolumeDir(t, vol, src), nil
-}
-
-// looksPrecomputed reports whether an info file is meant as precomputed
-// volume metadata (it has "scales" or the "@type"), as opposed to some other
-// file that happens to be called info.
-func looksPrecomputed(info []byte) bool {
-	return bytes.Contains(info, []byte(`"scales"`)) || bytes.Contains(info, []byte("neuroglancer_multiscale_volume"))
+	return src, nil
 }
 
 // fetch gets the object at key, or when there is none its ".gz" sibling
@@ -230,7 +267,8 @@ func (t *Tree) fetch(ctx context.Context, key string, limit int64) (fetcher.Obje
 }
 
 // untransport removes the transport gzip of an object fetched from key, if
-// any. want is the expected decoded size, limit the most allowed.
+// any, allowing at most limit decoded bytes. want sizes the first
+// allocation; 0 takes it from the gzip trailer.
 func untransport(obj fetcher.Object, key string, want, limit int) ([]byte, error) {
 	gz, err := decode.TransportGzip(obj.ContentEncoding, key)
 	if err != nil || !gz {
@@ -243,38 +281,64 @@ func untransport(obj fetcher.Object, key string, want, limit int) ([]byte, error
 type sourceDir struct {
 	t   *Tree
 	key string
+	// refused is why the directory's metadata was not shown as a volume.
+	refused error
 
-	mu      sync.Mutex      // held while listing, so a directory is listed once
-	entries []fetcher.Entry // GUARDED_BY(mu)
-	byName  map[string]int  // GUARDED_BY(mu); index into entries
-	listErr error           // GUARDED_BY(mu); a stable listing error (not supported)
-	dirs    map[string]Dir  // GUARDED_BY(mu); children opened so far
+	mu      sync.Mutex     // never held across I/O
+	listing *listFlight    // GUARDED_BY(mu); the listing done or in progress
+	dirs    map[string]Dir // GUARDED_BY(mu); children opened so far
+}
+
+// listFlight is one listing of a directory, shared by every caller that
+// wants it while it runs (go-fuse sends concurrent lookups of one
+// directory), so a dead server costs one retry budget, not one per lookup.
+type listFlight struct {
+	done    chan struct{} // closed when the fields below are set
+	entries []fetcher.Entry
+	byName  map[string]int // index into entries
+	err     error
 }
 
 func (d *sourceDir) IsDir() bool { return true }
 
-// list returns the source's listing of d, listing at most once unless the
-// listing failed transiently.
+// list returns the source's listing of d. A directory is listed once; a
+// listing that failed other than with ErrNotSupported is tried again by
+// the next caller.
 func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.entries != nil || d.listErr != nil {
-		return d.entries, d.byName, d.listErr
+	f := d.listing
+	if f == nil {
+		f = &listFlight{done: make(chan struct{})}
+		d.listing = f
+		d.mu.Unlock()
+		go d.runList(context.WithoutCancel(ctx), f)
+	} else {
+		d.mu.Unlock()
 	}
-	entries, err := d.t.src.List(ctx, d.key)
-	if errors.Is(err, fetcher.ErrNotSupported) {
-		d.listErr = err
-		return nil, nil, err
+	select {
+	case <-f.done:
+		return f.entries, f.byName, f.err
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
 	}
-	if err != nil {
-		return nil, nil, err
+}
+
+// runList lists d for every waiter of f: it is not cancelled when the
+// caller that started it goes away, and it is bounded by the fetcher's
+// retries and stall timeout.
+func (d *sourceDir) runList(ctx context.Context, f *listFlight) {
+	f.entries, f.err = d.t.src.List(ctx, d.key)
+	if f.err == nil {
+		f.byName = make(map[string]int, len(f.entries))
+		for i, e := range f.entries {
+			f.byName[e.Name] = i
+		}
+	} else if !errors.Is(f.err, fetcher.ErrNotSupported) {
+		d.mu.Lock()
+		d.listing = nil
+		d.mu.Unlock()
 	}
-	d.byName = make(map[string]int, len(entries))
-	for i, e := range entries {
-		d.byName[e.Name] = i
-	}
-	d.entries = entries
-	return entries, d.byName, nil
+	close(f.done)
 }
 
 func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
@@ -396,14 +460,32 @@ func (f bytesFile) slice(_ context.Context, off, n int64) ([]byte, error) {
 }
 
 // Volumes returns the volumes found by walking the tree from the root, at
-// most depth directories deep, in listing order. It does not descend into
-// volumes.
+// most depth directories deep, in listing order.
 func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error) {
 	var vols []*decode.Volume
-	var walk func(d Dir, depth int) error
-	walk = func(d Dir, depth int) error {
-		if v, ok := d.(*volumeDir); ok {
-			vols = append(vols, v.vol)
+	err := t.Walk(ctx, depth, func(_ string, v *decode.Volume, _ error) {
+		if v != nil && len(v.Arrays) > 0 {
+			vols = append(vols, v)
+		}
+	})
+	return vols, err
+}
+
+// Walk calls fn for every directory, at most depth directories deep, that
+// holds volume metadata: with the volume, or with the reason its metadata
+// was refused (the directory then passes through). It does not descend
+// into arrays' key directories.
+func (t *Tree) Walk(ctx context.Context, depth int, fn func(dir string, vol *decode.Volume, refused error)) error {
+	var walk func(d Dir, key string, depth int) error
+	walk = func(d Dir, key string, depth int) error {
+		switch d := d.(type) {
+		case *volumeDir:
+			fn(key, d.vol, nil)
+		case *sourceDir:
+			if d.refused != nil {
+				fn(key, nil, d.refused)
+			}
+		case *keyDir:
 			return nil
 		}
 		if depth == 0 {
@@ -423,12 +505,12 @@ func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error)
 				return err
 			}
 			if cd, ok := child.(Dir); ok {
-				if err := walk(cd, depth-1); err != nil {
+				if err := walk(cd, path.Join(key, name), depth-1); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	return vols, walk(t.root, depth)
+	return walk(t.root, "", depth)
 }

@@ -2,8 +2,8 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"path"
 
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
@@ -13,19 +13,20 @@ import (
 const origSuffix = ".orig"
 
 // volumeDir is a directory that holds a volume: its rewritten metadata, the
-// original metadata, one directory per array, and everything else passed
-// through from rest.
+// original metadata, one key directory per array (or the chunk keys of an
+// array that is the directory itself, as in zarr and N5), and everything
+// else passed through from rest.
 type volumeDir struct {
 	t      *Tree
 	vol    *decode.Volume
-	arrays map[string]*arrayDir
-	rest   *sourceDir // the same directory as the source shows it
+	arrays map[string]*keyDir // by Array.Name; "" is the directory itself
+	rest   *sourceDir         // the same directory as the source shows it
 }
 
 func newVolumeDir(t *Tree, vol *decode.Volume, rest *sourceDir) *volumeDir {
-	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*arrayDir), rest: rest}
+	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*keyDir), rest: rest}
 	for _, a := range vol.Arrays {
-		d.arrays[a.Name] = &arrayDir{t: t, a: a}
+		d.arrays[a.Name] = &keyDir{t: t, a: a, node: a.KeyRoot(), key: a.Key}
 	}
 	return d
 }
@@ -39,92 +40,154 @@ func (d *volumeDir) Lookup(ctx context.Context, name string) (Node, error) {
 	case d.vol.MetaName + origSuffix:
 		return bytesFile(d.vol.Original), nil
 	}
-	if a, ok := d.arrays[name]; ok {
+	if a, ok := d.arrays[name]; ok && name != "" {
 		return a, nil
+	}
+	if self, ok := d.arrays[""]; ok {
+		if n, err := self.Lookup(ctx, name); err == nil {
+			return n, nil
+		}
 	}
 	return d.rest.Lookup(ctx, name)
 }
 
-// List shows the metadata files and arrays first, then whatever else the
-// source lists in the directory. A source that cannot list shows only the
-// former.
+// List shows the metadata files and arrays (or, for an array that is the
+// directory itself, its chunk keys) first, then whatever else the source
+// lists in the directory. A source that cannot list shows only the former.
 func (d *volumeDir) List(ctx context.Context) (Listing, error) {
 	own := []fetcher.Entry{{Name: d.vol.MetaName}, {Name: d.vol.MetaName + origSuffix}}
 	taken := map[string]bool{d.vol.MetaName: true, d.vol.MetaName + origSuffix: true}
 	for _, a := range d.vol.Arrays {
-		own = append(own, fetcher.Entry{Name: a.Name, IsDir: true})
-		taken[a.Name] = true
+		if a.Name != "" {
+			own = append(own, fetcher.Entry{Name: a.Name, IsDir: true})
+			taken[a.Name] = true
+		}
 	}
+	self, hasSelf := d.arrays[""]
 	rest, err := d.rest.List(ctx)
 	if err != nil {
 		return nil, err
 	}
+	var after []fetcher.Entry
 	for i := range rest.Len() {
 		name, isDir := rest.Entry(i)
-		if !taken[name] {
-			own = append(own, fetcher.Entry{Name: name, IsDir: isDir})
+		if taken[name] {
+			continue
 		}
+		if hasSelf {
+			if _, _, ok := self.a.KeyLookup(self.node, name); ok {
+				continue // listed with the generated keys
+			}
+		}
+		after = append(after, fetcher.Entry{Name: name, IsDir: isDir})
 	}
-	return entryListing(own), nil
-}
-
-// arrayDir lists the chunk keys of one array's grid.
-type arrayDir struct {
-	t *Tree
-	a *decode.Array
-}
-
-func (d *arrayDir) IsDir() bool { return true }
-
-func (d *arrayDir) Lookup(_ context.Context, name string) (Node, error) {
-	c, ok := d.a.ParseChunkName(name)
-	if !ok {
-		return nil, fmt.Errorf("fs: %s/%s: not a chunk key of the grid: %w", d.a.Key, name, fetcher.ErrNotExist)
+	l := concatListing{entryListing(own)}
+	if hasSelf {
+		l = append(l, keyListing{self.a, self.node})
 	}
-	return &chunkFile{dir: d, c: c, key: d.a.ChunkKey(c), size: d.a.ChunkSize(c)}, nil
+	return append(l, entryListing(after)), nil
 }
 
-func (d *arrayDir) List(context.Context) (Listing, error) { return gridListing{d.a}, nil }
+// keyDir is a directory of an array's chunk-key tree: the array's own
+// directory, or one named by leading elements of nested keys ("c/1").
+// It lists every key of the grid below it, computed from the metadata
+// without touching the source.
+type keyDir struct {
+	t    *Tree
+	a    *decode.Array
+	node decode.KeyDir
+	key  string // the directory's key, for error messages
+}
 
-// gridListing generates chunk names as they are read.
-type gridListing struct{ a *decode.Array }
+func (d *keyDir) IsDir() bool { return true }
 
-func (l gridListing) Len() int64                   { return l.a.NumChunks() }
-func (l gridListing) Entry(i int64) (string, bool) { return l.a.ChunkName(l.a.Coords(i)), false }
+func (d *keyDir) Lookup(_ context.Context, name string) (Node, error) {
+	sub, c, ok := d.a.KeyLookup(d.node, name)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("fs: %s: not a chunk key of the grid: %w", path.Join(d.key, name), fetcher.ErrNotExist)
+	case c == nil:
+		return &keyDir{t: d.t, a: d.a, node: sub, key: path.Join(d.key, name)}, nil
+	}
+	return &chunkFile{t: d.t, a: d.a, c: c, key: d.a.ChunkKey(c), size: d.a.ChunkSize(c)}, nil
+}
 
-// chunk returns the decoded bytes of the chunk at c, whose key is key,
-// through the cache. A chunk the source does not have is an error wrapping
-// fetcher.ErrNotExist.
-func (d *arrayDir) chunk(ctx context.Context, key string, c []int64) ([]byte, error) {
-	return d.t.cache.Get(ctx, key, func(ctx context.Context) ([]byte, error) {
-		return d.load(ctx, key, c)
+func (d *keyDir) List(context.Context) (Listing, error) { return keyListing{d.a, d.node}, nil }
+
+// keyListing generates the entries of a key directory as they are read.
+type keyListing struct {
+	a    *decode.Array
+	node decode.KeyDir
+}
+
+func (l keyListing) Len() int64                   { return l.a.KeyLen(l.node) }
+func (l keyListing) Entry(i int64) (string, bool) { return l.a.KeyEntry(l.node, i) }
+
+// concatListing lists its parts one after another.
+type concatListing []Listing
+
+func (l concatListing) Len() int64 {
+	n := int64(0)
+	for _, p := range l {
+		n += p.Len()
+	}
+	return n
+}
+
+func (l concatListing) Entry(i int64) (string, bool) {
+	for _, p := range l {
+		if i < p.Len() {
+			return p.Entry(i)
+		}
+		i -= p.Len()
+	}
+	panic("fs: listing index out of range")
+}
+
+// chunk returns the decoded bytes of the chunk at c of a, whose key is key,
+// through the cache. A chunk the source does not have is an error for
+// which isMissing holds.
+func (t *Tree) chunk(ctx context.Context, a *decode.Array, key string, c []int64) ([]byte, error) {
+	return t.cache.Get(ctx, key, func(ctx context.Context) ([]byte, error) {
+		src := &treeSource{t: t, last: key}
+		b, err := a.Load(ctx, src, c)
+		if err != nil && !isMissing(err) {
+			return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
+		}
+		return b, err
 	})
 }
 
-// load fetches and decodes one chunk. Errors name the object and its source.
-func (d *arrayDir) load(ctx context.Context, key string, c []int64) ([]byte, error) {
-	size := int(d.a.ChunkSize(c))
-	// Transport gzip of a raw chunk decodes to exactly size bytes; other
-	// encodings store less than that, so twice the size plus slack bounds
-	// any honest object, stored or decoded.
-	limit := 2*size + 1<<20
-	obj, objKey, err := d.t.fetch(ctx, key, int64(limit))
+// treeSource is the decode.Source of one chunk load: the tree's fetcher,
+// with transport gzip removed, and its memo cache. It is used by one
+// goroutine.
+type treeSource struct {
+	t    *Tree
+	last string // the key of the object fetched last, for error messages
+}
+
+func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
+	obj, objKey, err := s.t.fetch(ctx, key, limit)
+	s.last = objKey
 	if err != nil {
 		return nil, err
 	}
-	data, err := untransport(obj, objKey, size, limit)
-	if err == nil {
-		data, err = d.a.Decode(data, c)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", d.t.src, objKey, err)
-	}
-	return data, nil
+	return untransport(obj, objKey, 0, int(limit))
+}
+
+func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	s.last = key
+	return s.t.src.GetRange(ctx, key, off, n)
+}
+
+func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	return s.t.memo.Get(ctx, key, load)
 }
 
 // chunkFile is one chunk key of a grid, shown decoded.
 type chunkFile struct {
-	dir  *arrayDir
+	t    *Tree
+	a    *decode.Array
 	c    []int64
 	key  string // the chunk's key, made once rather than at every read
 	size int64
@@ -135,14 +198,17 @@ func (f *chunkFile) Size() int64 { return f.size }
 
 // open reports a missing chunk as not found when the tree is set to.
 func (f *chunkFile) open(ctx context.Context) error {
-	if f.dir.t.opts.Missing != MissingError {
+	if f.t.opts.Missing != MissingError {
 		return nil
 	}
-	_, err := f.dir.chunk(ctx, f.key, f.c)
-	if err != nil && !errors.Is(err, fetcher.ErrNotExist) {
+	_, err := f.t.chunk(ctx, f.a, f.key, f.c)
+	if err != nil && !isMissing(err) {
 		return nil // other failures surface at read, for that byte range
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("fs: %s: %w", f.key, fetcher.ErrNotExist)
+	}
+	return nil
 }
 
 func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
@@ -150,10 +216,24 @@ func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
 		return nil, nil
 	}
 	n = min(n, f.size-off)
-	b, err := f.dir.chunk(ctx, f.key, f.c)
-	if errors.Is(err, fetcher.ErrNotExist) && f.dir.t.opts.Missing == MissingFill {
+	b, err := f.t.chunk(ctx, f.a, f.key, f.c)
+	if isMissing(err) && f.t.opts.Missing == MissingFill {
+		return f.fill(ctx, off, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b[off : off+n], nil
+}
+
+// fill returns n bytes at off of the chunk as it reads when missing. A
+// non-zero fill is made once per chunk extent and kept in the memo cache.
+func (f *chunkFile) fill(ctx context.Context, off, n int64) ([]byte, error) {
+	if f.a.FillIsZero() && f.a.HeaderSize(f.c) == 0 {
 		return zeros(n), nil
 	}
+	key := fmt.Sprintf("%s#fill%v", f.a.Key, f.a.Extent(f.c))
+	b, err := f.t.memo.Get(ctx, key, func(context.Context) ([]byte, error) { return f.a.FillChunk(f.c), nil })
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,340 @@
+package decode
+
+import (
+	"bytes"
+	"compress/bzip2"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/adler32"
+	"hash/crc32"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// The numcodecs and Zarr v3 codecs that are one library call each; blosc,
+// which volfs implements itself, is in blosc.go.
+func init() {
+	RegisterCodec("zlib", decodeZlib)
+	RegisterCodec("bz2", decodeBz2)
+	RegisterCodec("zstd", decodeZstd)
+	RegisterCodec("lz4", decodeLZ4)
+	RegisterCodec("crc32c", decodeCRC32C)
+}
+
+// errTooLong reports a stream that decodes to more than its limit.
+var errTooLong = errors.New("stream decodes to more than the chunk size")
+
+// corrupt wraps err, from the named codec, as ErrCorrupt.
+func corrupt(codec string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrCorrupt, codec, err)
+}
+
+// readAllLimit appends everything r yields to dst[:0] and returns it,
+// refusing a stream of more than limit bytes with errTooLong. When dst
+// holds less than limit it allocates limit bytes once: chunks nearly
+// always decode to exactly the size their metadata promises, and growing
+// a buffer step by step would allocate about twice that. probe is one
+// byte of scratch (it escapes to the heap, so pooled callers pass their
+// own).
+func readAllLimit(dst []byte, r io.Reader, limit int, probe []byte) ([]byte, error) {
+	out := dst[:0]
+	if cap(out) < limit {
+		out = make([]byte, 0, limit)
+	}
+	for {
+		end := min(cap(out), limit)
+		if len(out) == end {
+			// Full: the stream must end here.
+			n, err := io.ReadFull(r, probe[:1])
+			switch {
+			case n > 0:
+				return nil, errTooLong
+			case err == io.EOF:
+				return out, nil
+			default:
+				return nil, err
+			}
+		}
+		n, err := r.Read(out[len(out):end])
+		out = out[:len(out)+n]
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// inflater is a pooled raw deflate reader with the bytes.Reader it reads
+// from: both are reset per stream, so a zlib stream decodes without
+// allocating (the zlib package's Reset allocates its checksum).
+type inflater struct {
+	src     bytes.Reader
+	fr      io.ReadCloser
+	scratch [4]byte
+}
+
+// inflaters pools inflaters: each holds a 32 KiB window and Huffman
+// tables that are costly to allocate per chunk.
+var inflaters sync.Pool
+
+// zlibInflate decodes the zlib stream (RFC 1950) src into dst[:0], at most
+// limit bytes, and checks its Adler-32. Bytes after the checksum are
+// ignored, as zlib's own decoder and Python's do.
+func zlibInflate(dst, src []byte, limit int) ([]byte, error) {
+	if len(src) < 2 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	cmf, flg := src[0], src[1]
+	switch {
+	case cmf&0x0f != 8 || cmf>>4 > 7 || (uint16(cmf)<<8|uint16(flg))%31 != 0:
+		return nil, errors.New("bad zlib header")
+	case flg&0x20 != 0:
+		return nil, errors.New("zlib stream needs a preset dictionary")
+	}
+	in, _ := inflaters.Get().(*inflater)
+	if in == nil {
+		in = new(inflater)
+		in.src.Reset(src[2:])
+		in.fr = flate.NewReader(&in.src)
+	} else {
+		in.src.Reset(src[2:])
+		if err := in.fr.(flate.Resetter).Reset(&in.src, nil); err != nil {
+			return nil, err
+		}
+	}
+	defer inflaters.Put(in)
+	out, err := readAllLimit(dst, in.fr, limit, in.scratch[:1])
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	// The flate reader reads byte by byte from a bytes.Reader, so what is
+	// left is exactly what follows the deflate stream.
+	sum := in.scratch[:4]
+	if _, err := io.ReadFull(&in.src, sum); err != nil {
+		return nil, fmt.Errorf("zlib checksum: %w", io.ErrUnexpectedEOF)
+	}
+	if got, want := adler32.Checksum(out), binary.BigEndian.Uint32(sum); got != want {
+		return nil, fmt.Errorf("zlib checksum %08x, stored %08x", got, want)
+	}
+	return out, nil
+}
+
+// decodeZlib is the "zlib" Codec.
+func decodeZlib(dst, src []byte, limit int) ([]byte, error) {
+	out, err := zlibInflate(dst, src, limit)
+	if err != nil {
+		return nil, corrupt("zlib", err)
+	}
+	return out, nil
+}
+
+// zlibDecodeExact decodes the zlib stream src into exactly len(dst) bytes.
+func zlibDecodeExact(dst, src []byte) error {
+	out, err := zlibInflate(dst[:0:len(dst)], src, len(dst))
+	if err != nil {
+		return err
+	}
+	if len(out) != len(dst) {
+		return fmt.Errorf("zlib stream decodes to %d bytes, want %d", len(out), len(dst))
+	}
+	return nil
+}
+
+// decodeBz2 is the "bz2" Codec: a bzip2 stream, possibly several
+// concatenated. The standard library's reader cannot be reset, so each
+// call allocates its tables (about 4 bytes per byte of bzip2 block size,
+// at most 3.6 MB).
+func decodeBz2(dst, src []byte, limit int) ([]byte, error) {
+	out, err := readAllLimit(dst, bzip2.NewReader(bytes.NewReader(src)), limit, make([]byte, 1))
+	if err != nil {
+		return nil, corrupt("bz2", err)
+	}
+	return out, nil
+}
+
+// zstdDecoder is the one zstd decoder every chunk shares: DecodeAll runs
+// up to GOMAXPROCS decodes at once without allocating per call. With the
+// cap limit on, DecodeAll never grows the buffer it is given, so the
+// caller's allocation bounds the output.
+var zstdDecoder = func() *zstd.Decoder {
+	d, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(maxChunkBytes),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		panic("decode: zstd: " + err.Error())
+	}
+	return d
+}()
+
+// zstdContentSize walks the frames of src by their headers and block
+// headers, without decoding, and returns the sum of their declared content
+// sizes; known is false when some frame does not declare its size.
+func zstdContentSize(src []byte) (total uint64, known bool, err error) {
+	if len(src) == 0 {
+		return 0, false, io.ErrUnexpectedEOF
+	}
+	known = true
+	for len(src) > 0 {
+		var h zstd.Header
+		if err := h.Decode(src); err != nil {
+			return 0, false, err
+		}
+		if h.Skippable {
+			n := uint64(h.HeaderSize) + uint64(h.SkippableSize)
+			if n > uint64(len(src)) {
+				return 0, false, io.ErrUnexpectedEOF
+			}
+			src = src[n:]
+			continue
+		}
+		if !h.HasFCS {
+			return 0, false, nil
+		}
+		total += h.FrameContentSize
+		if total > maxChunkBytes {
+			return total, true, nil
+		}
+		src = src[h.HeaderSize:]
+		for last := false; !last; {
+			if len(src) < 3 {
+				return 0, false, io.ErrUnexpectedEOF
+			}
+			bh := uint32(src[0]) | uint32(src[1])<<8 | uint32(src[2])<<16
+			src = src[3:]
+			last = bh&1 != 0
+			size := int(bh >> 3)
+			switch (bh >> 1) & 3 {
+			case 1: // RLE: one byte repeated size times
+				size = 1
+			case 3:
+				return 0, false, errors.New("reserved block type")
+			}
+			if len(src) < size {
+				return 0, false, io.ErrUnexpectedEOF
+			}
+			src = src[size:]
+		}
+		if h.HasCheckSum {
+			if len(src) < 4 {
+				return 0, false, io.ErrUnexpectedEOF
+			}
+			src = src[4:]
+		}
+	}
+	return total, known, nil
+}
+
+// decodeZstd is the "zstd" Codec: one or more zstd frames. When every
+// frame declares its content size (numcodecs, zarr-python and c-blosc
+// always write it) the output is allocated once at that size, after
+// checking it against limit; otherwise the output buffer is limit bytes
+// and decoding stops with an error at the first block that overflows it.
+// In that case the library may have grown the buffer once before it
+// notices, so refusing such a bomb costs up to about 2.5 times limit.
+func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
+	total, known, err := zstdContentSize(src)
+	if err != nil {
+		return nil, corrupt("zstd", err)
+	}
+	size := limit
+	if known {
+		if total > uint64(limit) {
+			return nil, corrupt("zstd", fmt.Errorf("frames declare %d bytes, more than the chunk size %d", total, limit))
+		}
+		size = int(total)
+	}
+	out := dst[:0]
+	if cap(out) < size {
+		out = make([]byte, 0, size)
+	}
+	// The cap limit makes DecodeAll refuse to produce more than cap(out).
+	out, err = zstdDecoder.DecodeAll(src, out[:0:min(cap(out), limit)])
+	if err != nil {
+		return nil, corrupt("zstd", err)
+	}
+	return out, nil
+}
+
+// zstdDecodeExact decodes the zstd frames of src into exactly len(dst)
+// bytes.
+func zstdDecodeExact(dst, src []byte) error {
+	out, err := decodeZstd(dst[:0:len(dst)], src, len(dst))
+	if err != nil {
+		return err
+	}
+	if len(out) != len(dst) {
+		return fmt.Errorf("zstd stream decodes to %d bytes, want %d", len(out), len(dst))
+	}
+	if len(out) > 0 && &out[0] != &dst[0] {
+		copy(dst, out)
+	}
+	return nil
+}
+
+// decodeLZ4 is the "lz4" Codec with numcodecs' framing: the decoded size
+// as a 4-byte little-endian integer, then one raw LZ4 block.
+func decodeLZ4(dst, src []byte, limit int) ([]byte, error) {
+	if len(src) < 4 {
+		return nil, corrupt("lz4", io.ErrUnexpectedEOF)
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(src)))
+	if n < 0 || n > int64(limit) {
+		return nil, corrupt("lz4", fmt.Errorf("header declares %d bytes, chunk size is %d", n, limit))
+	}
+	out := dst[:0]
+	if cap(out) < int(n) {
+		out = make([]byte, 0, n)
+	}
+	out = out[:n]
+	if n == 0 {
+		return out, nil
+	}
+	if err := lz4DecodeExact(out, src[4:]); err != nil {
+		return nil, corrupt("lz4", err)
+	}
+	return out, nil
+}
+
+// lz4DecodeExact decodes the raw LZ4 block src into exactly len(dst)
+// bytes.
+func lz4DecodeExact(dst, src []byte) error {
+	n, err := lz4.UncompressBlock(src, dst)
+	if err != nil {
+		return err
+	}
+	if n != len(dst) {
+		return fmt.Errorf("lz4 block decodes to %d bytes, want %d", n, len(dst))
+	}
+	return nil
+}
+
+// castagnoli is the CRC-32C table.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// decodeCRC32C is the Zarr v3 "crc32c" Codec: the data followed by the
+// CRC-32C (Castagnoli) of the data, 4 bytes little-endian. A mismatch is
+// ErrCorrupt; the result is the data.
+func decodeCRC32C(dst, src []byte, limit int) ([]byte, error) {
+	if len(src) < 4 {
+		return nil, corrupt("crc32c", io.ErrUnexpectedEOF)
+	}
+	data, sum := src[:len(src)-4], binary.LittleEndian.Uint32(src[len(src)-4:])
+	if len(data) > limit {
+		return nil, corrupt("crc32c", errTooLong)
+	}
+	if got := crc32.Checksum(data, castagnoli); got != sum {
+		return nil, corrupt("crc32c", fmt.Errorf("checksum %08x, stored %08x", got, sum))
+	}
+	return append(dst[:0], data...), nil
+}

@@ -1,0 +1,407 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"path"
+	"strconv"
+	"strings"
+)
+
+func init() {
+	RegisterFormat(Format{Name: "zarr2", Meta: ".zarray", Parse: ParseZarr2})
+	RegisterFormat(Format{Name: "zarr2", Meta: ".zmetadata", Parse: parseZarr2Consolidated})
+}
+
+// ParseZarr2 parses the ".zarray" of the Zarr v2 array in directory dir.
+// The array is dir itself; its chunk files hold what zarr-python would
+// store with no compressor and no filters, in the array's own order and
+// byte order, so the rewritten .zarray differs only in "compressor" and
+// "filters". Any problem is a *MetadataError naming the field; a
+// compressor, filter or dtype volfs does not implement wraps
+// ErrUnsupported.
+func ParseZarr2(dir string, meta []byte) (*Volume, error) {
+	file := path.Join(dir, ".zarray")
+	fail := func(field string, err error) error { return &MetadataError{File: file, Field: field, Err: err} }
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(meta, &top); err != nil {
+		return nil, fail("", fmt.Errorf("not a JSON object: %w", err))
+	}
+	var zf int
+	if err := field(top, "zarr_format", &zf); err != nil || zf != 2 {
+		return nil, fail("zarr_format", fmt.Errorf("want 2, got %s", top["zarr_format"]))
+	}
+	a := &Array{Key: dir, Channels: 1}
+	if err := field(top, "shape", &a.Shape); err != nil {
+		return nil, fail("shape", err)
+	}
+	if err := field(top, "chunks", &a.Chunk); err != nil {
+		return nil, fail("chunks", err)
+	}
+	var dt string
+	if err := field(top, "dtype", &dt); err != nil {
+		return nil, fail("dtype", fmt.Errorf("%w (structured dtypes are not supported: %w)", err, ErrUnsupported))
+	}
+	var err error
+	if a.DType, err = parseNumpyDType(dt); err != nil {
+		return nil, fail("dtype", err)
+	}
+	order := "C"
+	if raw, ok := top["order"]; ok {
+		if json.Unmarshal(raw, &order) != nil || order != "C" && order != "F" {
+			return nil, fail("order", fmt.Errorf("want \"C\" or \"F\", got %s", raw))
+		}
+	}
+	a.FirstFastest = order == "F"
+	sep := "."
+	if raw, ok := top["dimension_separator"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &sep) != nil || sep != "." && sep != "/" {
+			return nil, fail("dimension_separator", fmt.Errorf("want \".\" or \"/\", got %s", raw))
+		}
+	}
+	if f, err := a.checkGrid([3]string{"shape", "chunks", "shape"}); err != nil {
+		return nil, fail(f, err)
+	}
+	a.keys = separatorKeys("", sep, len(a.Shape))
+	if a.Fill, err = parseFill(top["fill_value"], a.DType); err != nil {
+		return nil, fail("fill_value", err)
+	}
+
+	// Decoding undoes the compressor, then the filters in reverse order.
+	var chain []Codec
+	var names []string
+	if raw, ok := top["compressor"]; ok && string(raw) != "null" {
+		c, name, err := numcodec(raw)
+		if err != nil {
+			return nil, fail("compressor", err)
+		}
+		chain, names = append(chain, c), append(names, name)
+	}
+	if raw, ok := top["filters"]; ok && string(raw) != "null" {
+		var filters []json.RawMessage
+		if err := json.Unmarshal(raw, &filters); err != nil {
+			return nil, fail("filters", fmt.Errorf("want a list, got %s", raw))
+		}
+		for i := len(filters) - 1; i >= 0; i-- {
+			c, name, err := numcodec(filters[i])
+			if err != nil {
+				return nil, fail(fmt.Sprintf("filters[%d]", i), err)
+			}
+			chain, names = append(chain, c), append(names, name)
+		}
+	}
+	a.Encoding = "raw"
+	if len(names) > 0 {
+		a.Encoding = strings.Join(names, " | ")
+	}
+	a.decode = chainDecoder(chain)
+	a.Describe = [][2]string{{"order", order}, {"separator", sep}, {"fill", fillString(top["fill_value"])}}
+
+	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{"compressor": json.RawMessage("null"), "filters": json.RawMessage("null")})
+	if err != nil {
+		return nil, fail("", err)
+	}
+	return &Volume{Format: "zarr2", Dir: dir, MetaName: ".zarray", Original: meta, Rewritten: rewritten, Arrays: []*Array{a}}, nil
+}
+
+// parseZarr2Consolidated rewrites a consolidated ".zmetadata" so that every
+// ".zarray" it holds says what the mount serves: no compressor, no
+// filters. It describes no arrays itself; each array's directory does.
+func parseZarr2Consolidated(dir string, meta []byte) (*Volume, error) {
+	file := path.Join(dir, ".zmetadata")
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(meta, &top); err != nil {
+		return nil, &MetadataError{File: file, Err: fmt.Errorf("not a JSON object: %w", err)}
+	}
+	var entries map[string]json.RawMessage
+	if err := field(top, "metadata", &entries); err != nil {
+		return nil, &MetadataError{File: file, Field: "metadata", Err: err}
+	}
+	for k, v := range entries {
+		if k != ".zarray" && !strings.HasSuffix(k, "/.zarray") {
+			continue
+		}
+		var arr map[string]json.RawMessage
+		if err := json.Unmarshal(v, &arr); err != nil {
+			return nil, &MetadataError{File: file, Field: "metadata." + k, Err: err}
+		}
+		if _, err := ParseZarr2(path.Join(dir, path.Dir(k)), v); err != nil {
+			continue // that array passes through undecoded: keep its entry as stored
+		}
+		r, err := rewriteJSON(arr, map[string]json.RawMessage{"compressor": json.RawMessage("null"), "filters": json.RawMessage("null")})
+		if err != nil {
+			return nil, &MetadataError{File: file, Field: "metadata." + k, Err: err}
+		}
+		entries[k] = r
+	}
+	em, err := json.Marshal(entries)
+	if err != nil {
+		return nil, err
+	}
+	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{"metadata": em})
+	if err != nil {
+		return nil, err
+	}
+	return &Volume{Format: "zarr2", Dir: dir, MetaName: ".zmetadata", Original: meta, Rewritten: rewritten}, nil
+}
+
+// numcodecCodecs maps numcodecs ids onto registered codec names.
+var numcodecCodecs = map[string]string{
+	"zlib": "zlib", "gzip": "gzip", "bz2": "bz2", "zstd": "zstd", "lz4": "lz4", "blosc": "blosc", "lzma": "xz", "crc32c": "crc32c",
+}
+
+// numcodec returns the decoder of a numcodecs codec configuration
+// ({"id": "blosc", ...}) and its display name.
+func numcodec(raw json.RawMessage) (Codec, string, error) {
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, "", fmt.Errorf("want a codec object, got %s", raw)
+	}
+	var id string
+	if err := field(cfg, "id", &id); err != nil {
+		return nil, "", fmt.Errorf("id: %w", err)
+	}
+	name, ok := numcodecCodecs[id]
+	if !ok {
+		return nil, "", fmt.Errorf("codec %q: %w", id, ErrUnsupported)
+	}
+	c, err := codecFor(name)
+	if err != nil {
+		return nil, "", err
+	}
+	display := id
+	if id == "blosc" {
+		var cname string
+		var shuffle int
+		json.Unmarshal(cfg["cname"], &cname)
+		json.Unmarshal(cfg["shuffle"], &shuffle)
+		display = fmt.Sprintf("blosc(%s, %s)", cname, [...]string{"noshuffle", "shuffle", "bitshuffle", "shuffle?"}[min(max(shuffle, 0), 3)])
+	}
+	return c, display, nil
+}
+
+// chainDecoder returns a chunk decoder that applies chain in order, each
+// stage bounded by the chunk's decoded size (compressors and filters of
+// fixed-size arrays never produce more).
+func chainDecoder(chain []Codec) func(dst, stored []byte, c []int64, size int) ([]byte, error) {
+	return func(dst, stored []byte, _ []int64, size int) ([]byte, error) {
+		if len(chain) == 0 {
+			return decodeRaw(dst, stored, nil, size)
+		}
+		b := stored
+		for i, c := range chain {
+			var out []byte
+			if i == len(chain)-1 {
+				out = dst
+			}
+			var err error
+			if b, err = c(out, b, size); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	}
+}
+
+// parseNumpyDType parses a NumPy type string such as "<i2", ">f8", "|u1",
+// "|b1". Strings, objects, datetimes, complex and structured types are
+// refused by name.
+func parseNumpyDType(s string) (DType, error) {
+	if len(s) < 3 {
+		return DType{}, fmt.Errorf("%q is not a NumPy type string volfs reads: %w", s, ErrUnsupported)
+	}
+	size, err := strconv.Atoi(s[2:])
+	d := DType{Name: s, Kind: s[1], Size: size, BigEndian: s[0] == '>'}
+	ok := err == nil && (s[0] == '<' || s[0] == '>' || s[0] == '|')
+	switch d.Kind {
+	case 'b':
+		ok = ok && size == 1
+	case 'i', 'u':
+		ok = ok && (size == 1 || size == 2 || size == 4 || size == 8)
+	case 'f':
+		ok = ok && (size == 2 || size == 4 || size == 8)
+	default:
+		return DType{}, fmt.Errorf("%q: %w", s, ErrUnsupported)
+	}
+	if !ok || s[0] == '|' && size != 1 {
+		return DType{}, fmt.Errorf("%q is not a NumPy type string volfs reads: %w", s, ErrUnsupported)
+	}
+	return d, nil
+}
+
+// parseFill returns one element of the fill value raw (JSON) in d's byte
+// order: null is zeros; numbers, "NaN", "Infinity", "-Infinity", hex
+// strings "0x…" of the raw bits (Zarr v3) and booleans are accepted where
+// the type allows them.
+func parseFill(raw json.RawMessage, d DType) ([]byte, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	out := make([]byte, d.Size)
+	var order binary.ByteOrder = binary.LittleEndian
+	if d.BigEndian {
+		order = binary.BigEndian
+	}
+	put := func(bits uint64) {
+		switch d.Size {
+		case 1:
+			out[0] = byte(bits)
+		case 2:
+			order.PutUint16(out, uint16(bits))
+		case 4:
+			order.PutUint32(out, uint32(bits))
+		case 8:
+			order.PutUint64(out, bits)
+		}
+	}
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		var f float64
+		switch {
+		case strings.HasPrefix(str, "0x") && d.Kind == 'f':
+			bits, err := strconv.ParseUint(str[2:], 16, d.Size*8)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not %d hex bits", str, d.Size*8)
+			}
+			put(bits)
+			return out, nil
+		case str == "NaN":
+			f = math.NaN()
+		case str == "Infinity":
+			f = math.Inf(1)
+		case str == "-Infinity":
+			f = math.Inf(-1)
+		default:
+			return nil, fmt.Errorf("%q is not a fill value volfs reads: %w", str, ErrUnsupported)
+		}
+		if d.Kind != 'f' {
+			return nil, fmt.Errorf("%q for a non-float type", str)
+		}
+		put(floatBits(f, d.Size))
+		return out, nil
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		if d.Kind != 'b' {
+			return nil, fmt.Errorf("%s for a non-bool type", raw)
+		}
+		if b {
+			out[0] = 1
+		}
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var n json.Number
+	if err := dec.Decode(&n); err != nil {
+		return nil, fmt.Errorf("want a number, got %s", raw)
+	}
+	switch d.Kind {
+	case 'f':
+		f, err := n.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("want a number, got %s", raw)
+		}
+		put(floatBits(f, d.Size))
+	case 'b':
+		v, err := n.Int64()
+		if err != nil || v < 0 || v > 1 {
+			return nil, fmt.Errorf("want a bool, got %s", raw)
+		}
+		out[0] = byte(v)
+	case 'i':
+		v, err := strconv.ParseInt(n.String(), 10, d.Size*8)
+		if err != nil {
+			return nil, fmt.Errorf("want an int%d, got %s", d.Size*8, raw)
+		}
+		put(uint64(v))
+	case 'u':
+		v, err := strconv.ParseUint(n.String(), 10, d.Size*8)
+		if err != nil {
+			return nil, fmt.Errorf("want a uint%d, got %s", d.Size*8, raw)
+		}
+		put(v)
+	}
+	return out, nil
+}
+
+// fillString shows a fill value for `volfs info`.
+func fillString(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "null"
+	}
+	return string(raw)
+}
+
+// floatBits returns the IEEE 754 bits of f as a float of size bytes. NaN is
+// the canonical quiet NaN that NumPy writes (Go's math.NaN sets a payload
+// bit).
+func floatBits(f float64, size int) uint64 {
+	if math.IsNaN(f) {
+		return [...]uint64{2: 0x7e00, 4: 0x7fc00000, 8: 0x7ff8000000000000}[size]
+	}
+	switch size {
+	case 2:
+		return uint64(float16Bits(float32(f)))
+	case 4:
+		return uint64(math.Float32bits(float32(f)))
+	}
+	return math.Float64bits(f)
+}
+
+// float16Bits converts f to IEEE 754 half precision, rounding to nearest
+// even; NaN stays NaN and out-of-range values become infinities.
+func float16Bits(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN
+		return sign | 0x7e00
+	case exp >= 0x1f: // overflow or infinity
+		return sign | 0x7c00
+	case exp <= 0: // subnormal or zero
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint(14 - exp)
+		half := uint16(mant >> shift)
+		rem := mant & (1<<shift - 1)
+		if rem > 1<<(shift-1) || rem == 1<<(shift-1) && half&1 == 1 {
+			half++
+		}
+		return sign | half
+	}
+	half := sign | uint16(exp)<<10 | uint16(mant>>13)
+	if rem := mant & 0x1fff; rem > 0x1000 || rem == 0x1000 && half&1 == 1 {
+		half++ // may carry into the exponent, which is still right
+	}
+	return half
+}
+
+// rewriteJSON returns obj with the members of set replaced, indented.
+func rewriteJSON(obj map[string]json.RawMessage, set map[string]json.RawMessage) ([]byte, error) {
+	out := make(map[string]json.RawMessage, len(obj)+len(set))
+	for k, v := range obj {
+		out[k] = v
+	}
+	for k, v := range set {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,497 @@
+package decode
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"path"
+	"strings"
+)
+
+func init() {
+	RegisterFormat(Format{Name: "zarr3", Meta: "zarr.json", Parse: ParseZarr3})
+}
+
+// zarr3Types are the Zarr v3 data types volfs reads.
+var zarr3Types = map[string]DType{
+	"bool": {Size: 1, Kind: 'b'},
+	"int8": {Size: 1, Kind: 'i'}, "int16": {Size: 2, Kind: 'i'}, "int32": {Size: 4, Kind: 'i'}, "int64": {Size: 8, Kind: 'i'},
+	"uint8": {Size: 1, Kind: 'u'}, "uint16": {Size: 2, Kind: 'u'}, "uint32": {Size: 4, Kind: 'u'}, "uint64": {Size: 8, Kind: 'u'},
+	"float16": {Size: 2, Kind: 'f'}, "float32": {Size: 4, Kind: 'f'}, "float64": {Size: 8, Kind: 'f'},
+}
+
+// ParseZarr3 parses the "zarr.json" of directory dir. A group's zarr.json is
+// not volume metadata (nil, nil). An array is dir itself; each of its chunk
+// files holds the chunk (for a sharded array: the whole shard) as C-order
+// little-endian elements, so the rewritten zarr.json has the codecs
+// [bytes little] and everything else unchanged. Any problem is a
+// *MetadataError naming the field; a codec, option or data type volfs does
+// not implement wraps ErrUnsupported.
+func ParseZarr3(dir string, meta []byte) (*Volume, error) {
+	file := path.Join(dir, "zarr.json")
+	fail := func(field string, err error) error { return &MetadataError{File: file, Field: field, Err: err} }
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(meta, &top); err != nil {
+		return nil, fail("", fmt.Errorf("not a JSON object: %w", err))
+	}
+	var zf int
+	if err := field(top, "zarr_format", &zf); err != nil || zf != 3 {
+		return nil, nil // zarr.json of another version or of something else
+	}
+	var nodeType string
+	if err := field(top, "node_type", &nodeType); err != nil {
+		return nil, fail("node_type", err)
+	}
+	if nodeType != "array" {
+		return nil, nil // a group
+	}
+	a := &Array{Key: dir, Channels: 1}
+	if err := field(top, "shape", &a.Shape); err != nil {
+		return nil, fail("shape", err)
+	}
+	var dt string
+	if err := field(top, "data_type", &dt); err != nil {
+		return nil, fail("data_type", fmt.Errorf("%w (only named data types are supported)", err))
+	}
+	d, ok := zarr3Types[dt]
+	if !ok {
+		return nil, fail("data_type", fmt.Errorf("%q: %w", dt, ErrUnsupported))
+	}
+	d.Name = dt
+	a.DType = d
+	var grid struct {
+		Name          string
+		Configuration struct {
+			ChunkShape []int64 `json:"chunk_shape"`
+		}
+	}
+	if err := field(top, "chunk_grid", &grid); err != nil {
+		return nil, fail("chunk_grid", err)
+	}
+	if grid.Name != "regular" {
+		return nil, fail("chunk_grid", fmt.Errorf("grid %q: %w", grid.Name, ErrUnsupported))
+	}
+	a.Chunk = grid.Configuration.ChunkShape
+	if f, err := a.checkGrid([3]string{"shape", "chunk_grid", "shape"}); err != nil {
+		return nil, fail(f, err)
+	}
+	var enc struct {
+		Name          string
+		Configuration struct{ Separator string }
+	}
+	if err := field(top, "chunk_key_encoding", &enc); err != nil {
+		return nil, fail("chunk_key_encoding", err)
+	}
+	switch enc.Name {
+	case "default":
+		sep := enc.Configuration.Separator
+		if sep == "" {
+			sep = "/"
+		}
+		if sep != "/" && sep != "." {
+			return nil, fail("chunk_key_encoding", fmt.Errorf("separator %q", sep))
+		}
+		a.keys = separatorKeys("c", sep, len(a.Shape))
+	case "v2":
+		sep := enc.Configuration.Separator
+		if sep == "" {
+			sep = "."
+		}
+		if sep != "/" && sep != "." {
+			return nil, fail("chunk_key_encoding", fmt.Errorf("separator %q", sep))
+		}
+		a.keys = separatorKeys("", sep, len(a.Shape))
+	default:
+		return nil, fail("chunk_key_encoding", fmt.Errorf("%q: %w", enc.Name, ErrUnsupported))
+	}
+	var err error
+	if a.Fill, err = parseFill(top["fill_value"], DType{Size: d.Size, Kind: d.Kind}); err != nil {
+		return nil, fail("fill_value", err)
+	}
+	var codecs []json.RawMessage
+	if err := field(top, "codecs", &codecs); err != nil {
+		return nil, fail("codecs", err)
+	}
+	chain, err := parseV3Chain(codecs, a.Chunk, d.Size)
+	if err != nil {
+		return nil, fail("codecs", err)
+	}
+	a.Encoding = chain.String()
+	if chain.shard != nil {
+		a.storedExtra = 2*chain.shard.indexSize + 64*chain.shard.n
+	}
+	a.decode = func(dst, stored []byte, _ []int64, size int) ([]byte, error) {
+		out := dst[:0]
+		if cap(out) < size {
+			out = make([]byte, size)
+		}
+		out = out[:size]
+		if err := chain.decode(out, stored, a.Fill); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	a.Describe = [][2]string{{"order", "C"}, {"fill", fillString(top["fill_value"])}}
+	if raw, ok := top["dimension_names"]; ok {
+		a.Describe = append(a.Describe, [2]string{"dimensions", string(raw)})
+	}
+
+	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{
+		"codecs": json.RawMessage(`[{"name": "bytes", "configuration": {"endian": "little"}}]`),
+	})
+	if err != nil {
+		return nil, fail("", err)
+	}
+	return &Volume{Format: "zarr3", Dir: dir, MetaName: "zarr.json", Original: meta, Rewritten: rewritten, Arrays: []*Array{a}}, nil
+}
+
+// v3Chain is a parsed Zarr v3 codec chain for chunks of one shape: the
+// array-to-array codecs (transpose), one array-to-bytes codec (bytes, or
+// sharding_indexed), then bytes-to-bytes codecs.
+type v3Chain struct {
+	shape    []int64 // the chunk shape the chain encodes
+	elemSize int
+	perm     []int // transpose order, nil for none: encoded axis i is axis perm[i]
+	big      bool  // bytes codec endianness
+	shard    *v3Shard
+	b2b      []Codec // in encoding order
+	names    []string
+}
+
+// v3Shard is a sharding_indexed codec.
+type v3Shard struct {
+	inner      *v3Chain
+	index      *v3Chain // encodes the [grid..., 2] uint64 index
+	indexAtEnd bool
+	grid       []int64 // inner chunks per axis
+	n          int64   // inner chunks in a shard
+	indexSize  int64   // encoded size of the index
+}
+
+func (c *v3Chain) String() string { return strings.Join(c.names, " | ") }
+
+// v3CodecEntry is one element of a codecs list: {"name": ..., "configuration": {...}}.
+type v3CodecEntry struct {
+	Name          string
+	Configuration json.RawMessage
+}
+
+// parseV3Chain parses a codecs list for chunks of shape.
+func parseV3Chain(list []json.RawMessage, shape []int64, elemSize int) (*v3Chain, error) {
+	c := &v3Chain{shape: shape, elemSize: elemSize}
+	stage := 0 // 0: array->array, 1: bytes->bytes
+	for i, raw := range list {
+		var e v3CodecEntry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			var name string
+			if json.Unmarshal(raw, &name) != nil {
+				return nil, fmt.Errorf("[%d]: want a codec object, got %s", i, raw)
+			}
+			e.Name = name
+		}
+		where := fmt.Sprintf("[%d] (%s)", i, e.Name)
+		switch e.Name {
+		case "transpose":
+			if stage != 0 || c.perm != nil {
+				return nil, fmt.Errorf("%s: out of place", where)
+			}
+			perm, err := parseTranspose(e.Configuration, len(shape))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			c.perm = perm
+			c.names = append(c.names, fmt.Sprintf("transpose%v", perm))
+		case "bytes":
+			if stage != 0 {
+				return nil, fmt.Errorf("%s: a second array-to-bytes codec", where)
+			}
+			var cfg struct{ Endian string }
+			if len(e.Configuration) > 0 {
+				if err := json.Unmarshal(e.Configuration, &cfg); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+			}
+			switch cfg.Endian {
+			case "little", "":
+			case "big":
+				c.big = true
+			default:
+				return nil, fmt.Errorf("%s: endian %q", where, cfg.Endian)
+			}
+			stage = 1
+			c.names = append(c.names, "bytes")
+		case "sharding_indexed":
+			if stage != 0 {
+				return nil, fmt.Errorf("%s: a second array-to-bytes codec", where)
+			}
+			if c.perm != nil {
+				return nil, fmt.Errorf("%s: transpose before sharding: %w", where, ErrUnsupported)
+			}
+			s, err := parseV3Shard(e.Configuration, shape, elemSize)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			c.shard = s
+			stage = 1
+			c.names = append(c.names, fmt.Sprintf("sharding(%v: %s)", s.inner.shape, s.inner))
+		default:
+			if stage != 1 {
+				return nil, fmt.Errorf("%s: a bytes-to-bytes codec before the array-to-bytes codec", where)
+			}
+			codec, err := codecFor(e.Name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			c.b2b = append(c.b2b, codec)
+			c.names = append(c.names, e.Name)
+		}
+	}
+	if stage != 1 {
+		return nil, fmt.Errorf("no array-to-bytes codec (bytes or sharding_indexed)")
+	}
+	return c, nil
+}
+
+// parseTranspose reads a transpose order: a permutation, or the legacy
+// "C" (identity) or "F" (reversed).
+func parseTranspose(cfg json.RawMessage, ndim int) ([]int, error) {
+	var conf struct{ Order json.RawMessage }
+	if err := json.Unmarshal(cfg, &conf); err != nil {
+		return nil, err
+	}
+	perm := make([]int, ndim)
+	var legacy string
+	if json.Unmarshal(conf.Order, &legacy) == nil {
+		for i := range perm {
+			perm[i] = i
+			if legacy == "F" {
+				perm[i] = ndim - 1 - i
+			} else if legacy != "C" {
+				return nil, fmt.Errorf("order %q", legacy)
+			}
+		}
+		return perm, nil
+	}
+	if err := json.Unmarshal(conf.Order, &perm); err != nil || len(perm) != ndim {
+		return nil, fmt.Errorf("order %s is not a permutation of %d axes", conf.Order, ndim)
+	}
+	seen := make([]bool, ndim)
+	for _, p := range perm {
+		if p < 0 || p >= ndim || seen[p] {
+			return nil, fmt.Errorf("order %v is not a permutation", perm)
+		}
+		seen[p] = true
+	}
+	return perm, nil
+}
+
+// parseV3Shard parses a sharding_indexed configuration for shards of shape.
+func parseV3Shard(cfg json.RawMessage, shape []int64, elemSize int) (*v3Shard, error) {
+	var conf struct {
+		ChunkShape    []int64           `json:"chunk_shape"`
+		Codecs        []json.RawMessage `json:"codecs"`
+		IndexCodecs   []json.RawMessage `json:"index_codecs"`
+		IndexLocation string            `json:"index_location"`
+	}
+	if err := json.Unmarshal(cfg, &conf); err != nil {
+		return nil, err
+	}
+	if len(conf.ChunkShape) != len(shape) {
+		return nil, fmt.Errorf("chunk_shape %v has %d axes, want %d", conf.ChunkShape, len(conf.ChunkShape), len(shape))
+	}
+	s := &v3Shard{grid: make([]int64, len(shape)), n: 1}
+	for d := range shape {
+		if conf.ChunkShape[d] <= 0 || shape[d]%conf.ChunkShape[d] != 0 {
+			return nil, fmt.Errorf("chunk_shape %v does not divide the shard shape %v", conf.ChunkShape, shape)
+		}
+		s.grid[d] = shape[d] / conf.ChunkShape[d]
+		s.n *= s.grid[d] // bounded by the shard's elements, validated to fit
+	}
+	switch conf.IndexLocation {
+	case "", "end":
+		s.indexAtEnd = true
+	case "start":
+	default:
+		return nil, fmt.Errorf("index_location %q", conf.IndexLocation)
+	}
+	var err error
+	if s.inner, err = parseV3Chain(conf.Codecs, conf.ChunkShape, elemSize); err != nil {
+		return nil, fmt.Errorf("codecs%w", err)
+	}
+	indexShape := append(append([]int64{}, s.grid...), 2)
+	if s.index, err = parseV3Chain(conf.IndexCodecs, indexShape, 8); err != nil {
+		return nil, fmt.Errorf("index_codecs%w", err)
+	}
+	// The index must have a size known in advance: bytes, then only
+	// checksums (crc32c adds 4 bytes).
+	if s.index.shard != nil || s.index.perm != nil {
+		return nil, fmt.Errorf("index_codecs: only bytes and crc32c: %w", ErrUnsupported)
+	}
+	s.indexSize = 16 * s.n
+	for _, n := range s.index.names[1:] {
+		if n != "crc32c" {
+			return nil, fmt.Errorf("index_codecs: %q has no fixed size: %w", n, ErrUnsupported)
+		}
+		s.indexSize += 4
+	}
+	return s, nil
+}
+
+// elements returns the number of elements of a chunk of the chain's shape.
+func (c *v3Chain) elements() int64 {
+	n := int64(1)
+	for _, e := range c.shape {
+		n *= e
+	}
+	return n
+}
+
+// decode decodes stored into out, which has exactly the chain's decoded
+// size: C-order little-endian elements. fill is one element of the fill
+// value (little-endian), nil for zeros; it fills absent inner chunks.
+func (c *v3Chain) decode(out, stored []byte, fill []byte) error {
+	b := stored
+	limit := len(out)
+	if c.shard != nil {
+		// A shard stores an index besides its chunks, and compression may
+		// expand tiny chunks: bound it loosely, it is only an allocation
+		// bound for the bytes-to-bytes stages.
+		limit = 2*len(out) + int(c.shard.indexSize) + 64*int(c.shard.n) + 1<<20
+	}
+	for i := len(c.b2b) - 1; i >= 0; i-- {
+		var err error
+		if b, err = c.b2b[i](nil, b, limit); err != nil {
+			return err
+		}
+	}
+	if c.shard != nil {
+		return c.shard.decode(out, b, c.elemSize, fill)
+	}
+	if len(b) != len(out) {
+		return fmt.Errorf("%w: chunk has %d bytes, want %d", ErrCorrupt, len(b), len(out))
+	}
+	if c.perm == nil {
+		copy(out, b)
+	} else {
+		untranspose(out, b, c.shape, c.perm, c.elemSize)
+	}
+	if c.big {
+		swapBytes(out, c.elemSize)
+	}
+	return nil
+}
+
+// decode decodes a shard's bytes into out (the shard's C-order elements).
+func (s *v3Shard) decode(out, b []byte, elemSize int, fill []byte) error {
+	if int64(len(b)) < s.indexSize {
+		return fmt.Errorf("%w: shard of %d bytes has no room for its index of %d", ErrCorrupt, len(b), s.indexSize)
+	}
+	var raw []byte
+	if s.indexAtEnd {
+		raw = b[int64(len(b))-s.indexSize:]
+	} else {
+		raw = b[:s.indexSize]
+	}
+	index := make([]byte, 16*s.n)
+	if err := s.index.decode(index, raw, nil); err != nil {
+		return fmt.Errorf("shard index: %w", err)
+	}
+	innerSize := s.inner.elements() * int64(elemSize)
+	chunk := make([]byte, innerSize)
+	pos := make([]int64, len(s.grid))
+	for i := range s.n {
+		off := binary.LittleEndian.Uint64(index[16*i:])
+		n := binary.LittleEndian.Uint64(index[16*i+8:])
+		// Inner chunk i in C order of the shard's grid.
+		rem := i
+		for d := len(s.grid) - 1; d >= 0; d-- {
+			pos[d] = rem % s.grid[d]
+			rem /= s.grid[d]
+		}
+		if off == math.MaxUint64 && n == math.MaxUint64 {
+			fillElements(chunk, fill)
+		} else {
+			if off > uint64(len(b)) || n > uint64(len(b))-off {
+				return fmt.Errorf("%w: shard index entry %d [%d, +%d) is outside the shard's %d bytes", ErrCorrupt, i, off, n, len(b))
+			}
+			if err := s.inner.decode(chunk, b[off:off+n], fill); err != nil {
+				return fmt.Errorf("inner chunk %v: %w", pos, err)
+			}
+		}
+		placeChunk(out, chunk, s.inner.shape, pos, elemSize, s.grid)
+	}
+	return nil
+}
+
+// placeChunk copies the C-order inner chunk at grid position pos into out,
+// the C-order elements of a shard of grid*inner elements per axis.
+func placeChunk(out, chunk []byte, inner, pos []int64, elemSize int, grid []int64) {
+	nd := len(inner)
+	outer := make([]int64, nd)
+	for d := range nd {
+		outer[d] = grid[d] * inner[d]
+	}
+	row := inner[nd-1] * int64(elemSize)
+	idx := make([]int64, nd-1) // position within the inner chunk, all but the last axis
+	for src := int64(0); src < int64(len(chunk)); src += row {
+		dst := int64(0)
+		for d := range nd - 1 {
+			dst = dst*outer[d] + pos[d]*inner[d] + idx[d]
+		}
+		dst = (dst*outer[nd-1] + pos[nd-1]*inner[nd-1]) * int64(elemSize)
+		copy(out[dst:dst+row], chunk[src:src+row])
+		for d := nd - 2; d >= 0; d-- {
+			if idx[d]++; idx[d] < inner[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+// untranspose writes into out the C-order elements of an array of shape
+// whose encoded form b holds, in C order, the array with its axes permuted:
+// encoded axis i is axis perm[i].
+func untranspose(out, b []byte, shape []int64, perm []int, elemSize int) {
+	nd := len(shape)
+	strides := make([]int64, nd) // C-order strides of the decoded array, in elements
+	s := int64(1)
+	for d := nd - 1; d >= 0; d-- {
+		strides[d] = s
+		s *= shape[d]
+	}
+	idx := make([]int64, nd) // position in the encoded array (encoded axis order)
+	es := int64(elemSize)
+	for src := int64(0); src < int64(len(b)); src += es {
+		dst := int64(0)
+		for i := range nd {
+			dst += idx[i] * strides[perm[i]]
+		}
+		copy(out[dst*es:dst*es+es], b[src:src+es])
+		for i := nd - 1; i >= 0; i-- {
+			if idx[i]++; idx[i] < shape[perm[i]] {
+				break
+			}
+			idx[i] = 0
+		}
+	}
+}
+
+// swapBytes reverses the byte order of every element of b in place.
+func swapBytes(b []byte, size int) {
+	switch size {
+	case 2:
+		for i := 0; i+1 < len(b); i += 2 {
+			b[i], b[i+1] = b[i+1], b[i]
+		}
+	case 4:
+		for i := 0; i+3 < len(b); i += 4 {
+			binary.LittleEndian.PutUint32(b[i:], binary.BigEndian.Uint32(b[i:]))
+		}
+	case 8:
+		for i := 0; i+7 < len(b); i += 8 {
+			binary.LittleEndian.PutUint64(b[i:], binary.BigEndian.Uint64(b[i:]))
+		}
+	}
+}

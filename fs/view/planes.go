@@ -1,0 +1,297 @@
+package view
+
+import (
+	"context"
+	"fmt"
+)
+
+// planes is the pixel data every view is made of: a sequence of
+// single-channel planes laid end to end, each Shape[1] rows of Shape[0]
+// little-endian samples, x fastest. A view says which plane comes where
+// with at; the byte arithmetic and the copy out of chunks live here once.
+type planes struct {
+	m *geom
+	n int64 // planes in the sequence
+	// at writes the outer index (axes 2..) of plane q into o and returns
+	// its channel.
+	at func(q int64, o []int64) int64
+}
+
+func (r *planes) size() int64 { return r.n * r.m.plane }
+
+// walk calls fn for every row piece of bytes [off, off+n): d is where the
+// piece starts in the caller's buffer, q the plane, y the row, [b0, b1)
+// the piece's bytes within the row.
+func (r *planes) walk(off int64, n int, fn func(d int, q, y, b0, b1 int64)) {
+	rb, pb := r.m.rowBytes, r.m.plane
+	end := off + int64(n)
+	for pos := off; pos < end; {
+		q, in := pos/pb, pos%pb
+		y, b0 := in/rb, in%rb
+		b1 := min(rb, b0+end-pos)
+		fn(int(pos-off), q, y, b0, b1)
+		pos += b1 - b0
+	}
+}
+
+// batchChunk is one chunk of a read's batch with its validated layout.
+type batchChunk struct {
+	lin   int64 // linear chunk index, axis 0 fastest
+	coord []int64
+	data  []byte // nil: missing, reads as fill
+	lay   ChunkLayout
+}
+
+// readAt fills p with bytes [off, off+len(p)) of the sequence, which must
+// lie inside it. It asks Chunks once, for the chunks under the range in the
+// order the bytes need them (plane, then chunk row, then x), each chunk
+// once, and copies out of them.
+func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	m := r.m
+	o := make([]int64, m.ndim-2)
+	index := make(map[int64]int, 2*m.nchunks[0]) // linear chunk index -> batch position
+	// Room for the chunk rows the range spans when it lies in one plane,
+	// so that the batch rarely grows.
+	rows := int64(len(p))/m.rowBytes + 2
+	batch := make([]batchChunk, 0, min(m.nchunks[0]*(rows/m.Chunk[1]+2), 1<<14))
+	lastQ, lastCY := int64(-1), int64(-1) // the last whole row collected
+	r.walk(off, len(p), func(_ int, q, y, b0, b1 int64) {
+		cy := y / m.Chunk[1]
+		whole := b0 == 0 && b1 == m.rowBytes
+		if whole && q == lastQ && cy == lastCY {
+			return // every chunk of this chunk row is collected already
+		}
+		if whole {
+			lastQ, lastCY = q, cy
+		}
+		r.at(q, o)
+		for cx := b0 / m.size / m.Chunk[0]; cx <= (b1-1)/m.size/m.Chunk[0]; cx++ {
+			lin := cx + m.nchunks[0]*cy
+			stride := m.nchunks[0] * m.nchunks[1]
+			for i, v := range o {
+				lin += stride * (v / m.Chunk[i+2])
+				stride *= m.nchunks[i+2]
+			}
+			if _, ok := index[lin]; ok {
+				continue
+			}
+			index[lin] = len(batch)
+			batch = append(batch, batchChunk{lin: lin})
+		}
+	})
+
+	// One allocation for every coordinate of the batch.
+	flat := make([]int64, len(batch)*m.ndim)
+	coords := make([][]int64, len(batch))
+	for i := range batch {
+		c := flat[i*m.ndim : (i+1)*m.ndim : (i+1)*m.ndim]
+		lin := batch[i].lin
+		for k := range c {
+			c[k] = lin % m.nchunks[k]
+			lin /= m.nchunks[k]
+		}
+		batch[i].coord, coords[i] = c, c
+	}
+	datas, err := chunks.Get(ctx, coords)
+	if err != nil {
+		return fmt.Errorf("view: %w", err)
+	}
+	if len(datas) != len(coords) {
+		return fmt.Errorf("%w: asked for %d chunks, got %d", ErrCorrupt, len(coords), len(datas))
+	}
+	fill, err := m.fill(chunks)
+	if err != nil {
+		return err
+	}
+	for i := range batch {
+		if datas[i] == nil {
+			continue
+		}
+		batch[i].data = datas[i]
+		batch[i].lay, err = m.Layout(batch[i].coord, datas[i])
+		if err != nil {
+			return fmt.Errorf("%w: chunk %v: %w", ErrCorrupt, batch[i].coord, err)
+		}
+		if err := m.check(batch[i].coord, batch[i].lay, len(datas[i])); err != nil {
+			return err
+		}
+	}
+
+	var tmp [8]byte
+	lo := make([]int64, m.ndim)
+	r.walk(off, len(p), func(d int, q, y, b0, b1 int64) {
+		ch := r.at(q, o)
+		cy := y / m.Chunk[1]
+		lo[1] = y - cy*m.Chunk[1]
+		stride := m.nchunks[0] * m.nchunks[1]
+		linRow := m.nchunks[0] * cy
+		for i, v := range o {
+			lo[i+2] = v % m.Chunk[i+2]
+			linRow += stride * (v / m.Chunk[i+2])
+			stride *= m.nchunks[i+2]
+		}
+		cw := m.Chunk[0] * m.size // bytes of a chunk's row piece
+		j := -1
+		for cx := b0 / cw; cx <= (b1-1)/cw; cx++ {
+			// Chunks of a row are usually next to each other in the
+			// batch: try that before the map.
+			if j++; j == 0 || j >= len(batch) || batch[j].lin != linRow+cx {
+				j = index[linRow+cx]
+			}
+			bc := &batch[j]
+			s := m.source(bc, ch, lo, fill)
+			// The chunk covers row bytes [cx*cw, (cx+1)*cw); copy the part
+			// inside [b0, b1), whole elements directly, a partial first or
+			// last element through tmp.
+			pb0, pb1 := max(b0, cx*cw), min(b1, (cx+1)*cw)
+			dst := p[d+int(pb0-b0) : d+int(pb1-b0)]
+			e := pb0/m.size - cx*m.Chunk[0] // element within the chunk
+			if skip := pb0 % m.size; skip != 0 {
+				s.run(tmp[:m.size], e, 1)
+				k := copy(dst, tmp[skip:m.size])
+				dst = dst[k:]
+				e++
+			}
+			whole := int64(len(dst)) / m.size
+			s.run(dst[:whole*m.size], e, whole)
+			if rest := dst[whole*m.size:]; len(rest) > 0 {
+				s.run(tmp[:m.size], e+whole, 1)
+				copy(rest, tmp[:m.size])
+			}
+		}
+	})
+	return nil
+}
+
+// fill returns the fill value of one sample, little-endian.
+func (m *geom) fill(chunks Chunks) ([]byte, error) {
+	f := chunks.Fill()
+	if int64(len(f)) != m.size {
+		return nil, fmt.Errorf("%w: fill value of %d bytes for %v", ErrCorrupt, len(f), m.Type)
+	}
+	le := make([]byte, len(f))
+	copy(le, f)
+	if m.BigEndian {
+		for i, j := 0, len(le)-1; i < j; i, j = i+1, j-1 {
+			le[i], le[j] = le[j], le[i]
+		}
+	}
+	return le, nil
+}
+
+// check verifies that a chunk of n bytes holds every element its layout
+// promises, so that the copy can index it without further checks.
+func (m *geom) check(c []int64, l ChunkLayout, n int) error {
+	if len(l.Strides) != m.ndim || len(l.Extent) != m.ndim {
+		return fmt.Errorf("%w: chunk %v: layout has %d strides and %d extents for %d axes",
+			ErrCorrupt, c, len(l.Strides), len(l.Extent), m.ndim)
+	}
+	if l.Header < 0 || l.ChannelStride < 0 {
+		return fmt.Errorf("%w: chunk %v: negative header or channel stride", ErrCorrupt, c)
+	}
+	last := l.Header
+	for k := range m.ndim {
+		ext := min(l.Extent[k], m.Chunk[k])
+		if ext <= 0 {
+			return nil // no element stored: the chunk reads as fill
+		}
+		if l.Strides[k] < 0 || l.Strides[k] > int64(n) {
+			return fmt.Errorf("%w: chunk %v: stride %d for %d bytes", ErrCorrupt, c, l.Strides[k], n)
+		}
+		last += l.Strides[k] * (ext - 1)
+	}
+	if m.chans > 1 {
+		if l.ChannelStride > int64(n) {
+			return fmt.Errorf("%w: chunk %v: channel stride %d for %d bytes", ErrCorrupt, c, l.ChannelStride, n)
+		}
+		last += l.ChannelStride * (m.chans - 1)
+	}
+	if last+m.size > int64(n) {
+		return fmt.Errorf("%w: chunk %v: %d bytes, its layout needs %d", ErrCorrupt, c, n, last+m.size)
+	}
+	return nil
+}
+
+// rowSource is one row of one channel of one chunk, ready to copy.
+type rowSource struct {
+	data   []byte // nil: every element is fill
+	base   int64  // byte of element x=0 of the row
+	stride int64  // bytes per x step
+	ext    int64  // elements stored along x
+	size   int64
+	swap   bool
+	fill   []byte
+}
+
+func (m *geom) source(bc *batchChunk, ch int64, lo []int64, fill []byte) rowSource {
+	s := rowSource{size: m.size, swap: m.BigEndian && m.size > 1, fill: fill}
+	if bc.data == nil {
+		return s
+	}
+	l := bc.lay
+	base := l.Header + ch*l.ChannelStride
+	for k := 1; k < m.ndim; k++ {
+		if lo[k] >= min(l.Extent[k], m.Chunk[k]) {
+			return s
+		}
+		base += lo[k] * l.Strides[k]
+	}
+	s.data, s.base, s.stride, s.ext = bc.data, base, l.Strides[0], min(l.Extent[0], m.Chunk[0])
+	return s
+}
+
+// run writes count elements starting at element e of the row into dst
+// (len count*size), little-endian.
+func (s *rowSource) run(dst []byte, e, count int64) {
+	stored := max(0, min(count, s.ext-e))
+	if s.data == nil {
+		stored = 0
+	}
+	if stored > 0 {
+		src := s.data[s.base+e*s.stride:]
+		n := stored * s.size
+		switch {
+		case s.stride == s.size && !s.swap:
+			copy(dst[:n], src)
+		case !s.swap:
+			for i := int64(0); i < stored; i++ {
+				copy(dst[i*s.size:(i+1)*s.size], src[i*s.stride:])
+			}
+		default:
+			swapCopy(dst[:n], src, s.size, s.stride, stored)
+		}
+	}
+	for i := stored; i < count; i++ {
+		copy(dst[i*s.size:], s.fill)
+	}
+}
+
+// swapCopy copies count elements of size bytes, stride bytes apart in src,
+// reversing the bytes of each.
+func swapCopy(dst, src []byte, size, stride, count int64) {
+	switch size {
+	case 2:
+		for i := int64(0); i < count; i++ {
+			a := src[i*stride:]
+			d := dst[2*i:]
+			d[0], d[1] = a[1], a[0]
+		}
+	case 4:
+		for i := int64(0); i < count; i++ {
+			a := src[i*stride:]
+			d := dst[4*i:]
+			d[0], d[1], d[2], d[3] = a[3], a[2], a[1], a[0]
+		}
+	default:
+		for i := int64(0); i < count; i++ {
+			a := src[i*stride : i*stride+size]
+			d := dst[i*size : (i+1)*size]
+			for j := range size {
+				d[j] = a[size-1-j]
+			}
+		}
+	}
+}

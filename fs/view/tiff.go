@@ -1,0 +1,333 @@
+package view
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// TIFF tags and field types used by the views.
+const (
+	tagImageWidth      = 256
+	tagImageLength     = 257
+	tagBitsPerSample   = 258
+	tagCompression     = 259
+	tagPhotometric     = 262
+	tagImageDesc       = 270
+	tagStripOffsets    = 273
+	tagSamplesPerPixel = 277
+	tagRowsPerStrip    = 278
+	tagStripByteCounts = 279
+	tagXResolution     = 282
+	tagYResolution     = 283
+	tagPlanarConfig    = 284
+	tagResolutionUnit  = 296
+	tagSampleFormat    = 339
+
+	typeASCII    = 2
+	typeShort    = 3
+	typeLong     = 4
+	typeRational = 5
+	typeLong8    = 16
+)
+
+// maxStripBytes caps a strip: a strip is one chunk row band (RowsPerStrip
+// = the chunk's height) unless that band is wider than this, so that a
+// reader that loads a whole strip at once (libtiff, ImageJ) never needs
+// more than this in one piece.
+const maxStripBytes = 8 << 20
+
+// classicLimit is the largest offset a classic TIFF can hold.
+const classicLimit = math.MaxUint32
+
+// tiffFile is a TIFF of single-sample pages over a planes sequence; see the
+// package comment for the layout.
+type tiffFile struct {
+	name   string
+	chunks Chunks
+	pix    *planes
+	big    bool
+	desc   []byte // ImageDescription with its NUL, in page 0
+	descAt int64
+
+	rowsPerStrip, nStrips int64
+	xres, yres            [2]uint32
+	resUnit               uint16
+
+	ifdAt      int64 // offset of page 0's block; blocks follow back to back
+	block0     int64 // bytes of page 0's block (it alone has the description)
+	block      int64 // bytes of every other page's block
+	dataAt     int64
+	size       int64
+	nEntries   int64 // entries of every IFD but page 0's
+	stripArray bool  // strip offsets and counts out of line
+}
+
+func newTIFF(name string, chunks Chunks, pix *planes, desc string, forceBig bool) *tiffFile {
+	m := pix.m
+	t := &tiffFile{name: name, chunks: chunks, pix: pix, desc: append([]byte(desc), 0)}
+	t.rowsPerStrip = min(m.Chunk[1], m.Shape[1], max(1, maxStripBytes/m.rowBytes))
+	t.nStrips = (m.Shape[1] + t.rowsPerStrip - 1) / t.rowsPerStrip
+	t.resUnit = 1
+	t.xres, t.yres = [2]uint32{1, 1}, [2]uint32{1, 1}
+	if m.Resolution != nil {
+		t.resUnit = 3 // centimetre
+		t.xres = rational(1e7 / m.Resolution[0])
+		t.yres = rational(1e7 / m.Resolution[1])
+	}
+	t.layout(forceBig)
+	if !t.big && t.size > classicLimit {
+		t.layout(true)
+	}
+	return t
+}
+
+// layout computes the offsets for classic TIFF or BigTIFF.
+func (t *tiffFile) layout(big bool) {
+	t.big = big
+	hdr, entry, countBytes, offBytes := int64(8), int64(12), int64(2), int64(4)
+	if big {
+		hdr, entry, countBytes, offBytes = 16, 20, 8, 8
+	}
+	t.descAt = hdr
+	t.ifdAt = even(hdr + int64(len(t.desc)))
+	t.nEntries = 14
+	t.stripArray = t.nStrips > 1
+	extra := int64(0)
+	if t.stripArray {
+		extra += 2 * t.nStrips * offBytes
+	}
+	if !big {
+		extra += 16 // the two resolution rationals
+	}
+	t.block = countBytes + t.nEntries*entry + offBytes + extra
+	t.block0 = t.block + entry
+	t.dataAt = t.ifdAt + t.block0 + (t.pix.n-1)*t.block
+	t.size = t.dataAt + t.pix.size()
+}
+
+func even(n int64) int64 { return n + n&1 }
+
+// rational approximates v > 0 as a TIFF RATIONAL with a power of ten as
+// denominator.
+func rational(v float64) [2]uint32 {
+	if v >= classicLimit {
+		return [2]uint32{classicLimit, 1}
+	}
+	den := 1.0
+	for den < 1e6 && v*den*10 < classicLimit {
+		den *= 10
+	}
+	return [2]uint32{uint32(math.Round(v * den)), uint32(den)}
+}
+
+func (t *tiffFile) Name() string { return t.name }
+func (t *tiffFile) Size() int64  { return t.size }
+
+func (t *tiffFile) blockAt(page int64) int64 {
+	if page == 0 {
+		return t.ifdAt
+	}
+	return t.ifdAt + t.block0 + (page-1)*t.block
+}
+
+// header returns the bytes before the first IFD: the file header and the
+// description.
+func (t *tiffFile) header() []byte {
+	h := make([]byte, t.ifdAt)
+	le := binary.LittleEndian
+	h[0], h[1] = 'I', 'I'
+	if t.big {
+		le.PutUint16(h[2:], 43)
+		le.PutUint16(h[4:], 8)
+		le.PutUint64(h[8:], uint64(t.ifdAt))
+	} else {
+		le.PutUint16(h[2:], 42)
+		le.PutUint32(h[4:], uint32(t.ifdAt))
+	}
+	copy(h[t.descAt:], t.desc)
+	return h
+}
+
+// ifd encodes the block of one page: its IFD, then the arrays and values
+// that do not fit in an entry.
+func (t *tiffFile) ifd(page int64) []byte {
+	m := t.pix.m
+	at := t.blockAt(page)
+	n := t.block
+	entries := t.nEntries
+	if page == 0 {
+		n, entries = t.block0, t.nEntries+1
+	}
+	b := make([]byte, n)
+	le := binary.LittleEndian
+	entry, countBytes, offBytes := 12, 2, 4
+	if t.big {
+		entry, countBytes, offBytes = 20, 8, 8
+	}
+	putOff := func(d []byte, v int64) {
+		if t.big {
+			le.PutUint64(d, uint64(v))
+		} else {
+			le.PutUint32(d, uint32(v))
+		}
+	}
+	if t.big {
+		le.PutUint64(b, uint64(entries))
+	} else {
+		le.PutUint16(b, uint16(entries))
+	}
+	extra := countBytes + int(entries)*entry + offBytes // where out-of-line values go
+	i := 0
+	// put writes one entry; value is called with the entry's value field
+	// when the value fits there, else with out-of-line space of vbytes.
+	put := func(tag, typ uint16, count int64, vbytes int, value func(d []byte)) {
+		e := b[countBytes+i*entry:]
+		le.PutUint16(e, tag)
+		le.PutUint16(e[2:], typ)
+		var v []byte
+		if t.big {
+			le.PutUint64(e[4:], uint64(count))
+			v = e[12:20]
+		} else {
+			le.PutUint32(e[4:], uint32(count))
+			v = e[8:12]
+		}
+		if vbytes <= offBytes {
+			value(v)
+		} else {
+			putOff(v, at+int64(extra))
+			value(b[extra : extra+vbytes])
+			extra += vbytes
+		}
+		i++
+	}
+	short := func(tag uint16, v uint16) {
+		put(tag, typeShort, 1, 2, func(d []byte) { le.PutUint16(d, v) })
+	}
+	long := func(tag uint16, v int64) {
+		put(tag, typeLong, 1, 4, func(d []byte) { le.PutUint32(d, uint32(v)) })
+	}
+	offType := uint16(typeLong)
+	if t.big {
+		offType = typeLong8
+	}
+	strips := func(tag uint16, v func(k int64) int64) {
+		put(tag, offType, t.nStrips, int(t.nStrips)*offBytes, func(d []byte) {
+			for k := range t.nStrips {
+				putOff(d[int(k)*offBytes:], v(k))
+			}
+		})
+	}
+	rat := func(tag uint16, r [2]uint32) {
+		put(tag, typeRational, 1, 8, func(d []byte) {
+			le.PutUint32(d, r[0])
+			le.PutUint32(d[4:], r[1])
+		})
+	}
+	stripBytes := t.rowsPerStrip * m.rowBytes
+	pageAt := t.dataAt + page*m.plane
+
+	long(tagImageWidth, m.Shape[0])
+	long(tagImageLength, m.Shape[1])
+	short(tagBitsPerSample, uint16(8*m.size))
+	short(tagCompression, 1)
+	short(tagPhotometric, 1) // min-is-black
+	if page == 0 {
+		put(tagImageDesc, typeASCII, int64(len(t.desc)), 0, func(d []byte) { putOff(d, t.descAt) })
+	}
+	strips(tagStripOffsets, func(k int64) int64 { return pageAt + k*stripBytes })
+	short(tagSamplesPerPixel, 1)
+	long(tagRowsPerStrip, t.rowsPerStrip)
+	strips(tagStripByteCounts, func(k int64) int64 {
+		return min(t.rowsPerStrip, m.Shape[1]-k*t.rowsPerStrip) * m.rowBytes
+	})
+	rat(tagXResolution, t.xres)
+	rat(tagYResolution, t.yres)
+	short(tagPlanarConfig, 1)
+	short(tagResolutionUnit, t.resUnit)
+	short(tagSampleFormat, sampleTypes[m.Type].format)
+	if page+1 < t.pix.n {
+		putOff(b[countBytes+int(entries)*entry:], t.blockAt(page+1))
+	}
+	return b
+}
+
+// ReadAt reads bytes [off, off+len(p)): the header and IFDs are generated,
+// the pixel data read from chunks in one batch.
+func (t *tiffFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return readParts(ctx, p, off, t.size, func(ctx context.Context, p []byte, off int64) error {
+		if off < t.ifdAt {
+			n := copy(p, t.header()[off:])
+			p, off = p[n:], off+int64(n)
+		}
+		for len(p) > 0 && off < t.dataAt {
+			page := int64(0)
+			if off >= t.ifdAt+t.block0 {
+				page = 1 + (off-t.ifdAt-t.block0)/t.block
+			}
+			n := copy(p, t.ifd(page)[off-t.blockAt(page):])
+			p, off = p[n:], off+int64(n)
+		}
+		if len(p) == 0 {
+			return nil
+		}
+		return t.pix.readAt(ctx, t.chunks, p, off-t.dataAt)
+	})
+}
+
+// readParts clips a read to a file of the given size and reports io.EOF as
+// io.ReaderAt does.
+func readParts(ctx context.Context, p []byte, off, size int64, read func(context.Context, []byte, int64) error) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("view: negative offset %d", off)
+	}
+	if off >= size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), size-off))
+	if err := read(ctx, p[:n], off); err != nil {
+		return 0, err
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// imagejDesc is the ImageJ description of a hyperstack of the given
+// channels, z slices and frames, with pages in ImageJ's order (channel
+// fastest, then slice, then frame).
+func imagejDesc(m *geom, channels, slices, frames int64) string {
+	var b strings.Builder
+	b.WriteString("ImageJ=1.11a\n")
+	fmt.Fprintf(&b, "images=%d\n", channels*slices*frames)
+	dims := 0
+	for _, kv := range []struct {
+		k string
+		v int64
+	}{{"channels", channels}, {"slices", slices}, {"frames", frames}} {
+		if kv.v > 1 {
+			fmt.Fprintf(&b, "%s=%d\n", kv.k, kv.v)
+			dims++
+		}
+	}
+	if dims > 1 {
+		b.WriteString("hyperstack=true\n")
+	}
+	if channels > 1 {
+		b.WriteString("mode=grayscale\n")
+	}
+	if m.Resolution != nil {
+		b.WriteString("unit=um\n")
+		if m.ndim > 2 && slices > 1 {
+			b.WriteString("spacing=" + strconv.FormatFloat(m.Resolution[2]/1000, 'g', -1, 64) + "\n")
+		}
+	}
+	b.WriteString("loop=false\n")
+	return b.String()
+}

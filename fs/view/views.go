@@ -1,0 +1,312 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Names of the directories and files the views add to an array directory.
+const (
+	SectionsDir = "sections"
+	SlabsDir    = "slabs"
+	VolumeTIFF  = "volume.tif"
+	VolumeRaw   = "volume.raw"
+	VolumeNRRD  = "volume.nhdr"
+	VolumeMHD   = "volume.mhd"
+)
+
+// File is one view file. Size is exact and never does I/O. ReadAt reads
+// bytes [off, off+len(p)) as io.ReaderAt does (n < len(p) only with an
+// error; io.EOF at or past the end), asking Chunks at most once; it is
+// safe for concurrent use. A cancelled ctx is passed to Chunks.Get, whose
+// error ReadAt returns wrapped.
+type File interface {
+	Name() string
+	Size() int64
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+}
+
+// Dir is a directory of view files made on demand, so that a directory of
+// a million sections costs nothing until it is read. Entries are in
+// lexical order, which is also plane order.
+type Dir struct {
+	n      int
+	name   func(i int) string
+	file   func(i int) File
+	lookup func(name string) (int, bool)
+}
+
+// Len returns the number of files.
+func (d *Dir) Len() int { return d.n }
+
+// Name returns the name of file i, 0 <= i < Len().
+func (d *Dir) Name(i int) string { return d.name(i) }
+
+// File returns file i, 0 <= i < Len().
+func (d *Dir) File(i int) File { return d.file(i) }
+
+// Lookup returns the file of that name, or false.
+func (d *Dir) Lookup(name string) (File, bool) {
+	i, ok := d.lookup(name)
+	if !ok || i < 0 || i >= d.n || d.name(i) != name {
+		return nil, false
+	}
+	return d.file(i), true
+}
+
+// Views are the stitched views of one array: Files sit in the array's
+// directory (volume.tif, volume.raw, volume.nhdr, volume.mhd, in that
+// order), Sections in SectionsDir and Slabs in SlabsDir. Everything is
+// computed from the Grid: making Views does no I/O.
+type Views struct {
+	Files    []File
+	Sections *Dir
+	Slabs    *Dir
+}
+
+// Lookup returns the file of that name among Files, or false.
+func (v *Views) Lookup(name string) (File, bool) {
+	for _, f := range v.Files {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// options are settings for tests.
+type options struct {
+	forceBigTIFF bool // BigTIFF even where classic TIFF would do
+}
+
+// New returns the views of the array described by g, read through chunks.
+// It fails with an error wrapping ErrUnsupported for an array of fewer than
+// two axes or an unknown sample type, and on an inconsistent Grid.
+func New(g Grid, chunks Chunks) (*Views, error) {
+	return newViews(g, chunks, options{})
+}
+
+func newViews(g Grid, chunks Chunks, opt options) (*Views, error) {
+	m, err := newGeom(g)
+	if err != nil {
+		return nil, err
+	}
+	nm := newNamer(m)
+	v := &Views{}
+
+	// volume.tif: pages in ImageJ order, channel fastest.
+	pages := &planes{m: m, n: m.outer * m.chans, at: func(q int64, o []int64) int64 {
+		m.outerIndex(q/m.chans, o)
+		return q % m.chans
+	}}
+	slices := int64(1)
+	if m.ndim > 2 {
+		slices = m.Shape[2]
+	}
+	v.Files = append(v.Files, newTIFF(VolumeTIFF, chunks, pages,
+		imagejDesc(m, m.chans, slices, m.outer/slices), opt.forceBigTIFF))
+
+	// volume.raw: the raw layout, x fastest, channel slowest.
+	raw := &planes{m: m, n: m.outer * m.chans, at: func(q int64, o []int64) int64 {
+		m.outerIndex(q%m.outer, o)
+		return q / m.outer
+	}}
+	v.Files = append(v.Files, &rawFile{name: VolumeRaw, chunks: chunks, pix: raw})
+	h := rawHeader{m: m, data: VolumeRaw, sizes: m.Shape}
+	v.Files = append(v.Files, &textFile{name: VolumeNRRD, text: h.nrrd()}, &textFile{name: VolumeMHD, text: h.mhd()})
+
+	// sections: one TIFF per plane, one page per channel.
+	secDesc := imagejDesc(m, m.chans, 1, 1)
+	v.Sections = &Dir{
+		n:    int(m.outer),
+		name: func(i int) string { return nm.section(int64(i)) + ".tif" },
+		file: func(i int) File {
+			pix := &planes{m: m, n: m.chans, at: func(q int64, o []int64) int64 {
+				m.outerIndex(int64(i), o)
+				return q
+			}}
+			return newTIFF(nm.section(int64(i))+".tif", chunks, pix, secDesc, opt.forceBigTIFF)
+		},
+		lookup: func(name string) (int, bool) {
+			s, ok := strings.CutSuffix(name, ".tif")
+			if !ok {
+				return 0, false
+			}
+			return nm.parseSection(s)
+		},
+	}
+
+	// slabs: one chunk of z over the whole x-y extent, at every index of
+	// the axes after z; three files each.
+	v.Slabs = &Dir{lookup: func(string) (int, bool) { return 0, false }}
+	if m.ndim > 2 {
+		nz := m.nchunks[2]
+		nslab := m.outer / m.Shape[2] * nz
+		exts := []string{".mhd", ".nhdr", ".raw"} // lexical order
+		v.Slabs = &Dir{
+			n:    int(nslab) * len(exts),
+			name: func(i int) string { return nm.slab(int64(i/len(exts))) + exts[i%len(exts)] },
+			file: func(i int) File {
+				s := int64(i / len(exts))
+				base := nm.slab(s)
+				z0 := s % nz * m.Chunk[2]
+				z1 := min(z0+m.Chunk[2], m.Shape[2])
+				above := s / nz // index over the axes after z
+				switch exts[i%len(exts)] {
+				case ".raw":
+					nzs := z1 - z0
+					pix := &planes{m: m, n: nzs * m.chans, at: func(q int64, o []int64) int64 {
+						m.outerIndex((above*m.Shape[2])+z0+q%nzs, o)
+						return q / nzs
+					}}
+					return &rawFile{name: base + ".raw", chunks: chunks, pix: pix}
+				}
+				// A slab is 3-D: it holds one index of every axis after z.
+				sizes := []int64{m.Shape[0], m.Shape[1], z1 - z0}
+				h := rawHeader{m: m, data: base + ".raw", sizes: sizes, z0: z0}
+				if exts[i%len(exts)] == ".nhdr" {
+					return &textFile{name: base + ".nhdr", text: h.nrrd()}
+				}
+				return &textFile{name: base + ".mhd", text: h.mhd()}
+			},
+			lookup: func(name string) (int, bool) {
+				for k, e := range exts {
+					if s, ok := strings.CutSuffix(name, e); ok {
+						i, ok := nm.parseSlab(s)
+						return i*len(exts) + k, ok
+					}
+				}
+				return 0, false
+			},
+		}
+	}
+	return v, nil
+}
+
+// namer makes and parses the names of sections and slabs. A section is
+// named by the indices of the axes after y, slowest first, each as the
+// axis' name followed by the index zero-padded to the width of the axis'
+// largest index, joined by "_": "z042" for a 3-D array of 100 planes,
+// "a3-2_z042" for 4-D (axes after z are named a3, a4, ...; a "-" parts a
+// name ending in a digit from its index). Lexical order is plane order. A
+// 2-D array has one section, "plane". A slab is named like a section but
+// with the z part as the first and last z of the slab:
+// "z000-063".
+type namer struct {
+	m     *geom
+	names []string // per axis from 2 on
+	width []int
+	re    *regexp.Regexp
+	reSl  *regexp.Regexp
+}
+
+func newNamer(m *geom) *namer {
+	nm := &namer{m: m}
+	var parts, slab []string
+	for k := m.ndim - 1; k >= 2; k-- {
+		name := "z"
+		if k > 2 {
+			name = "a" + strconv.Itoa(k) + "-"
+		}
+		nm.names = append([]string{name}, nm.names...)
+	}
+	for k := 2; k < m.ndim; k++ {
+		nm.width = append(nm.width, len(strconv.FormatInt(m.Shape[k]-1, 10)))
+	}
+	for k := m.ndim - 1; k >= 2; k-- {
+		p := regexp.QuoteMeta(nm.names[k-2]) + `([0-9]{` + strconv.Itoa(nm.width[k-2]) + `})`
+		parts = append(parts, p)
+		if k == 2 {
+			p = `z([0-9]{` + strconv.Itoa(nm.width[0]) + `})-([0-9]{` + strconv.Itoa(nm.width[0]) + `})`
+		}
+		slab = append(slab, p)
+	}
+	nm.re = regexp.MustCompile("^" + strings.Join(parts, "_") + "$")
+	nm.reSl = regexp.MustCompile("^" + strings.Join(slab, "_") + "$")
+	return nm
+}
+
+func (nm *namer) pad(k int, v int64) string {
+	s := strconv.FormatInt(v, 10)
+	return strings.Repeat("0", max(0, nm.width[k]-len(s))) + s
+}
+
+// section names plane i (axis 2 fastest).
+func (nm *namer) section(i int64) string {
+	m := nm.m
+	if m.ndim == 2 {
+		return "plane"
+	}
+	o := make([]int64, m.ndim-2)
+	m.outerIndex(i, o)
+	parts := make([]string, len(o))
+	for k := range o {
+		parts[len(o)-1-k] = nm.names[k] + nm.pad(k, o[k])
+	}
+	return strings.Join(parts, "_")
+}
+
+func (nm *namer) parseSection(s string) (int, bool) {
+	if nm.m.ndim == 2 {
+		return 0, s == "plane"
+	}
+	g := nm.re.FindStringSubmatch(s)
+	if g == nil {
+		return 0, false
+	}
+	i := int64(0)
+	for k := nm.m.ndim - 1; k >= 2; k-- {
+		v, _ := strconv.ParseInt(g[nm.m.ndim-k], 10, 64)
+		if v >= nm.m.Shape[k] {
+			return 0, false
+		}
+		i = i*nm.m.Shape[k] + v
+	}
+	return int(i), true
+}
+
+// slab names slab s: s counts z chunks fastest, then the axes after z.
+func (nm *namer) slab(s int64) string {
+	m := nm.m
+	nz := m.nchunks[2]
+	z0 := s % nz * m.Chunk[2]
+	z1 := min(z0+m.Chunk[2], m.Shape[2]) - 1
+	o := make([]int64, m.ndim-2)
+	m.outerIndex(s/nz*m.Shape[2], o)
+	parts := make([]string, len(o))
+	for k := range o {
+		parts[len(o)-1-k] = nm.names[k] + nm.pad(k, o[k])
+	}
+	parts[len(o)-1] = "z" + nm.pad(0, z0) + "-" + nm.pad(0, z1)
+	return strings.Join(parts, "_")
+}
+
+func (nm *namer) parseSlab(s string) (int, bool) {
+	m := nm.m
+	g := nm.reSl.FindStringSubmatch(s)
+	if g == nil {
+		return 0, false
+	}
+	i := int64(0)
+	for k := m.ndim - 1; k >= 3; k-- {
+		v, _ := strconv.ParseInt(g[m.ndim-k], 10, 64)
+		if v >= m.Shape[k] {
+			return 0, false
+		}
+		i = i*m.Shape[k] + v
+	}
+	z0, _ := strconv.ParseInt(g[m.ndim-2], 10, 64)
+	if z0%m.Chunk[2] != 0 || z0 >= m.Shape[2] {
+		return 0, false
+	}
+	i = i*m.nchunks[2] + z0/m.Chunk[2]
+	return int(i), true // Dir.Lookup checks the whole name, z1 included
+}
+
+// String describes the views for logs.
+func (v *Views) String() string {
+	return fmt.Sprintf("views: %d files, %d sections, %d slab files", len(v.Files), v.Sections.Len(), v.Slabs.Len())
+}
