@@ -1,23 +1,3 @@
-// Package cache holds decoded chunks in memory, bounded in bytes, and
-// deduplicates concurrent loads of the same chunk.
-//
-// # Flights
-//
-// Get runs at most one load per key at a time; every concurrent Get of that
-// key waits for the same load (a flight). The load runs on its own goroutine
-// under a context detached from any one caller: a caller whose context ends
-// stops waiting at once, and the load is cancelled only when the last waiter
-// has left (tailscale's singleflight.DoChanContext). A load that finishes
-// with no waiters left still fills the cache, so the work is not lost.
-//
-// # Bounds
-//
-// The cache holds at most MaxBytes of values (plus a fixed cost per entry),
-// evicting the least recently used. A value larger than the whole budget is
-// returned to its waiters but not kept.
-//
-// All methods are safe for concurrent use. Values are shared between callers
-// and must not be modified.
 package cache
 
 import (
@@ -26,6 +6,7 @@ import (
 	"math"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -37,26 +18,36 @@ const entryCost = 128
 // Loader produces the value of a key. It must honour ctx.
 type Loader func(ctx context.Context) ([]byte, error)
 
-// Options configures a Cache.
+// Options configures a Cache and a Store.
 type Options struct {
 	// MaxBytes bounds the bytes held. Zero disables keeping values (loads
 	// are still deduplicated).
 	MaxBytes int64
+	// ProbationBytes bounds the bytes held by values that were prefetched
+	// and not read yet. Zero means MaxBytes/4; a negative value keeps no
+	// prefetched values.
+	ProbationBytes int64
 	// KeepError reports whether a load's error is a stable answer worth
 	// keeping (for example "object does not exist"); kept errors are
 	// returned by later Gets without a new load. Nil keeps no errors.
 	KeepError func(error) bool
+	// Workers is the number of persistent workers of a Store's pool. Zero
+	// means runtime.GOMAXPROCS(0). The Cache alone ignores it.
+	Workers int
 }
 
 // Cache is a byte-bounded LRU of decoded chunks with in-flight dedupe.
 type Cache struct {
-	opts Options
+	opts    Options
+	probMax int64
 
 	// LOCK ORDERING: mu is never held while a loader runs or while waiting.
-	mu      sync.Mutex
-	lru     *simplelru.LRU[string, entry] // GUARDED_BY(mu)
-	used    int64                         // GUARDED_BY(mu); bytes charged for lru's entries
-	flights map[string]*flight            // GUARDED_BY(mu)
+	mu       sync.Mutex
+	main     *simplelru.LRU[string, entry] // GUARDED_BY(mu); values a reader has read
+	prob     *simplelru.LRU[string, entry] // GUARDED_BY(mu); values only prefetched
+	mainUsed int64                         // GUARDED_BY(mu); bytes charged for main
+	probUsed int64                         // GUARDED_BY(mu); bytes charged for prob
+	flights  map[string]*flight            // GUARDED_BY(mu)
 
 	stats Stats // GUARDED_BY(mu)
 }
@@ -66,95 +57,367 @@ type entry struct {
 	err error
 }
 
-func (e entry) cost() int64 { return int64(len(e.val)) + entryCost }
+// cost charges the capacity of a value, not its length: a decoder's pooled
+// buffer may be larger than the chunk, and the memory it pins is what counts.
+func (e entry) cost() int64 { return int64(cap(e.val)) + entryCost }
 
-// flight is one load in progress.
+// flight is one load, queued or in progress.
 type flight struct {
+	key    string
+	load   Loader
+	ctx    context.Context // the load's context: detached, cancelled when all waiters leave
+	cancel context.CancelFunc
+
+	claimed atomic.Bool   // set by the goroutine that runs the load
 	done    chan struct{} // closed when val and err are set
 	val     []byte
 	err     error
-	waiters int                // GUARDED_BY(Cache.mu)
-	cancel  context.CancelFunc // cancels the load's context
+	stable  bool // err is a stable answer (Options.KeepError) of a load not cancelled
+
+	waiters     int              // GUARDED_BY(Cache.mu); readers waiting, plus one for a prefetch's hold
+	finished    bool             // GUARDED_BY(Cache.mu); val and err are set
+	prefetched  bool             // GUARDED_BY(Cache.mu); made by a prefetch
+	demand      bool             // GUARDED_BY(Cache.mu); a reader waits or waited for it
+	prefetchRef bool             // GUARDED_BY(Cache.mu); the prefetch's hold is counted in waiters
+	set         *prefetchSet     // GUARDED_BY(Cache.mu); the Prefetch call holding it, until it finishes
+	notify      []chan<- *flight // GUARDED_BY(Cache.mu); batches told when it finishes
 }
 
 // Stats counts what a Cache did since it was made.
 type Stats struct {
-	Hits, Misses, Shared, Evictions int64
-	Bytes                           int64 // bytes held now
+	// Hits counts reads answered from memory, Misses reads that started a
+	// load, Shared reads that joined a load already in flight.
+	Hits, Misses, Shared int64
+	// Evictions counts values dropped to stay within the bounds.
+	Evictions int64
+	// Abandoned counts flights cancelled because every waiter left.
+	Abandoned int64
+	// PrefetchIssued counts loads a prefetch started; PrefetchUsed those a
+	// reader then read (from probation, or by joining the flight);
+	// PrefetchWasted those evicted or cancelled before any reader came.
+	PrefetchIssued, PrefetchUsed, PrefetchWasted int64
+	// Bytes is held now, of which ProbationBytes by prefetched values not
+	// read yet.
+	Bytes, ProbationBytes int64
 }
 
 // New returns an empty cache.
 func New(opts Options) *Cache {
-	c := &Cache{opts: opts, flights: make(map[string]*flight)}
-	// The LRU is bounded by bytes below, not by entry count.
-	c.lru, _ = simplelru.NewLRU[string, entry](math.MaxInt, func(_ string, e entry) {
-		c.used -= e.cost()
-		c.stats.Evictions++
-	})
+	c := &Cache{opts: opts, probMax: opts.ProbationBytes, flights: make(map[string]*flight)}
+	if c.probMax == 0 {
+		c.probMax = opts.MaxBytes / 4
+	}
+	c.probMax = min(c.probMax, opts.MaxBytes)
+	// Both segments are bounded by bytes below, not by entry count, and
+	// evictions are counted where they happen rather than in a callback,
+	// so that a promotion from probation is not counted as one.
+	c.main, _ = simplelru.NewLRU[string, entry](math.MaxInt, nil)
+	c.prob, _ = simplelru.NewLRU[string, entry](math.MaxInt, nil)
 	return c
 }
 
 // Get returns the value for key: from the cache, from a load of key already
-// in flight, or by running load. If ctx ends first, Get returns ctx.Err()
-// and leaves the load to any other waiters.
+// in flight, or by running load on the calling goroutine. If ctx ends first,
+// Get returns ctx.Err(); a load it runs itself is cancelled then unless other
+// readers wait for it, in which case Get finishes it for them first and
+// returns its result.
 func (c *Cache) Get(ctx context.Context, key string, load Loader) ([]byte, error) {
-	c.mu.Lock()
-	if e, ok := c.lru.Get(key); ok {
-		c.stats.Hits++
-		c.mu.Unlock()
-		return e.val, e.err
-	}
-	f, ok := c.flights[key]
-	if ok {
-		c.stats.Shared++
-	} else {
-		c.stats.Misses++
-		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		f = &flight{done: make(chan struct{}), cancel: cancel}
-		c.flights[key] = f
-		go c.run(lctx, key, f, load)
-	}
-	f.waiters++
-	c.mu.Unlock()
+	v, _, err := c.GetHit(ctx, key, load)
+	return v, err
+}
 
+// GetHit is Get that also reports whether the answer was in memory, so the
+// reader did not wait (the read-ahead Tracker's "waited" is its negation).
+func (c *Cache) GetHit(ctx context.Context, key string, load Loader) (val []byte, hit bool, err error) {
+	e, hit, f := c.lookup(key, load, nil)
+	if hit {
+		return e.val, true, e.err
+	}
+	val, err = c.await(ctx, f)
+	return val, false, err
+}
+
+// await waits for f, running it inline if no one has claimed it, and leaves
+// it. The caller holds one waiter reference on f.
+func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
+	if f.claimed.CompareAndSwap(false, true) {
+		stop := context.AfterFunc(ctx, func() { c.leave(f) })
+		c.execute(f)
+		if stop() {
+			c.leave(f)
+		}
+		if f.err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return f.val, f.err
+	}
 	select {
 	case <-f.done:
+		c.leave(f)
 		return f.val, f.err
 	case <-ctx.Done():
-		c.mu.Lock()
-		f.waiters--
-		if f.waiters == 0 {
-			f.cancel()
-		}
-		c.mu.Unlock()
+		c.leave(f)
 		return nil, ctx.Err()
 	}
 }
 
-// run executes one flight and publishes its result.
-func (c *Cache) run(ctx context.Context, key string, f *flight, load Loader) {
-	defer f.cancel()
-	defer func() {
-		// A panicking decoder must not take the process down: it becomes
-		// this chunk's error.
-		if r := recover(); r != nil {
-			f.val, f.err = nil, fmt.Errorf("cache: load %s panicked: %v\n%s", key, r, debug.Stack())
+// lookup answers key from memory (hit) or returns the flight that loads it,
+// with one waiter reference taken for the caller, made with load if none
+// was in flight. If notify is not nil, f is sent on it when it finishes (a
+// flight in the table has not finished yet).
+func (c *Cache) lookup(key string, load Loader, notify chan<- *flight) (e entry, hit bool, f *flight) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.main.Get(key); ok {
+		c.stats.Hits++
+		return e, true, nil
+	}
+	if e, ok := c.prob.Peek(key); ok {
+		c.stats.Hits++
+		c.stats.PrefetchUsed++
+		c.prob.Remove(key)
+		c.probUsed -= e.cost()
+		c.addMain(key, e)
+		return e, true, nil
+	}
+	f, ok := c.flights[key]
+	if ok {
+		c.stats.Shared++
+		if f.prefetched && !f.demand {
+			c.stats.PrefetchUsed++
 		}
+	} else {
+		c.stats.Misses++
+		f = c.newFlight(key, load)
+	}
+	f.demand = true
+	f.waiters++
+	if notify != nil {
+		f.notify = append(f.notify, notify)
+	}
+	return entry{}, false, f
+}
+
+// lookupPrefetch returns a new flight for key, held by a prefetch reference,
+// or nil if key is in memory or already in flight.
+func (c *Cache) lookupPrefetch(key string, load Loader) *flight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.main.Contains(key) || c.prob.Contains(key) {
+		return nil
+	}
+	if _, ok := c.flights[key]; ok {
+		return nil
+	}
+	f := c.newFlight(key, load)
+	f.prefetched, f.prefetchRef = true, true
+	f.waiters++
+	return f
+}
+
+// newFlight makes a flight for key and enters it in the table.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) newFlight(key string, load Loader) *flight {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &flight{key: key, load: load, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	c.flights[key] = f
+	return f
+}
+
+// leave drops one reader's waiter reference. The last reference out of an
+// unfinished flight cancels it and takes it out of the table.
+func (c *Cache) leave(f *flight) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.waiters--
+	c.abandonIfUnwanted(f)
+}
+
+// countIssued counts n prefetch loads queued.
+func (c *Cache) countIssued(n int) {
+	c.mu.Lock()
+	c.stats.PrefetchIssued += int64(n)
+	c.mu.Unlock()
+}
+
+// prefetchSet is the flights of one Prefetch call that have not finished.
+// Its context's AfterFunc holds it, so it must not hold finished flights:
+// a long-lived context would pin their values.
+type prefetchSet struct {
+	flights map[*flight]struct{} // GUARDED_BY(Cache.mu)
+	stop    func() bool          // GUARDED_BY(Cache.mu); unregisters the AfterFunc, once set
+}
+
+// holdSet attaches the unfinished flights of fs to a new set, released when
+// ctx ends.
+func (c *Cache) holdSet(ctx context.Context, fs []*flight) {
+	set := &prefetchSet{flights: make(map[*flight]struct{}, len(fs))}
+	c.mu.Lock()
+	for _, f := range fs {
+		if !f.finished {
+			set.flights[f] = struct{}{}
+			f.set = set
+		}
+	}
+	c.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()
-		delete(c.flights, key)
-		e := entry{f.val, f.err}
-		keep := e.err == nil || (c.opts.KeepError != nil && c.opts.KeepError(e.err))
-		if keep && e.cost() <= c.opts.MaxBytes {
-			c.lru.Add(key, e)
-			c.used += e.cost()
-			for c.used > c.opts.MaxBytes {
-				c.lru.RemoveOldest()
-			}
+		defer c.mu.Unlock()
+		for f := range set.flights {
+			f.set = nil
+			c.releaseLocked(f, true)
 		}
-		c.mu.Unlock()
-		close(f.done)
+		clear(set.flights)
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(set.flights) == 0 {
+		stop()
+	} else {
+		set.stop = stop
+	}
+}
+
+// release drops a prefetch's hold on f, if it still has it; if that cancels
+// the load and wasted is set, the prefetch counts as wasted.
+func (c *Cache) release(f *flight, wasted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releaseLocked(f, wasted)
+}
+
+// releaseLocked is release with c.mu held.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) releaseLocked(f *flight, wasted bool) {
+	if !f.prefetchRef {
+		return
+	}
+	f.prefetchRef = false
+	f.waiters--
+	if c.abandonIfUnwanted(f) && wasted && !f.demand {
+		c.stats.PrefetchWasted++
+	}
+}
+
+// abandonIfUnwanted cancels f if it is unfinished and no one waits for it,
+// and reports whether it did.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) abandonIfUnwanted(f *flight) bool {
+	if f.waiters > 0 || f.finished {
+		return false
+	}
+	f.cancel()
+	if c.flights[f.key] == f {
+		delete(c.flights, f.key)
+		c.stats.Abandoned++
+	}
+	return true
+}
+
+// execute runs f's load on the calling goroutine, which must have claimed
+// it, and publishes the result. A flight abandoned before it started does
+// not run its load.
+func (c *Cache) execute(f *flight) {
+	var val []byte
+	var err error
+	func() {
+		defer func() {
+			// A panicking decoder must not take the process down: it
+			// becomes this chunk's error.
+			if r := recover(); r != nil {
+				val, err = nil, fmt.Errorf("cache: load %s panicked: %v\n%s", f.key, r, debug.Stack())
+			}
+		}()
+		if err = f.ctx.Err(); err == nil {
+			val, err = f.load(f.ctx)
+		}
 	}()
-	f.val, f.err = load(ctx)
+	c.finish(f, val, err)
+}
+
+// finish publishes a flight's result, keeps it if it is worth keeping, and
+// wakes its waiters.
+func (c *Cache) finish(f *flight, val []byte, err error) {
+	defer f.cancel()
+	c.mu.Lock()
+	f.val, f.err, f.finished = val, err, true
+	if c.flights[f.key] == f {
+		delete(c.flights, f.key)
+	}
+	e := entry{val, err}
+	f.stable = err != nil && f.ctx.Err() == nil && c.opts.KeepError != nil && c.opts.KeepError(err)
+	keep := err == nil || f.stable
+	if keep {
+		if f.demand {
+			c.addMain(f.key, e)
+		} else {
+			c.addProbation(f.key, e)
+		}
+	} else if f.prefetched && !f.demand && f.prefetchRef {
+		c.stats.PrefetchWasted++
+	}
+	f.prefetchRef = false
+	if set := f.set; set != nil {
+		f.set = nil
+		delete(set.flights, f)
+		if len(set.flights) == 0 && set.stop != nil {
+			set.stop() // does not wait for the AfterFunc: safe under c.mu
+		}
+	}
+	for _, ch := range f.notify {
+		ch <- f // buffered for every flight of the batch: never blocks
+	}
+	f.notify = nil
+	c.mu.Unlock()
+	close(f.done)
+}
+
+// addMain keeps e as read, evicting read values first.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) addMain(key string, e entry) {
+	cost := e.cost()
+	if cost > c.opts.MaxBytes || c.main.Contains(key) || c.prob.Contains(key) {
+		// Too big, or a flight that was abandoned and redone raced this
+		// one: the value already held is as good.
+		return
+	}
+	c.main.Add(key, e)
+	c.mainUsed += cost
+	for c.mainUsed+c.probUsed > c.opts.MaxBytes {
+		if c.main.Len() > 1 {
+			_, old, _ := c.main.RemoveOldest()
+			c.mainUsed -= old.cost()
+		} else {
+			_, old, _ := c.prob.RemoveOldest()
+			c.probUsed -= old.cost()
+			c.stats.PrefetchWasted++
+		}
+		c.stats.Evictions++
+	}
+}
+
+// addProbation keeps e as prefetched, evicting only prefetched values; if
+// it does not fit beside the read values, it is not kept.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) addProbation(key string, e entry) {
+	cost := e.cost()
+	if cost > c.probMax || c.main.Contains(key) || c.prob.Contains(key) {
+		c.stats.PrefetchWasted++
+		return
+	}
+	c.prob.Add(key, e)
+	c.probUsed += cost
+	for c.probUsed > c.probMax || c.mainUsed+c.probUsed > c.opts.MaxBytes {
+		_, old, _ := c.prob.RemoveOldest()
+		c.probUsed -= old.cost()
+		c.stats.PrefetchWasted++
+		c.stats.Evictions++
+	}
 }
 
 // memHeadroom is the memory beyond the cache that MemoryLimit leaves for
@@ -173,6 +436,7 @@ func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Bytes = c.used
+	s.Bytes = c.mainUsed + c.probUsed
+	s.ProbationBytes = c.probUsed
 	return s
 }

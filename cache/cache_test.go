@@ -104,8 +104,10 @@ func TestConcurrentLoadsShareOneFlight(t *testing.T) {
 	}
 }
 
-// TestLoadSurvivesFirstWaiter: the reader that started a load leaves, and
-// the load goes on for the reader still waiting.
+// TestLoadSurvivesFirstWaiter: the reader that runs a load inline is
+// interrupted while another reader waits for the same key; the load is not
+// cancelled, the other reader gets the value, and the first returns once
+// the load it was running is done.
 func TestLoadSurvivesFirstWaiter(t *testing.T) {
 	c := New(Options{MaxBytes: 1 << 20})
 	started, release := make(chan struct{}), make(chan struct{})
@@ -134,15 +136,154 @@ func TestLoadSurvivesFirstWaiter(t *testing.T) {
 	}()
 	waitFor(t, func() bool { return c.Stats().Shared == 1 })
 	cancel1()
-	if err := <-first; !errors.Is(err, context.Canceled) {
-		t.Errorf("first waiter: got %v, want context.Canceled", err)
-	}
 	close(release)
 	if got := string(<-second); got != "done" {
 		t.Errorf("second waiter: got %q, want done", got)
 	}
+	if err := <-first; err != nil {
+		t.Errorf("first waiter, which finished the load: got %v, want nil", err)
+	}
 	if err := loadErr.Load(); err != nil {
 		t.Errorf("the load was cancelled (%v) while a waiter remained", err)
+	}
+}
+
+// TestWaiterLeavesAtOnce: a reader waiting for a load that another
+// goroutine runs stops waiting as soon as its context ends.
+func TestWaiterLeavesAtOnce(t *testing.T) {
+	c := New(Options{MaxBytes: 1 << 20})
+	started, release := make(chan struct{}), make(chan struct{})
+	load := func(ctx context.Context) ([]byte, error) {
+		close(started)
+		<-release
+		return []byte("done"), nil
+	}
+	go c.Get(context.Background(), "k", load)
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { _, err := c.Get(ctx, "k", load); done <- err }()
+	waitFor(t, func() bool { return c.Stats().Shared == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
+	}
+	close(release)
+}
+
+// TestLateReaderStartsFreshLoad is the regression test of a review
+// finding: once the last waiter of a load has left and the load was
+// cancelled, a reader who comes next must not join the dying flight and
+// get its cancellation error, but start a load of its own.
+func TestLateReaderStartsFreshLoad(t *testing.T) {
+	c := New(Options{MaxBytes: 1 << 20})
+	started := make(chan struct{})
+	stuck := make(chan struct{}) // the first load ignores its cancel until released
+	var loads atomic.Int64
+	load := func(ctx context.Context) ([]byte, error) {
+		if loads.Add(1) == 1 {
+			close(started)
+			<-stuck
+			return nil, fmt.Errorf("load: %w", ctx.Err())
+		}
+		return []byte("fresh"), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error)
+	go func() { _, err := c.Get(ctx, "k", load); first <- err }()
+	<-started
+	cancel()
+	waitFor(t, func() bool { return c.Stats().Abandoned == 1 })
+	v, err := c.Get(context.Background(), "k", load)
+	if err != nil || string(v) != "fresh" {
+		t.Errorf("late reader: got %q, %v; want fresh, nil", v, err)
+	}
+	close(stuck)
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("first reader: got %v, want context.Canceled", err)
+	}
+	if got := loads.Load(); got != 2 {
+		t.Errorf("got %d loads, want 2", got)
+	}
+	// The late value stays; the cancelled load's error is not kept.
+	if v, err := c.Get(context.Background(), "k", load); err != nil || string(v) != "fresh" || loads.Load() != 2 {
+		t.Errorf("after both: got %q, %v, %d loads; want fresh from memory", v, err, loads.Load())
+	}
+}
+
+// TestChargesCapacity is the regression test of a review finding: a value
+// is charged for its capacity, which is the memory it pins, not its length.
+func TestChargesCapacity(t *testing.T) {
+	c := New(Options{MaxBytes: 1 << 20})
+	_, err := c.Get(context.Background(), "k", func(context.Context) ([]byte, error) {
+		return make([]byte, 10, 4096), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Stats().Bytes, int64(4096+entryCost); got != want {
+		t.Errorf("got %d bytes charged, want %d (cap + entry cost)", got, want)
+	}
+}
+
+// TestProbation: prefetched values never evict read ones, a read promotes a
+// prefetched value, and prefetched values are bounded on their own.
+func TestProbation(t *testing.T) {
+	const size = 1000
+	cost := int64(size + entryCost)
+	c := New(Options{MaxBytes: 4 * cost, ProbationBytes: 2 * cost})
+	ctx := context.Background()
+	var loads atomic.Int64
+	counting := func(context.Context) ([]byte, error) { loads.Add(1); return make([]byte, size), nil }
+	prefetch := func(key string) {
+		t.Helper()
+		f := c.lookupPrefetch(key, counting)
+		if f == nil {
+			t.Fatalf("prefetch %s: already held", key)
+		}
+		f.claimed.Store(true)
+		c.execute(f)
+	}
+	for _, k := range []string{"hot1", "hot2", "hot3"} {
+		if _, err := c.Get(ctx, k, counting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"p1", "p2", "p3", "p4"} {
+		prefetch(k)
+	}
+	s := c.Stats()
+	if s.Bytes > 4*cost || s.ProbationBytes != cost {
+		t.Errorf("got %d bytes (%d probation), want at most %d with %d probation", s.Bytes, s.ProbationBytes, 4*cost, cost)
+	}
+	loads.Store(0)
+	for _, k := range []string{"hot1", "hot2", "hot3", "p4"} {
+		if _, err := c.Get(ctx, k, counting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := loads.Load(); got != 0 {
+		t.Errorf("hot keys and the last prefetch: %d loads, want 0", got)
+	}
+	s = c.Stats()
+	if s.ProbationBytes != 0 || s.PrefetchUsed != 1 || s.PrefetchWasted != 3 {
+		t.Errorf("got probation %d, used %d, wasted %d; want 0, 1, 3", s.ProbationBytes, s.PrefetchUsed, s.PrefetchWasted)
+	}
+	// p4 was promoted: it now counts as read, and a fifth read value
+	// evicts the least recent read value, hot1.
+	if _, err := c.Get(ctx, "hot5", counting); err != nil {
+		t.Fatal(err)
+	}
+	loads.Store(0)
+	for _, k := range []string{"p4", "hot3", "hot2"} {
+		c.Get(ctx, k, counting)
+	}
+	if got := loads.Load(); got != 0 {
+		t.Errorf("recent keys: %d loads, want 0", got)
+	}
+	c.Get(ctx, "hot1", counting)
+	if got := loads.Load(); got != 1 {
+		t.Errorf("least recent key: %d loads, want 1 (evicted)", got)
 	}
 }
 

@@ -99,10 +99,6 @@ func decodeBlosc(dst, src []byte, limit int) ([]byte, error) {
 	src = src[:cbytes]
 	n := int(nbytes)
 	out := dst[:0]
-	if cap(out) < n {
-		out = make([]byte, 0, n)
-	}
-	out = out[:n]
 	if n == 0 {
 		return out, nil
 	}
@@ -110,8 +106,7 @@ func decodeBlosc(dst, src []byte, limit int) ([]byte, error) {
 		if len(src)-bloscHeaderSize < n {
 			return nil, corrupt("blosc", fmt.Errorf("%w: MEMCPYED buffer of %d bytes holds less than %d", errBlosc, len(src), n))
 		}
-		copy(out, src[bloscHeaderSize:])
-		return out, nil
+		return append(out, src[bloscHeaderSize:bloscHeaderSize+n]...), nil
 	}
 	inner := bloscInner[flags>>5]
 	if inner.decode == nil {
@@ -126,6 +121,10 @@ func decodeBlosc(dst, src []byte, limit int) ([]byte, error) {
 	if starts > len(src) {
 		return nil, corrupt("blosc", fmt.Errorf("%w: %d block offsets do not fit in %d bytes", errBlosc, nblocks, len(src)))
 	}
+	if cap(out) < n {
+		out = make([]byte, 0, n)
+	}
+	out = out[:n]
 	var scratch *[]byte
 	if flags&(bloscShuffle|bloscBitshuffle) != 0 {
 		scratch, _ = bloscScratch.Get().(*[]byte)

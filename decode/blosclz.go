@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -39,7 +40,15 @@ func blosclzDecompress(dst, src []byte) (int, error) {
 			if op+n > len(dst) || ip+n > len(src) {
 				return op, errBlosclz
 			}
-			copy(dst[op:op+n], src[ip:ip+n])
+			if n <= 16 && ip+16 <= len(src) && op+16 <= len(dst) {
+				// Short literal runs dominate: two word moves (that may
+				// write past the run, into output not yet written) beat a
+				// call to memmove.
+				binary.LittleEndian.PutUint64(dst[op:], binary.LittleEndian.Uint64(src[ip:]))
+				binary.LittleEndian.PutUint64(dst[op+8:], binary.LittleEndian.Uint64(src[ip+8:]))
+			} else {
+				copy(dst[op:op+n], src[ip:ip+n])
+			}
 			op += n
 			ip += n
 			if ip >= len(src) {
@@ -81,21 +90,40 @@ func blosclzDecompress(dst, src []byte) (int, error) {
 		if dist > op || n > len(dst)-op {
 			return op, errBlosclz
 		}
-		if dist >= n {
-			copy(dst[op:op+n], dst[op-dist:])
-		} else {
-			// Overlapping: the match repeats its last dist bytes; copy in
-			// chunks that double as the written prefix grows.
-			for o := op; o < op+n; {
-				o += copy(dst[o:op+n], dst[op-dist:o])
-			}
-		}
+		matchCopy(dst, op, dist, n)
 		op += n
 		if ip >= len(src) {
 			return op, nil
 		}
 		ctrl = int(src[ip])
 		ip++
+	}
+}
+
+// matchCopy copies n bytes to dst[op:] from dist bytes back, where the
+// two may overlap (a run when dist < n). It may write up to 7 bytes past
+// op+n, which the output overwrites later.
+func matchCopy(dst []byte, op, dist, n int) {
+	end := op + n
+	if end+8 > len(dst) {
+		for i := op; i < end; i++ {
+			dst[i] = dst[i-dist]
+		}
+		return
+	}
+	if dist < 8 {
+		// Copy byte by byte until the repeated pattern, grown to k bytes
+		// (a multiple of dist), can be read 8 bytes at a time.
+		k := dist * ((8 + dist - 1) / dist)
+		m := min(n, k-dist)
+		for i := op; i < op+m; i++ {
+			dst[i] = dst[i-dist]
+		}
+		op += m
+		dist = k
+	}
+	for ; op < end; op += 8 {
+		binary.LittleEndian.PutUint64(dst[op:], binary.LittleEndian.Uint64(dst[op-dist:]))
 	}
 }
 

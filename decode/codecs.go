@@ -6,12 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"hash/crc32"
 	"io"
-	"slices"
 	"sync"
 
-	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
@@ -35,29 +35,30 @@ func corrupt(codec string, err error) error {
 }
 
 // readAllLimit appends everything r yields to dst[:0] and returns it,
-// refusing a stream of more than limit bytes with errTooLong. It grows the
-// buffer geometrically from guess, so it never holds more than limit
-// bytes, and does not allocate when dst is large enough.
-func readAllLimit(dst []byte, r io.Reader, limit, guess int) ([]byte, error) {
+// refusing a stream of more than limit bytes with errTooLong. When dst
+// holds less than limit it allocates limit bytes once: chunks nearly
+// always decode to exactly the size their metadata promises, and growing
+// a buffer step by step would allocate about twice that. probe is one
+// byte of scratch (it escapes to the heap, so pooled callers pass their
+// own).
+func readAllLimit(dst []byte, r io.Reader, limit int, probe []byte) ([]byte, error) {
 	out := dst[:0]
+	if cap(out) < limit {
+		out = make([]byte, 0, limit)
+	}
 	for {
 		end := min(cap(out), limit)
 		if len(out) == end {
-			if end == limit {
-				// Full: the stream must end here.
-				var probe [1]byte
-				n, err := io.ReadFull(r, probe[:])
-				switch {
-				case n > 0:
-					return nil, errTooLong
-				case err == io.EOF:
-					return out, nil
-				default:
-					return nil, err
-				}
+			// Full: the stream must end here.
+			n, err := io.ReadFull(r, probe[:1])
+			switch {
+			case n > 0:
+				return nil, errTooLong
+			case err == io.EOF:
+				return out, nil
+			default:
+				return nil, err
 			}
-			out = slices.Grow(out, min(limit, max(2*cap(out), guess, 4096))-len(out))
-			continue
 		}
 		n, err := r.Read(out[len(out):end])
 		out = out[:len(out)+n]
@@ -70,32 +71,67 @@ func readAllLimit(dst []byte, r io.Reader, limit, guess int) ([]byte, error) {
 	}
 }
 
-// zlibReaders pools zlib readers: each holds a 32 KiB window and Huffman
-// tables that are costly to allocate per chunk.
-var zlibReaders sync.Pool
-
-// zlibReader returns a pooled zlib reader reset to read src; put it back
-// with zlibReaders.Put.
-func zlibReader(src []byte) (io.ReadCloser, error) {
-	br := bytes.NewReader(src)
-	if zr, ok := zlibReaders.Get().(io.ReadCloser); ok {
-		if err := zr.(zlib.Resetter).Reset(br, nil); err != nil {
-			return nil, err
-		}
-		return zr, nil
-	}
-	return zlib.NewReader(br)
+// inflater is a pooled raw deflate reader with the bytes.Reader it reads
+// from: both are reset per stream, so a zlib stream decodes without
+// allocating (the zlib package's Reset allocates its checksum).
+type inflater struct {
+	src     bytes.Reader
+	fr      io.ReadCloser
+	scratch [4]byte
 }
 
-// decodeZlib is the "zlib" Codec: a zlib stream (RFC 1950), Adler-32
-// checked.
-func decodeZlib(dst, src []byte, limit int) ([]byte, error) {
-	zr, err := zlibReader(src)
-	if err != nil {
-		return nil, corrupt("zlib", err)
+// inflaters pools inflaters: each holds a 32 KiB window and Huffman
+// tables that are costly to allocate per chunk.
+var inflaters sync.Pool
+
+// zlibInflate decodes the zlib stream (RFC 1950) src into dst[:0], at most
+// limit bytes, and checks its Adler-32. Bytes after the checksum are
+// ignored, as zlib's own decoder and Python's do.
+func zlibInflate(dst, src []byte, limit int) ([]byte, error) {
+	if len(src) < 2 {
+		return nil, io.ErrUnexpectedEOF
 	}
-	defer zlibReaders.Put(zr)
-	out, err := readAllLimit(dst, zr, limit, 4*len(src))
+	cmf, flg := src[0], src[1]
+	switch {
+	case cmf&0x0f != 8 || cmf>>4 > 7 || (uint16(cmf)<<8|uint16(flg))%31 != 0:
+		return nil, errors.New("bad zlib header")
+	case flg&0x20 != 0:
+		return nil, errors.New("zlib stream needs a preset dictionary")
+	}
+	in, _ := inflaters.Get().(*inflater)
+	if in == nil {
+		in = new(inflater)
+		in.src.Reset(src[2:])
+		in.fr = flate.NewReader(&in.src)
+	} else {
+		in.src.Reset(src[2:])
+		if err := in.fr.(flate.Resetter).Reset(&in.src, nil); err != nil {
+			return nil, err
+		}
+	}
+	defer inflaters.Put(in)
+	out, err := readAllLimit(dst, in.fr, limit, in.scratch[:1])
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	// The flate reader reads byte by byte from a bytes.Reader, so what is
+	// left is exactly what follows the deflate stream.
+	sum := in.scratch[:4]
+	if _, err := io.ReadFull(&in.src, sum); err != nil {
+		return nil, fmt.Errorf("zlib checksum: %w", io.ErrUnexpectedEOF)
+	}
+	if got, want := adler32.Checksum(out), binary.BigEndian.Uint32(sum); got != want {
+		return nil, fmt.Errorf("zlib checksum %08x, stored %08x", got, want)
+	}
+	return out, nil
+}
+
+// decodeZlib is the "zlib" Codec.
+func decodeZlib(dst, src []byte, limit int) ([]byte, error) {
+	out, err := zlibInflate(dst, src, limit)
 	if err != nil {
 		return nil, corrupt("zlib", err)
 	}
@@ -104,12 +140,7 @@ func decodeZlib(dst, src []byte, limit int) ([]byte, error) {
 
 // zlibDecodeExact decodes the zlib stream src into exactly len(dst) bytes.
 func zlibDecodeExact(dst, src []byte) error {
-	zr, err := zlibReader(src)
-	if err != nil {
-		return err
-	}
-	defer zlibReaders.Put(zr)
-	out, err := readAllLimit(dst[:0:len(dst)], zr, len(dst), len(dst))
+	out, err := zlibInflate(dst[:0:len(dst)], src, len(dst))
 	if err != nil {
 		return err
 	}
@@ -124,7 +155,7 @@ func zlibDecodeExact(dst, src []byte) error {
 // call allocates its tables (about 4 bytes per byte of bzip2 block size,
 // at most 3.6 MB).
 func decodeBz2(dst, src []byte, limit int) ([]byte, error) {
-	out, err := readAllLimit(dst, bzip2.NewReader(bytes.NewReader(src)), limit, 4*len(src))
+	out, err := readAllLimit(dst, bzip2.NewReader(bytes.NewReader(src)), limit, make([]byte, 1))
 	if err != nil {
 		return nil, corrupt("bz2", err)
 	}
@@ -208,7 +239,9 @@ func zstdContentSize(src []byte) (total uint64, known bool, err error) {
 // frame declares its content size (numcodecs, zarr-python and c-blosc
 // always write it) the output is allocated once at that size, after
 // checking it against limit; otherwise the output buffer is limit bytes
-// and decoding stops with an error as soon as it would overflow it.
+// and decoding stops with an error at the first block that overflows it.
+// In that case the library may have grown the buffer once before it
+// notices, so refusing such a bomb costs up to about 2.5 times limit.
 func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
 	total, known, err := zstdContentSize(src)
 	if err != nil {

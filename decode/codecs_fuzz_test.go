@@ -43,6 +43,7 @@ func FuzzZlib(f *testing.F)   { fuzzCodec(f, "zlib") }
 func FuzzBz2(f *testing.F)    { fuzzCodec(f, "bz2") }
 func FuzzLZ4(f *testing.F)    { fuzzCodec(f, "lz4") }
 func FuzzCRC32C(f *testing.F) { fuzzCodec(f, "crc32c") }
+func FuzzLZMA(f *testing.F)   { fuzzCodec(f, "lzma") }
 
 // FuzzBlosclz: the blosclz decoder on its own (inside blosc it is reached
 // only through a valid container) never panics and never claims more

@@ -1,13 +1,20 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"hash/crc32"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
 )
 
 // mustCodec returns the codec registered under name.
@@ -162,5 +169,178 @@ func TestCRC32C(t *testing.T) {
 	}
 	if _, err := codec(nil, []byte{1, 2, 3}, 10); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("3 bytes: %v, want ErrCorrupt", err)
+	}
+}
+
+// allocated returns the bytes that f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestBombs: streams that decode to far more than the limit are refused,
+// and the memory spent refusing them is bounded by the limit, not by what
+// the stream would decode to (zstd frames without a content size may cost
+// up to about 2.5 times the limit, see decodeZstd).
+func TestBombs(t *testing.T) {
+	const limit = 1 << 20
+	zeros := make([]byte, 64<<20)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSize := enc.EncodeAll(zeros, nil)
+	var streamed bytes.Buffer // a streaming encoder does not know the size
+	sw, _ := zstd.NewWriter(&streamed, zstd.WithEncoderConcurrency(1))
+	sw.Write(zeros)
+	sw.Close()
+	if h := new(zstd.Header); h.Decode(streamed.Bytes()) != nil || h.HasFCS {
+		t.Fatalf("streamed frame declares its size")
+	}
+	var zl bytes.Buffer
+	zw := zlib.NewWriter(&zl)
+	zw.Write(zeros)
+	zw.Close()
+	lz := binary.LittleEndian.AppendUint32(nil, 1<<31-1)
+	lz = append(lz, 0x1f, 0, 1, 0, 0xff, 0xff, 0xff)
+	for _, tc := range []struct {
+		name, codec string
+		src         []byte
+	}{
+		{"zstd with content size", "zstd", withSize},
+		{"zstd streamed", "zstd", streamed.Bytes()},
+		{"zstd two frames", "zstd", append(enc.EncodeAll(zeros[:limit/2], nil), withSize...)},
+		{"zlib", "zlib", zl.Bytes()},
+		{"lz4 header", "lz4", lz},
+		{"blosc header", "blosc", bloscHeader(2, 0, 1, 1<<31-1, 1<<16, 16)},
+	} {
+		codec := mustCodec(t, tc.codec)
+		codec(nil, tc.src, limit) // warm the pools and the shared decoder
+		var err error
+		n := allocated(func() { _, err = codec(nil, tc.src, limit) })
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", tc.name, err)
+		}
+		if n > 3*limit {
+			t.Errorf("%s: refusing allocated %d bytes for a limit of %d", tc.name, n, limit)
+		}
+	}
+}
+
+// TestAgainstRawTwins decodes every chunk of arrays that other programs
+// wrote twice, compressed and uncompressed, and compares the two:
+// zarr_implementations' reference image (zlib, gzip, blosc lz4 with
+// shuffle) and zarr-python's N5Store datasets (gzip, bzip2, blosc, xz;
+// each block after its 12-byte N5 header).
+func TestAgainstRawTwins(t *testing.T) {
+	for _, tc := range []struct {
+		dir, raw, codec string
+		header          int
+	}{
+		{"zarr-implementations/examples/zarr.zr/zlib", "zarr-implementations/examples/zarr.zr/raw", "zlib", 0},
+		{"zarr-implementations/examples/zarr.zr/gzip", "zarr-implementations/examples/zarr.zr/raw", "gzip", 0},
+		{"zarr-implementations/examples/zarr.zr/blosc", "zarr-implementations/examples/zarr.zr/raw", "blosc", 0},
+		{"n5-tensorstore/gzip", "n5-tensorstore/raw", "gzip", 12},
+		{"n5-tensorstore/bzip2", "n5-tensorstore/raw", "bz2", 12},
+		{"n5-tensorstore/blosc", "n5-tensorstore/raw", "blosc", 12},
+		{"n5-tensorstore/xz", "n5-tensorstore/raw", "xz", 12},
+	} {
+		codec := mustCodec(t, tc.codec)
+		var keys []string
+		filepath.WalkDir(filepath.Join(fixtures, tc.dir), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && d.Name()[0] != '.' && d.Name() != "attributes.json" {
+				rel, _ := filepath.Rel(filepath.Join(fixtures, tc.dir), path)
+				keys = append(keys, rel)
+			}
+			return err
+		})
+		if len(keys) == 0 {
+			t.Fatalf("%s: no chunks", tc.dir)
+		}
+		for _, key := range keys {
+			src := readFixture(t, filepath.Join(tc.dir, key))
+			want := readFixture(t, filepath.Join(tc.raw, key))
+			if string(src[:tc.header]) != string(want[:tc.header]) {
+				t.Fatalf("%s/%s: N5 headers differ", tc.dir, key)
+			}
+			src, want = src[tc.header:], want[tc.header:]
+			got, err := codec(nil, src, len(want))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s/%s: %d bytes, %v; want %d bytes", tc.dir, key, len(got), err, len(want))
+			}
+		}
+	}
+}
+
+// xzScript writes xz and .lzma streams with Python's lzma module (the C
+// liblzma) and the xz program: presets whose dictionaries are far larger
+// than the data, every check type, several blocks, and a filter chain
+// volfs does not implement. One line per case: name, data, stream.
+const xzScript = `
+import lzma, os, subprocess, sys
+out = sys.argv[1]
+data = bytes((i * 7 // 5) % 251 for i in range(200003)) + os.urandom(5000)
+def case(name, enc):
+    open(os.path.join(out, name), 'wb').write(enc)
+    print(name)
+open(os.path.join(out, 'data'), 'wb').write(data)
+for preset in [0, 6, 9 | lzma.PRESET_EXTREME]:
+    case('xz-preset%d' % (preset & 0xff), lzma.compress(data, preset=preset))
+for check in [lzma.CHECK_NONE, lzma.CHECK_CRC32, lzma.CHECK_CRC64, lzma.CHECK_SHA256]:
+    case('xz-check%d' % check, lzma.compress(data, check=check))
+case('lzma-alone', lzma.compress(data, format=lzma.FORMAT_ALONE, preset=9))
+case('xz-blocks', subprocess.run(['xz', '-c', '-9', '--block-size=65536'], input=data, capture_output=True, check=True).stdout)
+case('xz-delta', lzma.compress(data, filters=[{'id': lzma.FILTER_DELTA, 'dist': 4}, {'id': lzma.FILTER_LZMA2}]))
+`
+
+// TestXZ decodes what liblzma writes and checks that dictionaries are
+// bounded by the chunk size, not by the presets' 8 or 64 MiB.
+func TestXZ(t *testing.T) {
+	const python = "/usr/bin/python3"
+	dir := t.TempDir()
+	cmd := exec.Command(python, "-c", xzScript, dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	listing, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", python, err, stderr.Bytes())
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := mustCodec(t, "lzma")
+	names := strings.Fields(string(listing))
+	if len(names) != 10 {
+		t.Fatalf("cases %q", names)
+	}
+	for _, name := range names {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "xz-delta" {
+			if _, err := codec(nil, src, len(want)); !errors.Is(err, ErrUnsupported) {
+				t.Errorf("%s: %v, want ErrUnsupported", name, err)
+			}
+			continue
+		}
+		var got []byte
+		n := allocated(func() { got, err = codec(nil, src, len(want)) })
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, %v; want %d bytes", name, len(got), err, len(want))
+		}
+		if n > 3*uint64(len(want))+1<<20 {
+			t.Errorf("%s: decoding %d bytes allocated %d", name, len(want), n)
+		}
+		if _, err := codec(nil, src, len(want)-1); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s with a limit one byte short: %v, want ErrCorrupt", name, err)
+		}
+		if _, err := codec(nil, src[:len(src)-1], len(want)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s cut short: %v, want ErrCorrupt", name, err)
+		}
 	}
 }

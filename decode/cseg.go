@@ -157,14 +157,20 @@ func (ch *csegChannel) decode(out []byte) error {
 							}
 							continue
 						}
-						for x := int64(0); x < ax; x++ {
+						for x := range ax {
 							bit := nbits * (idx + uint64(x))
 							w := binary.LittleEndian.Uint32(vals[4*(bit/32):])
 							v := uint64(w>>(bit%32)) & mask
 							if v >= entries {
 								return fmt.Errorf("block %d: value %d past the lookup table's %d entries", b-1, v, entries)
 							}
-							copy(row[x*es:(x+1)*es], tab[v*uint64(es):])
+							// Element copies without a call to copy: the
+							// table is little-endian like the output.
+							if es == 4 {
+								binary.LittleEndian.PutUint32(row[4*x:], binary.LittleEndian.Uint32(tab[4*v:]))
+							} else {
+								binary.LittleEndian.PutUint64(row[8*x:], binary.LittleEndian.Uint64(tab[8*v:]))
+							}
 						}
 					}
 				}

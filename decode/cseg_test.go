@@ -1,14 +1,16 @@
 package decode
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
-// words lays out 32-bit words little-endian.
-func words(w ...uint32) []byte {
+// le32Words lays out 32-bit words little-endian.
+func le32Words(w ...uint32) []byte {
 	b := make([]byte, 0, 4*len(w))
 	for _, v := range w {
 		b = binary.LittleEndian.AppendUint32(b, v)
@@ -16,9 +18,9 @@ func words(w ...uint32) []byte {
 	return b
 }
 
-// elems lays out values as elemSize-byte little-endian elements: the raw
+// rawElems lays out values as elemSize-byte little-endian elements: the raw
 // layout of a chunk whose values are listed x fastest.
-func elems(elemSize int, v ...uint64) []byte {
+func rawElems(elemSize int, v ...uint64) []byte {
 	b := make([]byte, 0, elemSize*len(v))
 	for _, x := range v {
 		if elemSize == 4 {
@@ -32,7 +34,7 @@ func elems(elemSize int, v ...uint64) []byte {
 
 // oneChannel prefixes the data of one channel with the channel offset
 // table of a one-channel chunk.
-func oneChannel(w ...uint32) []byte { return words(append([]uint32{1}, w...)...) }
+func oneChannel(w ...uint32) []byte { return le32Words(append([]uint32{1}, w...)...) }
 
 // csegGolden are encodings published with the format's two reference
 // implementations, rewritten with x, y, z sizes (x fastest):
@@ -63,7 +65,7 @@ var csegGolden = []struct {
 			0b01100001, 3, 4, 5, 0b1110, 1, 3, 0b00000001, 0b01001010),
 		[]uint64{4, 3, 5, 4, 1, 3, 3, 3, 3, 1, 1, 1, 5, 5, 3, 4}},
 	{"ng/encodeChannels 1-channel 1-block", 4, [3]int64{2, 2, 1}, [3]int64{2, 2, 1},
-		words(1, 2, 2, 4),
+		le32Words(1, 2, 2, 4),
 		[]uint64{4, 4, 4, 4}},
 	// encodeBlock "size mismatch 1-bit": a 2x2x1 edge of a 3x2x1 block,
 	// values at the full block's strides; the header is assembled here.
@@ -107,7 +109,7 @@ func TestCompressedSegmentationGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := elems(tt.elemSize, tt.want...); !slices.Equal(got, want) {
+			if want := rawElems(tt.elemSize, tt.want...); !slices.Equal(got, want) {
 				t.Errorf("got %v, want %v", got, want)
 			}
 		})
@@ -139,8 +141,8 @@ func TestCompressedSegmentationRefused(t *testing.T) {
 		{"block shape overflow 2^22", oneChannel(2|16<<24, 2, 0, 0), [3]int64{2, 2, 2}, [3]int64{1 << 22, 1 << 22, 1 << 22}},
 		{"value past its table", oneChannel(3|2<<24, 2, 0b11, 7), [3]int64{1, 1, 1}, [3]int64{1, 1, 1}},
 		{"empty", nil, [3]int64{1, 1, 1}, [3]int64{1, 1, 1}},
-		{"channel offset inside the offset table", words(0, 2, 0, 2, 7), [3]int64{1, 1, 1}, [3]int64{1, 1, 1}},
-		{"channel offset past the end", words(9, 2, 0, 2, 7), [3]int64{1, 1, 1}, [3]int64{1, 1, 1}},
+		{"channel offset inside the offset table", le32Words(0, 2, 0, 2, 7), [3]int64{1, 1, 1}, [3]int64{1, 1, 1}},
+		{"channel offset past the end", le32Words(9, 2, 0, 2, 7), [3]int64{1, 1, 1}, [3]int64{1, 1, 1}},
 		{"zero block size", oneChannel(2, 2, 7), [3]int64{1, 1, 1}, [3]int64{0, 1, 1}},
 	}
 	for _, tt := range tests {
@@ -156,7 +158,7 @@ func TestCompressedSegmentationRefused(t *testing.T) {
 // TestCompressedSegmentationChannels decodes two channels whose data share
 // nothing, the second stored before the first.
 func TestCompressedSegmentationChannels(t *testing.T) {
-	stored := words(
+	stored := le32Words(
 		8, 2, // channel 0 at word 8, channel 1 at word 2
 		// channel 1: one 0-bit block, table at 2
 		2, 2, 9,
@@ -169,7 +171,7 @@ func TestCompressedSegmentationChannels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := elems(4, 4, 3, 5, 4, 9, 9, 9, 9); !slices.Equal(got, want) {
+	if want := rawElems(4, 4, 3, 5, 4, 9, 9, 9, 9); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
@@ -214,4 +216,57 @@ func FuzzCompressedSegmentation(f *testing.F) {
 			t.Fatalf("decoded %d bytes, want %d", len(got), want)
 		}
 	})
+}
+
+// TestCompressedSegmentationLargerThanRaw: a chunk of 1x1x1 blocks with one
+// table per block (as the spec allows) stores 12 bytes for each 4-byte
+// voxel, more than the stored-size bound of other encodings (twice the
+// decoded size plus 1 MiB); a compressed_segmentation scale's bound admits
+// it. The chunk is laid out here word by word from the spec.
+func TestCompressedSegmentationLargerThanRaw(t *testing.T) {
+	const n = 64
+	info := `{"data_type": "uint32", "num_channels": 1, "scales": [{"key": "s0", "size": [64, 64, 64],
+		"chunk_sizes": [[64, 64, 64]], "encoding": "compressed_segmentation",
+		"compressed_segmentation_block_size": [1, 1, 1]}]}`
+	v, err := ParsePrecomputed("", []byte(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := v.Arrays[0]
+	const blocks = n * n * n
+	words := make([]uint32, 0, 1+3*blocks)
+	words = append(words, 1) // channel 0's data starts at word 1
+	want := make([]byte, 0, 4*blocks)
+	for b := range uint32(blocks) {
+		// Table at word 2*blocks+b of the channel, 0-bit values, values at 0.
+		words = append(words, 2*blocks+b, 0)
+	}
+	for b := range uint32(blocks) {
+		words = append(words, b*2654435761)
+		want = binary.LittleEndian.AppendUint32(want, b*2654435761)
+	}
+	stored := le32Words(words...)
+	c := []int64{0, 0, 0}
+	if int64(len(stored)) <= 2*a.ChunkSize(c)+1<<20 {
+		t.Fatalf("stored chunk of %d bytes fits the general bound; the test needs more", len(stored))
+	}
+	got, err := a.Load(context.Background(), newMemSource(map[string][]byte{"s0/0-64_0-64_0-64": stored}), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Error("decoded chunk differs from the values laid out")
+	}
+	// However large the blocks, the bound stays within 4 times the decoded
+	// size plus 1 MiB, and does not overflow.
+	for _, block := range []string{"[1, 1, 1]", "[1048576, 1048576, 1048576]"} {
+		v, err := ParsePrecomputed("", []byte(strings.Replace(info, "[1, 1, 1]", block, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := v.Arrays[0]
+		if limit := a.StoredLimit(c); limit < 2*a.ChunkSize(c) || limit > 4*a.ChunkSize(c)+1<<20 {
+			t.Errorf("blocks of %s: stored-size bound %d, want between 2 and 4 times the decoded %d plus 1 MiB", block, limit, a.ChunkSize(c))
+		}
+	}
 }

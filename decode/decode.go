@@ -395,6 +395,12 @@ func (a *Array) checkGrid(names [3]string) (field string, err error) {
 		if hi, chunk = bits.Mul64(chunk, uint64(a.Chunk[d])); hi != 0 || chunk > maxChunkBytes {
 			return names[1], fmt.Errorf("a chunk of %v would decode to more than %d bytes", a.Chunk, maxChunkBytes)
 		}
+		// The last chunk's key ends at offset + grid*chunk, past the
+		// volume's end; it must still be an int64.
+		if hi, span := bits.Mul64(uint64(a.Grid[d]), uint64(a.Chunk[d])); hi != 0 || span > math.MaxInt64 ||
+			a.Offset[d] > 0 && int64(span) > math.MaxInt64-a.Offset[d] {
+			return names[1], fmt.Errorf("the chunk grid of %v at offset %v ends past 2^63", a.Chunk, a.Offset)
+		}
 	}
 	return "", nil
 }

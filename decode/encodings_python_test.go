@@ -12,9 +12,9 @@ import (
 	"testing"
 )
 
-// python is Debian's interpreter, which has numpy and PIL; a pyenv shim on
+// debianPython is Debian's interpreter, which has numpy and PIL; a pyenv shim on
 // PATH may not.
-const python = "/usr/bin/python3"
+const debianPython = "/usr/bin/python3"
 
 // pythonManifest is what testdata/precomputed_writer.py writes.
 type pythonManifest struct {
@@ -51,14 +51,14 @@ type pythonManifest struct {
 // VOLFS_REQUIRE_FUSE is set (as in CI), where it fails.
 func writeWithPython(t *testing.T) (string, *pythonManifest) {
 	t.Helper()
-	if err := exec.Command(python, "-c", "import numpy, PIL").Run(); err != nil {
+	if err := exec.Command(debianPython, "-c", "import numpy, PIL").Run(); err != nil {
 		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("%s with numpy and PIL required: %v", python, err)
+			t.Fatalf("%s with numpy and PIL required: %v", debianPython, err)
 		}
-		t.Skipf("%s with numpy and PIL unavailable: %v", python, err)
+		t.Skipf("%s with numpy and PIL unavailable: %v", debianPython, err)
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command(python, "testdata/precomputed_writer.py", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(debianPython, "testdata/precomputed_writer.py", dir).CombinedOutput(); err != nil {
 		t.Fatalf("precomputed_writer.py: %v\n%s", err, out)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
@@ -75,7 +75,17 @@ func writeWithPython(t *testing.T) (string, *pythonManifest) {
 	return dir, &m
 }
 
-func readFile(t *testing.T, dir, name string) []byte {
+// TestWrittenByPython checks the decoders and the shard reader against
+// data that testdata/precomputed_writer.py writes with numpy and PIL, once
+// for all three subtests.
+func TestWrittenByPython(t *testing.T) {
+	dir, m := writeWithPython(t)
+	t.Run("encodings", func(t *testing.T) { testEncodingsWrittenByPython(t, dir, m) })
+	t.Run("shards", func(t *testing.T) { testShardsWrittenByPython(t, dir, m) })
+	t.Run("ranged", func(t *testing.T) { testShardReadsAreRanged(t, dir, m) })
+}
+
+func readTestFile(t *testing.T, dir, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
@@ -84,25 +94,31 @@ func readFile(t *testing.T, dir, name string) []byte {
 	return b
 }
 
-// TestEncodingsWrittenByPython decodes jpeg and png chunks written by PIL
+// testEncodingsWrittenByPython decodes jpeg and png chunks written by PIL
 // (and 16-bit multi-channel PNGs by a writer in the script) and
 // compressed_segmentation chunks written by the script's own encoder, and
 // compares them with numpy's arrays: png and compressed_segmentation
-// exactly, jpeg within 2 of PIL's decode of the same bytes (the IDCT and
-// chroma upsampling of libjpeg and image/jpeg differ in rounding).
-func TestEncodingsWrittenByPython(t *testing.T) {
-	dir, m := writeWithPython(t)
+// exactly; jpeg against PIL's (libjpeg's) decode of the same bytes, with
+// under 2% of samples more than 1 off, and none more than 2 off for
+// grayscale, 3 for colour. image/jpeg's IDCT rounds differently from
+// libjpeg's islow one (±1 per sample); in colour a ±1 in Cb becomes ±1.8
+// in blue, so an isolated sample can land 3 off.
+func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	for _, c := range m.Images {
 		t.Run(c.File, func(t *testing.T) {
-			stored, want := readFile(t, dir, c.File), readFile(t, dir, c.Expect)
+			stored, want := readTestFile(t, dir, c.File), readTestFile(t, dir, c.Expect)
 			var got []byte
 			var err error
 			tolerance := 0
-			if c.Kind == "jpeg" {
+			switch {
+			case c.Kind == "png":
+				got, err = decodePNG(nil, stored, c.Extent, c.Channels, c.Elem)
+			case c.Channels == 1:
 				got, err = decodeJPEG(nil, stored, c.Extent, c.Channels)
 				tolerance = 2
-			} else {
-				got, err = decodePNG(nil, stored, c.Extent, c.Channels, c.Elem)
+			default:
+				got, err = decodeJPEG(nil, stored, c.Extent, c.Channels)
+				tolerance = 3
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -110,18 +126,25 @@ func TestEncodingsWrittenByPython(t *testing.T) {
 			if len(got) != len(want) {
 				t.Fatalf("decoded %d bytes, want %d", len(got), len(want))
 			}
-			worst := 0
+			worst, off := 0, 0
 			for i := range got {
-				worst = max(worst, abs(int(got[i])-int(want[i])))
+				d := absInt(int(got[i]) - int(want[i]))
+				worst = max(worst, d)
+				if d > 1 {
+					off++
+				}
 			}
 			if worst > tolerance {
 				t.Errorf("decoded bytes differ from numpy's by up to %d, want at most %d", worst, tolerance)
+			}
+			if off*50 > len(got) {
+				t.Errorf("%d of %d decoded bytes differ from numpy's by more than 1, want under 2%%", off, len(got))
 			}
 		})
 	}
 	for _, c := range m.Cseg {
 		t.Run(c.File, func(t *testing.T) {
-			stored, want := readFile(t, dir, c.File), readFile(t, dir, c.Expect)
+			stored, want := readTestFile(t, dir, c.File), readTestFile(t, dir, c.Expect)
 			got, err := decodeCompressedSegmentation(nil, stored, c.Extent, c.Channels, c.Elem, c.Block)
 			if err != nil {
 				t.Fatal(err)
@@ -133,7 +156,7 @@ func TestEncodingsWrittenByPython(t *testing.T) {
 	}
 }
 
-func abs(x int) int {
+func absInt(x int) int {
 	if x < 0 {
 		return -x
 	}
@@ -160,7 +183,7 @@ func filesUnder(t *testing.T, dir string) map[string][]byte {
 	return files
 }
 
-// TestShardsWrittenByPython reads every chunk of sharded scales written by
+// testShardsWrittenByPython reads every chunk of sharded scales written by
 // the script's sharded writer (both hashes, gzip on and off for indexes and
 // data, shard_bits 0 to 5, minishard_bits 0 to 13, preshift, missing
 // chunks, compressed_segmentation chunks inside shards). Chunk ids are the
@@ -168,8 +191,7 @@ func filesUnder(t *testing.T, dir string) map[string][]byte {
 // against the script's; written chunks must equal numpy's bytes, missing
 // ones must be ErrMissing or, when their whole shard was never written,
 // the source's not-found error.
-func TestShardsWrittenByPython(t *testing.T) {
-	dir, m := writeWithPython(t)
+func testShardsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	src := newMemSource(filesUnder(t, dir))
 	ctx := context.Background()
 	for _, sc := range m.Shards {
@@ -207,7 +229,7 @@ func TestShardsWrittenByPython(t *testing.T) {
 						continue
 					}
 				}
-				if want := readFile(t, dir, c.Expect); !slices.Equal(got, want) {
+				if want := readTestFile(t, dir, c.Expect); !slices.Equal(got, want) {
 					t.Errorf("chunk %v (id %d): %d bytes differ from numpy's %d", c.Pos, id, len(got), len(want))
 				}
 				read++
@@ -219,12 +241,11 @@ func TestShardsWrittenByPython(t *testing.T) {
 	}
 }
 
-// TestShardReadsAreRanged reads from the python-written scales through the
+// testShardReadsAreRanged reads from the python-written scales through the
 // counting source: one chunk moves a small fraction of its shard and no
 // whole object, and reading every chunk of a minishard loads its index
 // once.
-func TestShardReadsAreRanged(t *testing.T) {
-	dir, m := writeWithPython(t)
+func testShardReadsAreRanged(t *testing.T, dir string, m *pythonManifest) {
 	files := filesUnder(t, dir)
 	ctx := context.Background()
 	for _, sc := range m.Shards {

@@ -3,6 +3,7 @@ package decode
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -84,4 +85,65 @@ func FuzzGunzip(f *testing.F) {
 			t.Fatalf("got %d bytes, limit %d", len(out), limit)
 		}
 	})
+}
+
+// fuzzMetadata checks a metadata parser: any input is refused with a
+// *MetadataError, ignored (nil, nil), or yields arrays whose keys parse
+// back, whose chunk sizes are bounded, and whose rewritten metadata parses
+// to the same geometry.
+func fuzzMetadata(t *testing.T, parse func(string, []byte) (*Volume, error), meta []byte) {
+	v, err := parse("d", meta)
+	if err != nil {
+		var me *MetadataError
+		if !errors.As(err, &me) {
+			t.Fatalf("error is %T, not *MetadataError: %v", err, err)
+		}
+		return
+	}
+	if v == nil {
+		return
+	}
+	again, err := parse("d", v.Rewritten)
+	if err != nil || again == nil || len(again.Arrays) != len(v.Arrays) {
+		t.Fatalf("rewritten metadata does not parse to the same arrays: %v", err)
+	}
+	for i, a := range v.Arrays {
+		if fmt.Sprint(a.Shape, a.Chunk) != fmt.Sprint(again.Arrays[i].Shape, again.Arrays[i].Chunk) {
+			t.Fatalf("rewritten metadata changed the geometry")
+		}
+		n := a.NumChunks()
+		for _, j := range []int64{0, n / 2, n - 1} {
+			c := a.Coords(j)
+			got, ok := a.ParseChunkName(a.ChunkName(c))
+			if !ok || fmt.Sprint(got) != fmt.Sprint(c) {
+				t.Fatalf("chunk %v named %q parses to %v %v", c, a.ChunkName(c), got, ok)
+			}
+			if s := a.ChunkSize(c); s <= 0 || s > maxChunkBytes+1<<20 {
+				t.Fatalf("chunk %v has size %d", c, s)
+			}
+			// A chunk of garbage is refused or decodes to its size, never
+			// anything else, and never panics.
+			if out, err := a.Decode([]byte("\x00\x01garbage"), c); err == nil && int64(len(out)) != a.ChunkSize(c) {
+				t.Fatalf("garbage decoded to %d bytes, want %d", len(out), a.ChunkSize(c))
+			}
+		}
+	}
+}
+
+func FuzzParseZarr2(f *testing.F) {
+	f.Add([]byte(`{"zarr_format": 2, "shape": [10, 7], "chunks": [4, 3], "dtype": "<i2", "order": "F", "compressor": {"id": "zlib", "level": 1}, "fill_value": -3, "filters": null, "dimension_separator": "/"}`))
+	f.Add([]byte(`{"zarr_format": 2, "shape": [5], "chunks": [2], "dtype": ">f8", "compressor": null, "fill_value": "NaN", "filters": [{"id": "zstd"}]}`))
+	f.Fuzz(func(t *testing.T, meta []byte) { fuzzMetadata(t, ParseZarr2, meta) })
+}
+
+func FuzzParseZarr3(f *testing.F) {
+	f.Add([]byte(`{"zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "int16", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}}, "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}}, "fill_value": 0, "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": 1}}], "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}], "index_location": "end"}}]}`))
+	f.Add([]byte(`{"zarr_format": 3, "node_type": "array", "shape": [3, 3, 3], "data_type": "float32", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3, 3, 1]}}, "chunk_key_encoding": {"name": "v2"}, "fill_value": "0x7fc00000", "codecs": [{"name": "transpose", "configuration": {"order": "F"}}, {"name": "bytes", "configuration": {"endian": "big"}}]}`))
+	f.Fuzz(func(t *testing.T, meta []byte) { fuzzMetadata(t, ParseZarr3, meta) })
+}
+
+func FuzzParseN5(f *testing.F) {
+	f.Add([]byte(`{"dimensions": [5, 4], "blockSize": [3, 2], "dataType": "uint16", "compression": {"type": "gzip", "level": -1}}`))
+	f.Add([]byte(`{"dimensions": [100, 3], "blockSize": [7, 1], "dataType": "float64", "compressionType": "raw"}`))
+	f.Fuzz(func(t *testing.T, meta []byte) { fuzzMetadata(t, ParseN5, meta) })
 }

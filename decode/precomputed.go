@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"path"
 	"strconv"
 	"strings"
@@ -176,7 +178,7 @@ var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage
 		return "", nil
 	},
 	"png": func(a *Array, _ map[string]json.RawMessage) (string, error) {
-		if a.DType.Size > 2 || a.Channels > 4 {
+		if a.DType.Name != "uint8" && a.DType.Name != "uint16" || a.Channels > 4 {
 			return "encoding", fmt.Errorf("png of %d %s channels: %w", a.Channels, a.DType.Name, ErrUnsupported)
 		}
 		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
@@ -200,9 +202,50 @@ var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage
 		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
 			return decodeCompressedSegmentation(dst, stored, extent3(a.Extent(c)), a.Channels, a.DType.Size, [3]int64(block))
 		}
+		// Small blocks can store more than twice the decoded size (1x1x1
+		// uint32 blocks with unshared tables take 12 bytes a voxel): let
+		// the stored-size bound cover what the format allows, up to twice
+		// more.
+		full := a.ChunkSize(make([]int64, 3))
+		a.storedExtra = min(max(csegStoredBound(a.Chunk, block, a.Channels, a.DType.Size)-(1<<20), 0), 2*full)
 		a.Describe = append(a.Describe, [2]string{"block", fmt.Sprint(block)})
 		return "", nil
 	},
+}
+
+// csegStoredBound bounds the stored size of a compressed_segmentation chunk
+// of the given extent: per channel, an offset word, then per block a header
+// of 8 bytes, values of at most as many bits as the block's voxels can need
+// (as many distinct values as voxels, no more than the chunk's) for every
+// voxel of the full block, and a table of at most that many elements. The
+// bound grows with the extent, so the full chunk's bounds its edge chunks.
+// It saturates at math.MaxInt64.
+func csegStoredBound(extent, block []int64, channels, elemSize int) int64 {
+	const most = math.MaxInt64
+	mul := func(a, b int64) int64 {
+		if hi, lo := bits.Mul64(uint64(a), uint64(b)); hi != 0 || lo > most {
+			return most
+		}
+		return a * b
+	}
+	add := func(a, b int64) int64 { return min(a, most-b) + b }
+	blocks, blockVoxels, voxels := int64(1), int64(1), int64(1)
+	for d := range extent {
+		blocks = mul(blocks, (extent[d]+block[d]-1)/block[d])
+		blockVoxels = mul(blockVoxels, block[d])
+		voxels = mul(voxels, extent[d])
+	}
+	distinct := min(blockVoxels, voxels)
+	width := int64(0)
+	for _, w := range []int64{0, 1, 2, 4, 8, 16, 32} {
+		width = w
+		if w == 32 || distinct <= 1<<w {
+			break
+		}
+	}
+	values := mul(add(mul(blockVoxels, width), 31)/32, 4)
+	perBlock := add(add(8, values), mul(distinct, int64(elemSize)))
+	return mul(int64(channels), add(4, mul(blocks, perBlock)))
 }
 
 // extent3 returns a precomputed chunk extent as an array.
@@ -234,6 +277,9 @@ func (a *Array) setEncoding(s map[string]json.RawMessage) (string, error) {
 		if err != nil {
 			return f, err
 		}
+		if compressedMortonBits(a.Grid) > 64 {
+			return "sharding", fmt.Errorf("a grid of %v chunks needs more than 64 bits of chunk id", a.Grid)
+		}
 		a.load = func(ctx context.Context, src Source, c []int64, limit int64) ([]byte, error) {
 			return spec.readChunk(ctx, src, a.Key, compressedMortonCode(c, a.Grid), limit)
 		}
@@ -253,8 +299,9 @@ func checkScaleKey(key string) error {
 		return fmt.Errorf("%q leaves the layer directory", key)
 	case strings.ContainsAny(key, "/\\\x00"):
 		return fmt.Errorf("%q is not a single path element: %w", key, ErrUnsupported)
-	case key == "info" || key == "info"+".orig":
-		return fmt.Errorf("%q is the name of the layer's metadata file", key)
+	case key == "info" || key == "info.orig":
+		// The layer's directory shows its metadata under these names.
+		return fmt.Errorf("%q is the name of the layer's metadata", key)
 	}
 	return nil
 }

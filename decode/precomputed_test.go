@@ -75,6 +75,8 @@ func TestParsePrecomputedRefusals(t *testing.T) {
 		{"key is the original metadata", withScale0("key", `"info.orig"`), `scales[0] (key "info.orig"): key`},
 		{"last chunk end overflows", withScale0("size", `[9223372036854775807, 1, 1]`), `scales[0] (key "s0"): chunk_sizes`},
 		{"duplicate key", withScale0("key", `"s1"`), `scales[1] (key "s1"): key`},
+		{"key info", withScale0("key", `"info"`), `scales[0] (key "info"): key`},
+		{"key info.orig", withScale0("key", `"info.orig"`), `scales[0] (key "info.orig"): key`},
 		{"zero size", withScale0("size", `[0, 45, 9]`), `scales[0] (key "s0"): size`},
 		{"negative size", withScale0("size", `[70, -1, 9]`), `scales[0] (key "s0"): size`},
 		{"two-axis size", withScale0("size", `[70, 45]`), `scales[0] (key "s0"): size`},
@@ -85,6 +87,14 @@ func TestParsePrecomputedRefusals(t *testing.T) {
 		{"huge chunk", withScale0("chunk_sizes", `[[65536, 65536, 65536]]`), `scales[0] (key "s0"): chunk_sizes`},
 		{"size product overflows", withScale0("size", `[4294967296, 4294967296, 4294967296]`), `scales[0] (key "s0"): size`},
 		{"offset overflows", withScale0("voxel_offset", `[9223372036854775807, 0, 0]`), `scales[0] (key "s0"): voxel_offset`},
+		// The grid's last key would end at 2^63: the chunks overhang the
+		// volume's int64 extent.
+		{"grid end overflows", `{"@type": "neuroglancer_multiscale_volume", "data_type": "uint8", "num_channels": 1, "type": "image",
+			"scales": [{"key": "s0", "size": [9223372036854775807, 1, 1], "resolution": [1, 1, 1],
+			"chunk_sizes": [[2147483648, 1, 1]], "encoding": "raw"}]}`, `scales[0] (key "s0"): chunk_sizes`},
+		{"grid end overflows with offset", `{"@type": "neuroglancer_multiscale_volume", "data_type": "uint8", "num_channels": 1, "type": "image",
+			"scales": [{"key": "s0", "size": [100, 1, 1], "voxel_offset": [9223372036854775700, 0, 0], "resolution": [1, 1, 1],
+			"chunk_sizes": [[64, 1, 1]], "encoding": "raw"}]}`, `scales[0] (key "s0"): chunk_sizes`},
 		{"offset not ints", withScale0("voxel_offset", `["a", 0, 0]`), `scales[0] (key "s0"): voxel_offset`},
 		{"no encoding", withScale0("encoding", ""), `scales[0] (key "s0"): encoding`},
 		{"bad resolution", withScale0("resolution", `[1, 2]`), `scales[0] (key "s0"): resolution`},
@@ -138,6 +148,34 @@ func TestParsePrecomputedSkips(t *testing.T) {
 	bad := strings.ReplaceAll(goodInfo, `"raw"`, `"compresso"`)
 	if _, err := ParsePrecomputed("layer", []byte(bad)); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("every scale unsupported: got %v, want ErrUnsupported", err)
+	}
+}
+
+// TestImageEncodingTypes: jpeg and png are refused by name for the data
+// types and channel counts the spec does not give them (jpeg: uint8, 1 or 3
+// channels; png: uint8 or uint16, 1 to 4), rather than decoded by a guess.
+func TestImageEncodingTypes(t *testing.T) {
+	for _, tc := range []struct {
+		encoding, dtype string
+		channels        int
+		ok              bool
+	}{
+		{"jpeg", "uint8", 1, true}, {"jpeg", "uint8", 3, true},
+		{"jpeg", "uint8", 2, false}, {"jpeg", "uint16", 1, false}, {"jpeg", "int8", 1, false},
+		{"png", "uint8", 4, true}, {"png", "uint16", 1, true}, {"png", "uint16", 3, true},
+		{"png", "uint8", 5, false}, {"png", "int16", 1, false}, {"png", "int8", 1, false}, {"png", "uint32", 1, false},
+	} {
+		info := strings.NewReplacer(`"uint16"`, `"`+tc.dtype+`"`, `"num_channels": 2`, fmt.Sprintf(`"num_channels": %d`, tc.channels),
+			`"raw"`, `"`+tc.encoding+`"`).Replace(goodInfo)
+		v, err := ParsePrecomputed("layer", []byte(info))
+		switch {
+		case tc.ok && (err != nil || len(v.Arrays) != 2):
+			t.Errorf("%s of %d %s channels: %v, want both scales", tc.encoding, tc.channels, tc.dtype, err)
+		case !tc.ok && !errors.Is(err, ErrUnsupported):
+			t.Errorf("%s of %d %s channels: got %v, want ErrUnsupported", tc.encoding, tc.channels, tc.dtype, err)
+		case !tc.ok && !strings.Contains(err.Error(), tc.encoding+" of"):
+			t.Errorf("%s of %d %s channels: %q does not name the encoding", tc.encoding, tc.channels, tc.dtype, err)
+		}
 	}
 }
 

@@ -177,8 +177,8 @@ func compressedMortonBits(grid []int64) int {
 	return n
 }
 
-// mask returns a value with the low n bits set, n <= 64.
-func mask(n uint) uint64 {
+// lowBits returns a value with the low n bits set, n <= 64.
+func lowBits(n uint) uint64 {
 	if n >= 64 {
 		return ^uint64(0)
 	}
@@ -191,7 +191,7 @@ func (s *shardingSpec) locate(chunkID uint64) (shard, minishard uint64) {
 	if s.murmur {
 		h, _ = murmurhash3X86_128(binary.LittleEndian.AppendUint64(make([]byte, 0, 8), h), 0)
 	}
-	return h >> s.minishardBits & mask(s.shardBits), h & mask(s.minishardBits)
+	return h >> s.minishardBits & lowBits(s.shardBits), h & lowBits(s.minishardBits)
 }
 
 // shardFile returns the name of the shard file that holds chunkID (its

@@ -168,6 +168,13 @@ func numcodec(raw json.RawMessage) (Codec, string, error) {
 	if !ok {
 		return nil, "", fmt.Errorf("codec %q: %w", id, ErrUnsupported)
 	}
+	if id == "lzma" {
+		var format int
+		json.Unmarshal(cfg["format"], &format)
+		if format == 3 { // lzma.FORMAT_RAW: no container says how to decode it
+			return nil, "", fmt.Errorf("codec lzma with format 3 (raw): %w", ErrUnsupported)
+		}
+	}
 	c, err := codecFor(name)
 	if err != nil {
 		return nil, "", err

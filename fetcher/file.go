@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -41,18 +44,42 @@ func CheckKey(key string) error {
 	return nil
 }
 
+// FileOptions configures a File fetcher.
+type FileOptions struct {
+	// FollowSymlinks follows symbolic links wherever they point. By
+	// default a link is followed only when its target, resolved, lies
+	// under the root: a link that leaves the source (to /etc/shadow, say)
+	// reads as absent, so that a source cannot hand out files its owner
+	// could not put in it.
+	FollowSymlinks bool
+	// Log receives one line, the first time a link is not followed, so
+	// that a layout built with links to other disks is not silently
+	// empty; nil means slog.Default().
+	Log *slog.Logger
+}
+
 // File is a Fetcher over a directory on local disk. A key names the path
-// below the root; symbolic links are followed wherever they point, since the
-// tree is the user's own. Directories are not objects: Get, GetRange and
-// Stat of a directory return ErrNotExist. A context is checked before each
-// call; a read that has started runs to its end.
+// below the root; symbolic links are followed as FileOptions says. Only
+// regular files are objects: Get, GetRange and Stat of a directory, a FIFO,
+// a device or a socket return ErrNotExist without reading it (a FIFO or a
+// device is never opened for reading, except when a rename races the
+// check; even then the open does not block). A context is checked before
+// each call; a read that has started runs to its end.
 type File struct {
-	root string // absolute and clean
+	root   string // absolute and clean, as given
+	real   string // root with its symbolic links resolved
+	follow bool
+	log    *slog.Logger
+	warned atomic.Bool // a link not followed has been logged
 }
 
 // NewFile returns a File fetcher rooted at root, which must be an existing
-// directory.
-func NewFile(root string) (*File, error) {
+// directory, with the default FileOptions.
+func NewFile(root string) (*File, error) { return NewFileWith(root, FileOptions{}) }
+
+// NewFileWith returns a File fetcher rooted at root, which must be an
+// existing directory.
+func NewFileWith(root string, opts FileOptions) (*File, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: %w", err)
@@ -64,7 +91,15 @@ func NewFile(root string) (*File, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("fetcher: %s is not a directory", abs)
 	}
-	return &File{root: abs}, nil
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: %w", err)
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &File{root: abs, real: real, follow: opts.FollowSymlinks, log: log}, nil
 }
 
 // Root returns the absolute, clean directory that f reads.
@@ -80,7 +115,7 @@ func (f *File) Get(ctx context.Context, key string, limit int64) (Object, error)
 	if err != nil {
 		return Object{}, err
 	}
-	fh, fi, err := openRegular(p)
+	fh, fi, err := f.openRegular(p)
 	if err != nil {
 		return Object{}, err
 	}
@@ -109,24 +144,105 @@ func (f *File) Get(ctx context.Context, key string, limit int64) (Object, error)
 
 // openRegular opens the file at p for reading, refusing anything but a
 // regular file (a FIFO, a device such as /dev/zero, a socket) with an error
-// wrapping ErrNotExist: such a file holds no object. O_NONBLOCK keeps the
-// open of a FIFO from waiting for a writer; it does not change reads of a
-// regular file.
-func openRegular(p string) (*os.File, fs.FileInfo, error) {
+// wrapping ErrNotExist: such a file holds no object. The type is checked
+// before the open, so that no device is opened, and again on the open
+// file, against a rename in between. O_NONBLOCK keeps even that open of a
+// FIFO from waiting for a writer; it does not change reads of a regular
+// file. Unless f follows every symbolic link, the open file must lie under
+// the root: checked on the descriptor, so that no swap of a link between
+// check and open can escape.
+func (f *File) openRegular(p string) (*os.File, fs.FileInfo, error) {
+	if _, err := f.resolve(p); err != nil {
+		return nil, nil, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, nil, fileError("stat", p, err)
+	}
+	if err := regular(fi); err != nil {
+		return nil, nil, fileError("open", p, err)
+	}
 	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, fileError("open", p, err)
 	}
-	fi, err := fh.Stat()
-	if err != nil {
+	if fi, err = fh.Stat(); err != nil {
 		fh.Close()
 		return nil, nil, fileError("stat", p, err)
 	}
-	if !fi.Mode().IsRegular() {
+	if err := regular(fi); err != nil {
 		fh.Close()
-		return nil, nil, fileError("open", p, fmt.Errorf("%s is not a regular file: %w", fi.Mode().Type(), ErrNotExist))
+		return nil, nil, fileError("open", p, err)
+	}
+	if err := f.checkOpen(fh, p); err != nil {
+		fh.Close()
+		return nil, nil, err
 	}
 	return fh, fi, nil
+}
+
+// regular refuses a file that is not a regular file.
+func regular(fi fs.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: %w", fi.Mode().Type(), ErrNotExist)
+	}
+	return nil
+}
+
+// resolve returns p with its symbolic links resolved, refusing with an
+// error wrapping ErrNotExist a p that resolves outside the root unless f
+// follows every link. When f does, it returns p unresolved.
+func (f *File) resolve(p string) (string, error) {
+	if f.follow {
+		return p, nil
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fileError("resolve", p, err)
+	}
+	if err := f.inside(p, real); err != nil {
+		return "", err
+	}
+	return real, nil
+}
+
+// inside refuses real, the resolved path of p, when it is not under the
+// root.
+func (f *File) inside(p, real string) error {
+	if real == f.real || f.real == "/" || strings.HasPrefix(real, f.real+"/") {
+		return nil
+	}
+	if !f.warned.Swap(true) {
+		f.log.Warn("fetcher: a symbolic link leaves the source and is not followed; it and any like it read as absent (FollowSymlinks, volfs --follow-symlinks, follows them)",
+			"link", p, "target", real, "source", f.real)
+	}
+	return fmt.Errorf("fetcher: %s: a symbolic link leads to %s, outside the source %s (FollowSymlinks, volfs --follow-symlinks, follows it): %w",
+		p, real, f.real, ErrNotExist)
+}
+
+// checkOpen refuses an open file that is not under the root, unless f
+// follows every link. The kernel names the file behind the descriptor in
+// /proc/self/fd.
+func (f *File) checkOpen(fh *os.File, p string) error {
+	if f.follow {
+		return nil
+	}
+	rc, err := fh.SyscallConn()
+	if err != nil {
+		return fileError("open", p, err)
+	}
+	var real string
+	var rerr error
+	// Control, unlike Fd, leaves the descriptor non-blocking.
+	if err := rc.Control(func(fd uintptr) {
+		real, rerr = os.Readlink("/proc/self/fd/" + strconv.FormatUint(uint64(fd), 10))
+	}); err != nil {
+		return fileError("open", p, err)
+	}
+	if rerr != nil {
+		return fileError("open", p, rerr)
+	}
+	return f.inside(p, real)
 }
 
 // GetRange reads length bytes at offset with one ReadAt; a zero length
@@ -142,7 +258,7 @@ func (f *File) GetRange(ctx context.Context, key string, offset, length int64) (
 	if length == 0 {
 		return []byte{}, nil
 	}
-	fh, fi, err := openRegular(p)
+	fh, fi, err := f.openRegular(p)
 	if err != nil {
 		return nil, err
 	}
@@ -163,25 +279,55 @@ func (f *File) Stat(ctx context.Context, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if _, err := f.resolve(p); err != nil {
+		return 0, err
+	}
 	fi, err := os.Stat(p)
 	if err != nil {
 		return 0, fileError("stat", p, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return 0, fileError("stat", p, fmt.Errorf("%s is not a regular file: %w", fi.Mode().Type(), ErrNotExist))
+	if err := regular(fi); err != nil {
+		return 0, fileError("stat", p, err)
 	}
 	return fi.Size(), nil
 }
 
+// Mode returns the type and permission bits of the file or directory at
+// key ("" for the root), following symbolic links as Get does: a link
+// that Get would not follow is ErrNotExist. Like the file's bytes, its mode
+// is read when asked and may change after.
+func (f *File) Mode(ctx context.Context, key string) (fs.FileMode, error) {
+	p := f.root
+	if key != "" {
+		var err error
+		if p, err = f.path(ctx, key); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := f.resolve(p); err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, fileError("stat", p, err)
+	}
+	return fi.Mode(), nil
+}
+
 // List returns the entries of the directory prefix. A symbolic link is
-// described by its target; a dangling link, and a name that no key can
-// address (one holding a backslash, say), are left out because nothing
-// could read them. Directories have Size -1.
+// described by its target; a dangling link, a link that Get would not
+// follow, and a name that no key can address (one holding a backslash,
+// say) are left out because nothing could read them. Directories have
+// Size -1. A FIFO, device or socket is listed (with its size, 0), though
+// it reads as absent.
 func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
 	dir := f.root
 	if prefix != "" {
 		p, err := f.path(ctx, prefix)
 		if err != nil {
+			return nil, err
+		}
+		if _, err := f.resolve(p); err != nil {
 			return nil, err
 		}
 		dir = p
@@ -199,7 +345,10 @@ func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
 		}
 		fi, err := de.Info()
 		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			fi, err = os.Stat(filepath.Join(dir, de.Name()))
+			p := filepath.Join(dir, de.Name())
+			if _, err = f.resolve(p); err == nil {
+				fi, err = os.Stat(p)
+			}
 		}
 		if err != nil {
 			continue

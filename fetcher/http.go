@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"mime"
@@ -44,6 +45,24 @@ type HTTPOptions struct {
 	// transient failure, so a server that stops sending mid-body is
 	// retried and then reported instead of hanging the read that waits.
 	StallTimeout time.Duration
+	// MinRate is the slowest transfer, in bytes per second, that an
+	// attempt may make (default 64 KiB/s). Once the reply's headers are
+	// in, an attempt must end within StallTimeout plus the time its body
+	// takes at MinRate, counted from the request; the body's size is its
+	// Content-Length, or the caller's limit when the server sends none.
+	// An attempt past that deadline is a transient failure, like a stall:
+	// a server that drips one byte a second, which the stall timer never
+	// catches, is retried and then reported.
+	MinRate int64
+	// FollowRedirects follows a redirect to another scheme, host or port
+	// than the base URL's. By default such a redirect is refused with an
+	// error wrapping ErrPermission and one log line per target: a source
+	// names where its data lives, and a reply must not send the reader
+	// elsewhere.
+	FollowRedirects bool
+	// Log receives the line about a refused redirect; nil means
+	// slog.Default().
+	Log *slog.Logger
 }
 
 func (o HTTPOptions) withDefaults() HTTPOptions {
@@ -66,6 +85,12 @@ func (o HTTPOptions) withDefaults() HTTPOptions {
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = 30 * time.Second
 	}
+	if o.MinRate <= 0 {
+		o.MinRate = 64 << 10
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 	// readBody reads one byte past the limit to detect an overlong body.
 	o.MaxObjectSize = min(o.MaxObjectSize, math.MaxInt64-1)
 	return o
@@ -79,9 +104,12 @@ func (o HTTPOptions) withDefaults() HTTPOptions {
 // All fetchers of a process that address one host share one session: a
 // keep-alive HTTP/1.1 connection pool sized by HTTPOptions.Conns.
 type HTTP struct {
-	base *url.URL // Path ends with "/"
-	opts HTTPOptions
-	sess *session
+	base   *url.URL // Path ends with "/"
+	opts   HTTPOptions
+	sess   *session
+	client *http.Client // the session's transport with h's redirect policy
+
+	refused sync.Map // origins whose redirects were refused and logged
 }
 
 // NewHTTP returns an HTTP fetcher for base. Userinfo in base is sent as
@@ -105,7 +133,9 @@ func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 		}
 	}
 	opts = opts.withDefaults()
-	return &HTTP{base: u, opts: opts, sess: sessionFor(u, opts.Conns)}, nil
+	h := &HTTP{base: u, opts: opts, sess: sessionFor(u, opts.Conns)}
+	h.client = &http.Client{Transport: h.sess.transport, CheckRedirect: h.checkRedirect}
+	return h, nil
 }
 
 // String returns the base URL without its trailing slash and password.
@@ -123,12 +153,13 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 	if err := CheckKey(key); err != nil {
 		return Object{}, err
 	}
+	limit = min(limit, h.opts.MaxObjectSize)
 	var obj Object
-	err := h.do(ctx, "GET", h.url(key), http.Header{"Accept-Encoding": {"gzip"}}, func(resp *http.Response) error {
+	err := h.do(ctx, "GET", h.url(key), http.Header{"Accept-Encoding": {"gzip"}}, limit, func(resp *http.Response) error {
 		if resp.StatusCode != http.StatusOK {
 			return statusError(resp)
 		}
-		data, err := readBody(resp.Body, resp.ContentLength, min(limit, h.opts.MaxObjectSize))
+		data, err := readBody(resp.Body, resp.ContentLength, limit)
 		if err != nil {
 			return err
 		}
@@ -158,8 +189,10 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 		"Range":           {fmt.Sprintf("bytes=%d-%d", offset, last)},
 	}
 	limit := min(length, h.opts.MaxObjectSize)
+	// A server that ignores Range sends the bytes before offset too.
+	expect := min(last+1, h.opts.MaxObjectSize)
 	var data []byte
-	err := h.do(ctx, "GET", h.url(key), header, func(resp *http.Response) error {
+	err := h.do(ctx, "GET", h.url(key), header, expect, func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusRequestedRangeNotSatisfiable:
 			data = []byte{} // offset at or past the end
@@ -203,7 +236,7 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 	}
 	u := h.url(key)
 	size := int64(-1)
-	err := h.do(ctx, "HEAD", u, http.Header{"Accept-Encoding": {"identity"}}, func(resp *http.Response) error {
+	err := h.do(ctx, "HEAD", u, http.Header{"Accept-Encoding": {"identity"}}, 0, func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusOK:
 			if contentEncoding(resp) == "" {
@@ -222,7 +255,7 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 		return size, nil
 	}
 	header := http.Header{"Accept-Encoding": {"identity"}, "Range": {"bytes=0-0"}}
-	err = h.do(ctx, "GET", u, header, func(resp *http.Response) error {
+	err = h.do(ctx, "GET", u, header, 1, func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable:
 			// 416 answers an empty object: "bytes */0".
@@ -259,7 +292,7 @@ func (h *HTTP) List(ctx context.Context, prefix string) ([]Entry, error) {
 	}
 	header := http.Header{"Accept": {"text/html"}, "Accept-Encoding": {"identity"}}
 	var entries []Entry
-	err := h.do(ctx, "GET", h.url(dir), header, func(resp *http.Response) error {
+	err := h.do(ctx, "GET", h.url(dir), header, h.opts.MaxObjectSize, func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusOK:
 		case http.StatusNotFound, http.StatusGone:
@@ -295,10 +328,12 @@ func (h *HTTP) url(key string) *url.URL {
 // do sends a request and hands the reply to read until read succeeds,
 // fails with an error that does not wrap ErrTransient, or MaxAttempts
 // attempts have failed. The body is drained and closed after read returns.
+// expect is the most body bytes read accepts, which sets the attempt's
+// deadline when the reply has no Content-Length (see HTTPOptions.MinRate).
 // Errors are prefixed with the method and URL.
-func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, read func(*http.Response) error) error {
+func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect int64, read func(*http.Response) error) error {
 	for attempt := 1; ; attempt++ {
-		err := h.try(ctx, method, u, header, read)
+		err := h.try(ctx, method, u, header, expect, read)
 		if err == nil || !errors.Is(err, ErrTransient) {
 			return err
 		}
@@ -315,13 +350,20 @@ func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.He
 	}
 }
 
-// errStalled is the cause of an attempt abandoned by its watchdog.
-var errStalled = errors.New("no progress")
+// Causes of an attempt abandoned by its watchdog or its deadline.
+var (
+	errStalled = errors.New("no progress")
+	errTooSlow = errors.New("too slow")
+)
 
 // try makes one attempt of do.
-func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, read func(*http.Response) error) error {
+func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expect int64, read func(*http.Response) error) error {
 	// The watchdog cancels the attempt when it makes no progress for
-	// StallTimeout; every read that returns data re-arms it.
+	// StallTimeout, from the request to the headers and between body
+	// reads; every read that returns data re-arms it. Once the headers
+	// are in, a deadline bounds the whole attempt too (HTTPOptions.MinRate),
+	// since a trickle of bytes re-arms the watchdog for ever.
+	start := time.Now()
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
@@ -332,10 +374,17 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		return fmt.Errorf("fetcher: %w", err)
 	}
 	req.Header = header
-	resp, err := h.sess.client.Do(req)
+	resp, err := h.client.Do(req)
+	var bound time.Duration
 	if err != nil {
 		err = transportError(err)
 	} else {
+		if resp.ContentLength >= 0 && resp.ContentLength < expect {
+			expect = resp.ContentLength
+		}
+		bound = h.attemptBound(expect)
+		deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
+		defer deadline.Stop()
 		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout}
 		err = read(resp)
 		drain(resp.Body)
@@ -348,11 +397,26 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		err = ctx.Err()
 	case context.Cause(actx) == errStalled:
 		err = fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient)
+	case context.Cause(actx) == errTooSlow:
+		err = fmt.Errorf("%w: not done within %v (%v, plus %d bytes at %d bytes/s): %w",
+			errTooSlow, bound, h.opts.StallTimeout, expect, h.opts.MinRate, ErrTransient)
 	}
 	if err != nil {
 		return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), err)
 	}
 	return nil
+}
+
+// maxAttemptBound caps attemptBound, far beyond any real transfer, so that
+// the arithmetic cannot overflow.
+const maxAttemptBound = 7 * 24 * time.Hour
+
+// attemptBound is how long an attempt whose body has n bytes may take from
+// its request to its end: StallTimeout for the latency, plus n bytes at
+// MinRate.
+func (h *HTTP) attemptBound(n int64) time.Duration {
+	transfer := float64(n) / float64(h.opts.MinRate) * float64(time.Second)
+	return min(h.opts.StallTimeout+time.Duration(min(transfer, float64(maxAttemptBound))), maxAttemptBound)
 }
 
 // backoff returns the wait after failed attempt n (from 0). Full jitter
@@ -421,7 +485,7 @@ func transportError(err error) error {
 	if uerr, ok := errors.AsType[*url.Error](err); ok {
 		err = uerr.Err // the URL is in the prefix already
 	}
-	if errors.Is(err, ErrNotExist) || errors.Is(err, errTooManyRedirects) {
+	if errors.Is(err, ErrNotExist) || errors.Is(err, ErrPermission) || errors.Is(err, errTooManyRedirects) {
 		return err // from checkRedirect
 	}
 	// Retrying cannot fix a certificate or a host name that does not exist.
@@ -436,12 +500,13 @@ func transportError(err error) error {
 
 var errTooManyRedirects = errors.New("stopped after 10 redirects")
 
-// checkRedirect follows redirects, except one between a path and the same
-// path with a trailing slash: servers send it to point from a directory
-// name to its index and from a file name with a slash to the file, so it
-// means that the key asked for is not what the operation wants (Get of a
-// directory, List of a file).
-func checkRedirect(req *http.Request, via []*http.Request) error {
+// checkRedirect follows redirects within the base URL's scheme, host and
+// port (any of them with FollowRedirects), except one between a path and
+// the same path with a trailing slash: servers send it to point from a
+// directory name to its index and from a file name with a slash to the
+// file, so it means that the key asked for is not what the operation wants
+// (Get of a directory, List of a file).
+func (h *HTTP) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errTooManyRedirects
 	}
@@ -449,7 +514,24 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	if from+"/" == to || from == to+"/" {
 		return fmt.Errorf("redirected to %s: %w", req.URL.Redacted(), ErrNotExist)
 	}
+	if target := origin(req.URL); !h.opts.FollowRedirects && target != origin(h.base) {
+		if _, logged := h.refused.LoadOrStore(target, true); !logged {
+			h.opts.Log.Warn("fetcher: refused a redirect that leaves the source's host (FollowRedirects, volfs --follow-redirects, follows it)",
+				"source", h.String(), "to", req.URL.Redacted())
+		}
+		return fmt.Errorf("redirected to %s, outside %s: %w", req.URL.Redacted(), origin(h.base), ErrPermission)
+	}
 	return nil
+}
+
+// origin returns u's scheme, lower-case host and port, the port spelled
+// out even when it is the scheme's default.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // readBody reads a body of size bytes (-1 when unknown) that may not exceed
@@ -582,8 +664,8 @@ func indexEntry(dir *url.URL, href string) (Entry, bool) {
 // session is the connection pool that every HTTP fetcher of the process
 // shares for one host.
 type session struct {
-	client *http.Client
-	dials  atomic.Int64 // TCP connections opened
+	transport *http.Transport
+	dials     atomic.Int64 // TCP connections opened
 }
 
 // sessions holds one session per scheme and host:port, for the life of the
@@ -596,12 +678,7 @@ var sessions = struct {
 // sessionFor returns the session of u's host, creating it with room for
 // conns connections if it is the first.
 func sessionFor(u *url.URL, conns int) *session {
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	key := u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
-
+	key := origin(u)
 	sessions.mu.Lock()
 	defer sessions.mu.Unlock()
 	if s, ok := sessions.m[key]; ok {
@@ -635,12 +712,12 @@ func newSession(conns int) *session {
 		MaxIdleConns:        1024,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
-		// Bounds a server that accepts and never answers; a body that
-		// stalls is bounded by the attempt's watchdog (StallTimeout).
-		ResponseHeaderTimeout: 30 * time.Second,
+		// No ResponseHeaderTimeout: the watchdog of each attempt bounds
+		// the wait for headers with the fetcher's own StallTimeout, which
+		// a fixed transport-wide timeout would override.
 		// Accept-Encoding is ours to set: gzip bodies are returned undecoded.
 		DisableCompression: true,
 	}
-	s.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect}
+	s.transport = tr
 	return s
 }

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -428,7 +430,7 @@ func TestHTTPSharedSession(t *testing.T) {
 	a := newHTTP(t, srv.URL+"/vol/a", HTTPOptions{})
 	b := newHTTP(t, srv.URL+"/vol/b/", HTTPOptions{Conns: 64})
 	c := newHTTP(t, other.URL, HTTPOptions{})
-	if a.sess != b.sess || a.sess.client.Transport != b.sess.client.Transport {
+	if a.sess != b.sess || a.client.Transport != b.client.Transport {
 		t.Errorf("two fetchers of one host have two sessions")
 	}
 	if a.sess == c.sess {
@@ -438,7 +440,7 @@ func TestHTTPSharedSession(t *testing.T) {
 		t.Errorf("one host spelled two ways has two sessions")
 	}
 
-	tr := a.sess.client.Transport.(*http.Transport)
+	tr := a.client.Transport.(*http.Transport)
 	for _, tc := range []struct {
 		name      string
 		got, want any
@@ -448,7 +450,8 @@ func TestHTTPSharedSession(t *testing.T) {
 		{"ForceAttemptHTTP2", tr.ForceAttemptHTTP2, false},
 		{"TLSNextProto is an empty non-nil map", tr.TLSNextProto != nil && len(tr.TLSNextProto) == 0, true},
 		{"DisableCompression", tr.DisableCompression, true},
-		{"ResponseHeaderTimeout", tr.ResponseHeaderTimeout, 30 * time.Second},
+		// The attempt's watchdog bounds the headers with StallTimeout.
+		{"ResponseHeaderTimeout", tr.ResponseHeaderTimeout, time.Duration(0)},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)
@@ -609,6 +612,7 @@ func TestHTTPStalledBody(t *testing.T) {
 	})
 	opts := fastRetries
 	opts.MaxAttempts, opts.StallTimeout = 2, 50*time.Millisecond
+	opts.MinRate = 10 // a deadline of 10s: the stall must end the attempt first
 	_, err := newHTTP(t, stalled.URL, opts).Get(context.Background(), "k", 1<<30)
 	checkErr(t, err, ErrTransient)
 	if err == nil || !strings.Contains(err.Error(), "no progress") {
@@ -627,8 +631,155 @@ func TestHTTPStalledBody(t *testing.T) {
 		}
 	})
 	opts.StallTimeout = 100 * time.Millisecond // less than the whole body takes
+	opts.MinRate = 5                           // the deadline is 100ms + 2s
 	obj, err := newHTTP(t, slow.URL, opts).Get(context.Background(), "k", 1<<30)
 	if err != nil || len(obj.Data) != 10 {
 		t.Errorf("slow body: got %d bytes, %v, want 10 bytes", len(obj.Data), err)
+	}
+}
+
+// TestHTTPRedirectOrigin: a redirect to another port, host or scheme is
+// refused with ErrPermission and one log line per target, without a
+// request to the target; FollowRedirects follows it.
+func TestHTTPRedirectOrigin(t *testing.T) {
+	target, hits := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("elsewhere")) })
+	src, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusFound)
+	})
+	var logs bytes.Buffer
+	opts := fastRetries
+	opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	h := newHTTP(t, src.URL, opts)
+	for _, key := range []string{"a", "b"} {
+		_, err := h.Get(context.Background(), key, 1<<30)
+		checkErr(t, err, ErrPermission)
+		if err == nil || !strings.Contains(err.Error(), target.URL) {
+			t.Errorf("error %v does not name the target %s", err, target.URL)
+		}
+	}
+	if got := hits.Load(); got != 0 {
+		t.Errorf("requests to the target: got %v, want %v", got, 0)
+	}
+	if got := strings.Count(logs.String(), "refused a redirect"); got != 1 {
+		t.Errorf("log lines about the refusal: got %v, want %v:\n%s", got, 1, logs.String())
+	}
+
+	opts.FollowRedirects = true
+	obj, err := newHTTP(t, src.URL, opts).Get(context.Background(), "a", 1<<30)
+	if err != nil || string(obj.Data) != "elsewhere" {
+		t.Errorf("with FollowRedirects: got %q, %v, want %q", obj.Data, err, "elsewhere")
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	for _, tc := range []struct{ a, b string }{
+		{"http://Example.org/x", "http://example.org:80/y"},
+		{"https://example.org/x", "https://example.org:443/"},
+		{"http://[::1]:8080/", "http://[::1]:8080/z"},
+	} {
+		a, _ := url.Parse(tc.a)
+		b, _ := url.Parse(tc.b)
+		if origin(a) != origin(b) {
+			t.Errorf("origin(%s) = %s, origin(%s) = %s, want equal", tc.a, origin(a), tc.b, origin(b))
+		}
+	}
+	for _, tc := range []struct{ a, b string }{
+		{"http://example.org/", "https://example.org/"},
+		{"http://example.org/", "http://example.org:8080/"},
+		{"http://example.org/", "http://example.com/"},
+	} {
+		a, _ := url.Parse(tc.a)
+		b, _ := url.Parse(tc.b)
+		if origin(a) == origin(b) {
+			t.Errorf("origin(%s) = origin(%s) = %s, want different", tc.a, tc.b, origin(a))
+		}
+	}
+}
+
+// TestHTTPDrip: a server that sends a byte every few milliseconds never
+// stalls, but misses the deadline of StallTimeout plus the body at
+// MinRate, with or without a Content-Length; each attempt is abandoned,
+// retried, then reported as transient.
+func TestHTTPDrip(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		contentLength string
+	}{
+		{"with Content-Length", "100"},
+		{"endless, no Content-Length", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			srv, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if tc.contentLength != "" {
+					w.Header().Set("Content-Length", tc.contentLength)
+				}
+				for {
+					if _, err := w.Write([]byte{1}); err != nil {
+						return
+					}
+					w.(http.Flusher).Flush()
+					select {
+					case <-release:
+						return
+					case <-r.Context().Done():
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			})
+			opts := fastRetries
+			// A 100-byte body may take 50ms + 100ms; the drip takes 1s.
+			opts.MaxAttempts, opts.StallTimeout, opts.MinRate = 2, 50*time.Millisecond, 1000
+			_, err := newHTTP(t, srv.URL, opts).Get(context.Background(), "k", 100)
+			checkErr(t, err, ErrTransient)
+			if err == nil || !strings.Contains(err.Error(), "too slow") {
+				t.Errorf("got %v, want it to say the attempt was too slow", err)
+			}
+			if got := n.Load(); got != 2 {
+				t.Errorf("requests: got %v, want %v", got, 2)
+			}
+		})
+	}
+}
+
+// TestHTTPHeaderStall: a server that never sends headers is abandoned after
+// the fetcher's StallTimeout, whatever the other fetchers of its host use.
+func TestHTTPHeaderStall(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv, n := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	opts := fastRetries
+	opts.MaxAttempts, opts.StallTimeout = 2, 50*time.Millisecond
+	_, err := newHTTP(t, srv.URL, opts).Get(context.Background(), "k", 1<<30)
+	checkErr(t, err, ErrTransient)
+	if err == nil || !strings.Contains(err.Error(), "no progress") {
+		t.Errorf("got %v, want it to say the attempt made no progress", err)
+	}
+	if got := n.Load(); got != 2 {
+		t.Errorf("requests: got %v, want %v", got, 2)
+	}
+}
+
+func TestAttemptBound(t *testing.T) {
+	h := newHTTP(t, "http://example.org/", HTTPOptions{StallTimeout: time.Second, MinRate: 1 << 20})
+	for _, tc := range []struct {
+		n    int64
+		want time.Duration
+	}{
+		{0, time.Second},
+		{1 << 20, 2 * time.Second},
+		{10 << 20, 11 * time.Second},
+		{math.MaxInt64, maxAttemptBound},
+	} {
+		if got := h.attemptBound(tc.n); got != tc.want {
+			t.Errorf("attemptBound(%d): got %v, want %v", tc.n, got, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 // Options configures the fetchers that Open makes.
 type Options struct {
 	HTTP HTTPOptions
+	File FileOptions
 }
 
 // Open returns the Fetcher for source: an http:// or https:// URL, a
@@ -18,7 +19,7 @@ type Options struct {
 func Open(source string, opts Options) (Fetcher, error) {
 	scheme, _, ok := strings.Cut(source, "://")
 	if !ok || strings.ContainsAny(scheme, `/\`) {
-		return newFile(source)
+		return newFile(source, opts.File)
 	}
 	switch strings.ToLower(scheme) {
 	case "http", "https":
@@ -35,16 +36,17 @@ func Open(source string, opts Options) (Fetcher, error) {
 		if u.Host != "" && u.Host != "localhost" || u.Path == "" {
 			return nil, fmt.Errorf("fetcher: %q does not name a local directory", source)
 		}
-		return newFile(u.Path)
+		return newFile(u.Path, opts.File)
 	case "gs":
 		return nil, fmt.Errorf("fetcher: %q: gs:// sources are not supported yet", source)
 	}
 	return nil, fmt.Errorf("fetcher: %q: unsupported scheme %q", source, scheme)
 }
 
-// newFile is NewFile returning a nil interface, not a typed nil, on error.
-func newFile(root string) (Fetcher, error) {
-	f, err := NewFile(root)
+// newFile is NewFileWith returning a nil interface, not a typed nil, on
+// error.
+func newFile(root string, opts FileOptions) (Fetcher, error) {
+	f, err := NewFileWith(root, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -12,6 +13,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/volfs/volfs/fetcher"
 )
 
 // Kernel cache settings for immutable data; see the package documentation.
@@ -29,6 +32,12 @@ const (
 
 // MountOptions configures Mount.
 type MountOptions struct {
+	// AllowOther lets users other than the one who mounts read the mount.
+	// The kernel then checks permissions (default_permissions) against
+	// the modes the mount shows: for a local source, each file's and
+	// directory's own read and execute bits (see permissions), so that a
+	// file of mode 0600 stays private to its owner; for other sources,
+	// 0444 and 0555.
 	AllowOther bool
 	UID, GID   uint32 // owner shown for every file
 	Debug      bool   // log every FUSE request
@@ -37,13 +46,18 @@ type MountOptions struct {
 // Mount serves t at mountpoint and returns the running server; call its
 // Unmount to stop, Wait to block until it is unmounted. As root it mounts
 // directly; otherwise through fusermount3. A mountpoint inside a local
-// source is refused: serving it would make the server read its own mount
-// and deadlock.
+// source, or a local source inside the mountpoint, is refused: serving it
+// would make the server read its own mount and deadlock.
 func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) {
 	if err := checkOutsideSource(mountpoint, t); err != nil {
 		return nil, err
 	}
 	ino := &inodes{tree: t, opts: opts, mtime: time.Now()}
+	mountOpts := []string{"ro"}
+	if opts.AllowOther {
+		ino.modes, _ = t.src.(moder)
+		mountOpts = append(mountOpts, "default_permissions")
+	}
 	root := ino.newDir(t.root, "")
 	et, at, nt := entryTimeout, attrTimeout, negativeTimeout
 	return gofs.Mount(mountpoint, root, &gofs.Options{
@@ -59,7 +73,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 			FsName:        t.src.String(),
 			Name:          "volfs",
 			AllowOther:    opts.AllowOther,
-			Options:       []string{"ro"},
+			Options:       mountOpts,
 			MaxWrite:      maxRead,
 			MaxReadAhead:  maxRead,
 			MaxBackground: 64,
@@ -82,12 +96,22 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 }
 
 // checkOutsideSource refuses a mountpoint at or below the root of a local
-// source.
+// source, and a local source at or below the mountpoint (which the mount
+// would hide from the server that reads it), both with symbolic links
+// resolved.
 func checkOutsideSource(mountpoint string, t *Tree) error {
 	local, ok := t.src.(interface{ Root() string })
 	if !ok {
 		return nil
 	}
+	return CheckApart(local.Root(), mountpoint)
+}
+
+// CheckApart refuses a mountpoint at or below the local source directory
+// root, and a root at or below the mountpoint, with symbolic links
+// resolved: serving either would make volfs read its own mount. It does no
+// I/O beyond resolving the two paths.
+func CheckApart(root, mountpoint string) error {
 	abs, err := filepath.Abs(mountpoint)
 	if err == nil {
 		abs, err = filepath.EvalSymlinks(abs)
@@ -95,14 +119,23 @@ func checkOutsideSource(mountpoint string, t *Tree) error {
 	if err != nil {
 		return fmt.Errorf("fs: mountpoint %s: %w", mountpoint, err)
 	}
-	root, err := filepath.EvalSymlinks(local.Root())
-	if err != nil {
-		return fmt.Errorf("fs: source %s: %w", local.Root(), err)
+	src := root
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return fmt.Errorf("fs: source %s: %w", src, err)
 	}
-	if rel, err := filepath.Rel(root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+	if within(abs, root) {
 		return fmt.Errorf("fs: mountpoint %s is inside the source %s; mount it elsewhere", mountpoint, root)
 	}
+	if within(root, abs) {
+		return fmt.Errorf("fs: source %s is inside the mountpoint %s, which would hide it; mount it elsewhere", root, mountpoint)
+	}
 	return nil
+}
+
+// within reports whether the clean absolute path p is dir or below it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // inodes holds what every node of one mount shares.
@@ -110,15 +143,29 @@ type inodes struct {
 	tree  *Tree
 	opts  MountOptions
 	mtime time.Time // shown for every file: the data has no other
+	modes moder     // the source's modes, shown with AllowOther; nil for 0444/0555
+}
+
+// moder is a source that reports the permissions of its objects and
+// directories (fetcher.File).
+type moder interface {
+	Mode(ctx context.Context, key string) (os.FileMode, error)
 }
 
 func (m *inodes) newDir(d Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
 
-func (m *inodes) attr(n Node, out *fuse.Attr) {
-	out.Mode = fuse.S_IFDIR | 0o555
+// attr fills out for the node n at path p. It fails only when the node's
+// permissions cannot be read.
+func (m *inodes) attr(ctx context.Context, n Node, p string, out *fuse.Attr) error {
+	f, isFile := n.(File)
+	perm, err := m.permissions(ctx, p, !isFile)
+	if err != nil {
+		return err
+	}
+	out.Mode = fuse.S_IFDIR | perm
 	out.Nlink = 2
-	if f, ok := n.(File); ok {
-		out.Mode = fuse.S_IFREG | 0o444
+	if isFile {
+		out.Mode = fuse.S_IFREG | perm
 		out.Nlink = 1
 		out.Size = uint64(f.Size())
 		out.Blocks = (out.Size + 511) / 512
@@ -126,6 +173,61 @@ func (m *inodes) attr(n Node, out *fuse.Attr) {
 	out.Owner = fuse.Owner{Uid: m.opts.UID, Gid: m.opts.GID}
 	out.Blksize = blockSize
 	out.SetTimes(&m.mtime, &m.mtime, &m.mtime)
+	return nil
+}
+
+// permissions returns the permission bits shown for the node at path p:
+// 0555 for a directory and 0444 for a file, or, when the mount shows the
+// source's modes, the read and execute bits of the source's own file or
+// directory at p. A file the source does not hold under its own name takes
+// them from the object it stands for (p+".gz", or p without ".orig"), and
+// failing that from its nearest directory in the source, without execute
+// bits: a missing chunk (read as zeros) and the stitched views follow
+// their scale's directory. A source that refuses the stat shows no
+// permissions at all.
+func (m *inodes) permissions(ctx context.Context, p string, isDir bool) (uint32, error) {
+	if m.modes == nil {
+		if isDir {
+			return 0o555, nil
+		}
+		return 0o444, nil
+	}
+	candidates := []string{p}
+	if !isDir {
+		candidates = append(candidates, p+".gz")
+		if orig, ok := strings.CutSuffix(p, origSuffix); ok {
+			candidates = append(candidates, orig)
+		}
+	}
+	for dir := p; dir != ""; {
+		if dir = path.Dir(dir); dir == "." {
+			dir = ""
+		}
+		candidates = append(candidates, dir)
+	}
+	for _, key := range candidates {
+		mode, err := m.modes.Mode(ctx, key)
+		switch {
+		case errors.Is(err, fetcher.ErrNotExist), errors.Is(err, fetcher.ErrInvalidKey):
+			continue
+		case errors.Is(err, fetcher.ErrPermission):
+			return 0, nil
+		case err != nil:
+			return 0, err
+		}
+		perm := uint32(mode.Perm() & 0o555)
+		if mode.IsDir() != isDir {
+			// A file shown for a directory of the source (or the
+			// reverse): reading is what the source allows; searching a
+			// directory goes with reading it.
+			perm &= 0o444
+			if isDir {
+				perm |= perm >> 2
+			}
+		}
+		return perm, nil
+	}
+	return 0, fmt.Errorf("fs: %s: no permissions in the source: %w", p, fetcher.ErrNotExist)
 }
 
 // dirInode serves a Dir.
@@ -148,7 +250,9 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if err != nil {
 		return nil, n.m.tree.errno(ctx, err, "lookup", p)
 	}
-	n.m.attr(child, &out.Attr)
+	if err := n.m.attr(ctx, child, p, &out.Attr); err != nil {
+		return nil, n.m.tree.errno(ctx, err, "lookup", p)
+	}
 	if d, ok := child.(Dir); ok {
 		return n.NewInode(ctx, n.m.newDir(d, p), gofs.StableAttr{Mode: fuse.S_IFDIR}), 0
 	}
@@ -163,8 +267,10 @@ func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	return &dirStream{l: l, i: -2}, 0
 }
 
-func (n *dirInode) Getattr(_ context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.m.attr(n.dir, &out.Attr)
+func (n *dirInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if err := n.m.attr(ctx, n.dir, n.path, &out.Attr); err != nil {
+		return n.m.tree.errno(ctx, err, "getattr", n.path)
+	}
 	return 0
 }
 
@@ -234,8 +340,10 @@ func (n *fileInode) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, of
 	return fuse.ReadResultData(dest[:k]), 0
 }
 
-func (n *fileInode) Getattr(_ context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.m.attr(n.file, &out.Attr)
+func (n *fileInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if err := n.m.attr(ctx, n.file, n.path, &out.Attr); err != nil {
+		return n.m.tree.errno(ctx, err, "getattr", n.path)
+	}
 	return 0
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,7 +19,9 @@ func CheckMountpoint(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, syscall.ENOTCONN):
-		return fmt.Errorf("mountpoint %s is a stale FUSE mount (its server is gone); run: fusermount3 -u %s", dir, dir)
+		// What stat says when the FUSE server of a mount was killed: the
+		// kernel keeps the mount until someone detaches it.
+		return fmt.Errorf("mountpoint %s is a stale FUSE mount whose server is gone (transport endpoint is not connected); clear it with: fusermount3 -uz %s (or, as root: umount -l %s)", dir, dir, dir)
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("mountpoint %s does not exist; create it with: mkdir -p %s", dir, dir)
 	case err != nil:
@@ -81,4 +84,46 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// CheckEmpty refuses a directory that holds anything: mounting over it
+// would hide its files. It does not check that dir is a mountpoint; call
+// CheckMountpoint first.
+func CheckEmpty(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("mountpoint %s: %w", dir, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if len(names) > 0 {
+		return fmt.Errorf("mountpoint %s is not empty (it holds %s)", dir, names[0])
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("mountpoint %s: %w", dir, err)
+	}
+	return nil
+}
+
+// fuseConf is where fusermount3 reads user_allow_other.
+const fuseConf = "/etc/fuse.conf"
+
+// CheckAllowOther refuses an allow_other mount that fusermount3 would
+// refuse: by a user other than root, when /etc/fuse.conf lacks the line
+// user_allow_other. The error says how to add it; go-fuse would only say
+// that fusermount3 failed.
+func CheckAllowOther() error {
+	if os.Geteuid() == 0 {
+		return nil // root mounts directly, without fusermount3
+	}
+	data, err := os.ReadFile(fuseConf)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", fuseConf, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) == "user_allow_other" {
+			return nil
+		}
+	}
+	return fmt.Errorf("a user other than root may allow other users only when %s has the line user_allow_other; ask root to add it (echo user_allow_other >> %s), or mount without allowing others", fuseConf, fuseConf)
 }

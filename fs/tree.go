@@ -206,14 +206,21 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		switch {
 		case errors.Is(err, fetcher.ErrNotExist):
 			continue
+		case errors.Is(err, fetcher.ErrTooLarge) && !strict:
+			// Metadata past the cap is no volume's: show the directory.
 		case err != nil:
 			return nil, err
 		}
-		data, err := untransport(obj, objKey, 1<<20, maxMetadataBytes)
-		if err != nil {
-			return nil, fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
+		var data []byte
+		if err == nil {
+			if data, err = untransport(obj, objKey, 1<<20, maxMetadataBytes); err != nil {
+				err = fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
+			}
 		}
-		vol, err := f.Parse(key, data)
+		var vol *decode.Volume
+		if err == nil {
+			vol, err = f.Parse(key, data)
+		}
 		if err == nil && vol == nil {
 			continue // not volume metadata (a group, an info of something else)
 		}

@@ -101,3 +101,49 @@ print(" ".join(bad)); sys.exit(1 if bad else 0)`
 	}
 	fmt.Fprintln(os.Stderr, "blosc-compat:", len(cdata), "buffers")
 }
+
+// zarritaModules is where .ci/run installs the npm package zarrita, relative
+// to this package's directory.
+const zarritaModules = "../.ci/node/node_modules"
+
+// TestZarrita writes Zarr v3 arrays with zarrita (transpose, big-endian
+// bytes, both separators, fill values, unwritten chunks), mounts them, and
+// reads the mount back with zarrita, which must find plain little-endian
+// bytes and the values written. zarrita 0.7 cannot write sharded arrays;
+// the zarrita fixtures cover sharding.
+func TestZarrita(t *testing.T) {
+	modules, err := filepath.Abs(zarritaModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(modules, "zarrita")); err != nil {
+		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
+			t.Fatalf("zarrita is not installed in %s (bash .ci/run installs it): %v", modules, err)
+		}
+		t.Skipf("zarrita is not installed in %s: %v", modules, err)
+	}
+	// Node resolves an ES module's imports from its own directory.
+	dir := t.TempDir()
+	script, err := os.ReadFile("testdata/zarrita.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "zarrita.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	run(t, "node", filepath.Join(dir, "zarrita.mjs"), "write", src)
+	mnt := mountSource(t, src, fs.Options{})
+	run(t, "node", filepath.Join(dir, "zarrita.mjs"), "check", mnt)
+	// And with the numpy reader of zarrcheck.py: the rewritten metadata
+	// says bytes, little-endian.
+	requireZarr(t)
+	run(t, python, "-c", `
+import sys; sys.path.insert(0, "testdata"); import zarrcheck
+for name in ("t.int16", "f.float32", "u.uint32", "b.uint8"):
+    zarrcheck.read_v3(sys.argv[1] + "/" + name)
+if zarrcheck.failures: print(zarrcheck.failures); sys.exit(1)`, mnt)
+}

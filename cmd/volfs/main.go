@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -27,72 +28,144 @@ import (
 )
 
 func main() {
-	if err := app().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "volfs:", err)
+	args := os.Args
+	helper := isMountHelper(os.Args[0])
+	if helper {
+		call, warnings, err := parseHelperArgs(os.Args[1:], flagsFor(onMount))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+			os.Exit(exitUsage)
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(os.Args[0]), w)
+		}
+		if call.verbose {
+			fmt.Fprintf(os.Stderr, "%s: running volfs %s\n", filepath.Base(os.Args[0]), strings.Join(call.args, " "))
+		}
+		if call.fake {
+			// -f: everything but the mount. The mountpoint is the last
+			// argument.
+			if err := fs.CheckMountpoint(call.args[len(call.args)-1]); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+				os.Exit(exitMountFailure)
+			}
+			return
+		}
+		args = append([]string{os.Args[0]}, call.args...)
+	}
+	rep := newReporter()
+	if err := app(rep).Run(args); err != nil {
+		rep.failed(err)
+		if rep.child {
+			// Stderr is the log file or nowhere: log it where the
+			// logs go (syslog without a file).
+			slog.Error("stopped", "err", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "volfs:", err)
+		}
+		if helper {
+			os.Exit(exitMountFailure)
+		}
 		os.Exit(1)
 	}
 }
 
-func app() *cli.App {
-	treeFlags := []cli.Flag{
-		&cli.StringFlag{Name: "cache-size", Value: "512MiB", Usage: "memory for decoded chunks (e.g. 256MiB, 2GiB)"},
-		&cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"},
-		&cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool)"},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-	}
-	mountFlags := append([]cli.Flag{
-		&cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"},
-		&cli.IntFlag{Name: "uid", Value: os.Getuid(), Usage: "owner uid shown for every file"},
-		&cli.IntFlag{Name: "gid", Value: os.Getgid(), Usage: "owner gid shown for every file"},
-		&cli.BoolFlag{Name: "debug-fuse", Usage: "log every FUSE request"},
-	}, treeFlags...)
-	return &cli.App{
-		Name:  "volfs",
-		Usage: "mount chunked image volumes as decompressed files",
+// app is the volfs command line. rep receives the readiness of a mount.
+func app(rep *reporter) *cli.App {
+	a := &cli.App{
+		Name:    "volfs",
+		Usage:   "mount chunked image volumes as decompressed files",
+		Version: version(),
+		Description: `volfs shows every chunk of a Neuroglancer precomputed volume, on local disk or behind an
+HTTP(S) URL, as a read-only file of decoded voxels.
+
+Every flag can also be set in the environment, as VOLFS_ and the flag's name in upper case
+with underscores for dashes: VOLFS_CACHE_SIZE=2GiB is --cache-size=2GiB. A flag on the
+command line wins.
+
+Installed as mount.volfs (a symlink), volfs is a mount(8) helper: "mount -t volfs -o
+cache_size=2GiB,allow_other SOURCE MOUNTPOINT", or the fstab line "SOURCE MOUNTPOINT volfs
+cache_size=2GiB,_netdev 0 0", mounts in the background; every flag of mount is an -o option
+by its name with underscores for dashes, and the generic options of mount(8) are ignored.`,
+		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			{
 				Name:      "mount",
 				Usage:     "serve SOURCE at MOUNTPOINT until SIGINT, SIGTERM or umount",
 				ArgsUsage: "SOURCE MOUNTPOINT",
-				Flags:     mountFlags,
+				Flags:     flagsFor(onMount),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 2 {
 						return errors.New("usage: volfs mount SOURCE MOUNTPOINT")
 					}
-					return serve(c, c.Args().Get(0), c.Args().Get(1), nil)
+					if c.Bool("daemon") && !rep.child {
+						// Refuse what can be refused here, at once.
+						if _, err := newLogger(logFlags(c, false)); err != nil {
+							return err
+						}
+						if err := checkMountpoint(c, c.Args().Get(0), c.Args().Get(1)); err != nil {
+							return err
+						}
+						return daemonize(c.String("log-file"))
+					}
+					return serve(c, rep, c.Args().Get(0), c.Args().Get(1), nil)
 				},
 			},
 			{
 				Name:      "demo",
 				Usage:     "mount a built-in sample volume, served over loopback HTTP by this process",
 				ArgsUsage: "[MOUNTPOINT]",
-				Flags:     mountFlags,
-				Action:    runDemo,
+				Flags:     flagsFor(onDemo),
+				Action:    func(c *cli.Context) error { return runDemo(c, rep) },
 			},
 			{
 				Name:      "info",
 				Usage:     "list the volumes and scales under SOURCE",
 				ArgsUsage: "SOURCE",
-				Flags:     treeFlags,
+				Flags:     flagsFor(onInfo),
 				Action:    runInfo,
 			},
 			{
 				Name:      "cat",
 				Usage:     "write the bytes of the mounted file PATH to stdout, without FUSE",
 				ArgsUsage: "SOURCE PATH",
-				Flags:     treeFlags,
+				Flags:     flagsFor(onCat),
 				Action:    runCat,
+			},
+			{
+				Name:   "man",
+				Usage:  "write volfs's man page (troff) to stdout: volfs man > volfs.1",
+				Action: runMan,
+			},
+			{
+				Name:      "completion",
+				Usage:     "write a shell completion script to stdout: source <(volfs completion bash)",
+				ArgsUsage: "bash|zsh|fish",
+				Action:    runCompletion,
 			},
 		},
 	}
+	for _, c := range a.Commands {
+		// No command has subcommands: without this urfave/cli gives each
+		// a "help" one, which shell completion then offers in place of
+		// the file names SOURCE and MOUNTPOINT are. --help stays.
+		c.HideHelpCommand = true
+	}
+	return a
 }
 
 // minCacheBytes is the smallest --cache-size accepted.
 const minCacheBytes = 16 << 20
 
-// openTree opens source with the tree flags of c. Network work starts here.
-func openTree(c *cli.Context, source string) (*fs.Tree, error) {
-	log, err := newLogger(c.String("log-level"))
+// logFlags is the log configuration that c's flags ask for.
+func logFlags(c *cli.Context, background bool) logConfig {
+	return logConfig{level: c.String("log-level"), format: c.String("log-format"), file: c.String("log-file"), background: background}
+}
+
+// openTree opens source with the tree flags of c, logging as they say.
+// background is set in a --daemon child. Network work starts here.
+func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) {
+	log, err := newLogger(logFlags(c, background))
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +192,17 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	if opts.Formats, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
-	src, err := fetcher.Open(source, fetcher.Options{HTTP: fetcher.HTTPOptions{Conns: c.Int("workers")}})
+	minRate, err := parseSize(c.String("min-rate"))
+	if err != nil || minRate <= 0 {
+		return nil, fmt.Errorf("--min-rate: want a positive size per second, got %q", c.String("min-rate"))
+	}
+	src, err := fetcher.Open(source, fetcher.Options{
+		HTTP: fetcher.HTTPOptions{
+			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+			FollowRedirects: c.Bool("follow-redirects"), Log: log,
+		},
+		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks"), Log: log},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +232,46 @@ func splitFormat(source string) (formats []string, rest string, err error) {
 	return nil, source, nil
 }
 
-// serve mounts source at mountpoint and blocks until it is unmounted by a
-// signal or from outside. ready, if set, runs once the mount is up.
-func serve(c *cli.Context, source, mountpoint string, ready func()) error {
-	// Refuse a bad mountpoint before any network work.
+// checkMountpoint refuses a mountpoint that c's flags cannot mount at:
+// missing, not a directory, mounted (or left stale by a dead server), not
+// empty without --allow-non-empty, or --allow-other that fusermount3 will
+// refuse; and a local source that the mountpoint holds or is held by. It
+// touches no network.
+func checkMountpoint(c *cli.Context, source, mountpoint string) error {
 	if err := fs.CheckMountpoint(mountpoint); err != nil {
 		return err
 	}
-	tree, err := openTree(c, source)
+	if _, rest, err := splitFormat(source); err == nil && (!strings.Contains(rest, "://") || strings.HasPrefix(rest, "file://")) {
+		if src, err := fetcher.Open(rest, fetcher.Options{}); err == nil {
+			if local, ok := src.(interface{ Root() string }); ok {
+				if err := fs.CheckApart(local.Root(), mountpoint); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !c.Bool("allow-non-empty") {
+		if err := fs.CheckEmpty(mountpoint); err != nil {
+			return fmt.Errorf("%w; pass --allow-non-empty to mount over it", err)
+		}
+	}
+	if c.Bool("allow-other") {
+		if err := fs.CheckAllowOther(); err != nil {
+			return fmt.Errorf("--allow-other: %w", err)
+		}
+	}
+	return nil
+}
+
+// serve mounts source at mountpoint and blocks until it is unmounted by a
+// signal or from outside. Once the mount is up it runs ready, if set, and
+// tells rep.
+func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func()) error {
+	// Refuse a bad mountpoint before any network work.
+	if err := checkMountpoint(c, source, mountpoint); err != nil {
+		return err
+	}
+	tree, err := openTree(c, source, rep.child)
 	if err != nil {
 		return err
 	}
@@ -169,9 +284,16 @@ func serve(c *cli.Context, source, mountpoint string, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	slog.Info("mounted", "source", tree.Source().String(), "mountpoint", mountpoint)
+	slog.Info("mounted", "source", tree.Source().String(), "mountpoint", mountpoint, "pid", os.Getpid())
 	if ready != nil {
 		ready()
+	}
+	rep.ready(mountpoint)
+	if rep.child {
+		// A daemon must not keep the directory it was started in busy.
+		// Nothing below resolves a relative path: the source and the
+		// log file are open.
+		os.Chdir("/")
 	}
 
 	sig := make(chan os.Signal, 1)
@@ -186,6 +308,7 @@ func serve(c *cli.Context, source, mountpoint string, ready func()) error {
 			return nil
 		case s := <-sig:
 			slog.Info("unmounting", "signal", s.String())
+			sdNotify("STOPPING=1")
 			if err := srv.Unmount(); err != nil {
 				// Busy: a process still has a file open or its cwd
 				// inside. Keep serving; another signal tries again.
@@ -195,7 +318,7 @@ func serve(c *cli.Context, source, mountpoint string, ready func()) error {
 	}
 }
 
-func runDemo(c *cli.Context) error {
+func runDemo(c *cli.Context, rep *reporter) error {
 	mountpoint := c.Args().First()
 	if mountpoint != "" {
 		// Unlike mount, the demo makes its mountpoint: it is a place to try
@@ -216,7 +339,7 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	defer srv.Close()
-	return serve(c, srv.URL, mountpoint, func() {
+	return serve(c, rep, srv.URL, mountpoint, func() {
 		fmt.Printf(`volfs demo: a sample volume served from %s is mounted at %s
 
 Try, in another terminal:
@@ -234,7 +357,7 @@ func runInfo(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return errors.New("usage: volfs info SOURCE")
 	}
-	tree, err := openTree(c, c.Args().First())
+	tree, err := openTree(c, c.Args().First(), false)
 	if err != nil {
 		return err
 	}
@@ -274,7 +397,7 @@ func runCat(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return errors.New("usage: volfs cat SOURCE PATH")
 	}
-	tree, err := openTree(c, c.Args().Get(0))
+	tree, err := openTree(c, c.Args().Get(0), false)
 	if err != nil {
 		return err
 	}
@@ -301,14 +424,6 @@ func runCat(c *cli.Context) error {
 		off += int64(n)
 	}
 	return nil
-}
-
-func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
 // parseSize reads a byte count such as "512MiB", "2G" or "1048576".

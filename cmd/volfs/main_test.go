@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 func TestParseSize(t *testing.T) {
@@ -47,5 +51,106 @@ func TestSplitFormat(t *testing.T) {
 		if fmt.Sprint(f) != tc.formats || r != tc.rest || err != nil {
 			t.Errorf("splitFormat(%q) = %v, %q, %v; want %s, %q", tc.in, f, r, err, tc.formats, tc.rest)
 		}
+	}
+}
+
+func TestParseHelperArgs(t *testing.T) {
+	flags := flagsFor(onMount)
+	for _, tc := range []struct {
+		name string
+		argv []string
+		want string // args joined by spaces
+		fake bool
+		err  string
+	}{
+		{"options after", []string{"src", "/mnt", "-o", "rw,cache_size=2GiB,allow_other,uid=7,missing=error"},
+			"mount --daemon --cache-size=2GiB --allow-other --uid=7 --missing=error -- src /mnt", false, ""},
+		{"options before", []string{"-o", "log_file=/var/log/volfs.log", "https://h/a", "/mnt"},
+			"mount --daemon --log-file=/var/log/volfs.log -- https://h/a /mnt", false, ""},
+		{"generic options ignored", []string{"src", "/mnt", "-o", "defaults,ro,noauto,auto,_netdev,nofail,user,users,exec,noexec,suid,nosuid,dev,nodev,x-systemd.automount,x-systemd.idle-timeout=60,user=alice,comment=\"a,b\""},
+			"mount --daemon -- src /mnt", false, ""},
+		{"attached -o and flags", []string{"-nv", "src", "/mnt", "-oallow_non_empty,debug_fuse=false", "-t", "volfs"},
+			"mount --daemon --allow-non-empty --debug-fuse=false -- src /mnt", false, ""},
+		{"fake", []string{"-f", "src", "/mnt"}, "mount --daemon -- src /mnt", true, ""},
+		{"sloppy", []string{"-s", "src", "/mnt", "-o", "colour=blue"}, "mount --daemon -- src /mnt", false, ""},
+		{"dashes accepted", []string{"src", "/mnt", "-o", "cache-size=1G"}, "mount --daemon --cache-size=1G -- src /mnt", false, ""},
+		{"unknown option", []string{"src", "/mnt", "-o", "ro,colour=blue"}, "", false, "unknown option colour"},
+		{"value missing", []string{"src", "/mnt", "-o", "missing"}, "", false, "option missing needs a value"},
+		{"no mountpoint", []string{"src", "-o", "ro"}, "", false, "usage"},
+		{"dangling -o", []string{"src", "/mnt", "-o"}, "", false, "-o needs a value"},
+		{"namespace", []string{"src", "/mnt", "-N", "/proc/1/ns/mnt"}, "", false, "-N"},
+		{"unknown letter", []string{"-q", "src", "/mnt"}, "", false, "unknown argument -q"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			call, _, err := parseHelperArgs(tc.argv, flags)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(call.args, " "); got != tc.want || call.fake != tc.fake {
+				t.Errorf("got %q fake=%v, want %q fake=%v", got, call.fake, tc.want, tc.fake)
+			}
+		})
+	}
+}
+
+// TestFlagTable checks that every flag reads its VOLFS_ variable and has a
+// row, with that variable, in the README's flag table.
+func TestFlagTable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `--") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		for _, name := range strings.Split(cells[1], ",") {
+			rows[strings.Trim(strings.TrimSpace(name), "`")] = line
+		}
+	}
+	for _, f := range flagsFor(onSource) {
+		name := f.Names()[0]
+		env := envName(name)
+		if got := f.(interface{ GetEnvVars() []string }).GetEnvVars(); len(got) != 1 || got[0] != env {
+			t.Errorf("--%s reads %v, want [%s]", name, got, env)
+		}
+		row, ok := rows["--"+name]
+		if !ok {
+			t.Errorf("the README's flag table has no row for --%s", name)
+		} else if !strings.Contains(row, "`"+env+"`") {
+			t.Errorf("the README's row for --%s does not name %s:\n%s", name, env, row)
+		}
+	}
+}
+
+// TestEnvOverridesDefault runs the mount command's flag parsing with
+// VOLFS_ variables set and a command line that overrides one of them.
+func TestEnvOverridesDefault(t *testing.T) {
+	t.Setenv("VOLFS_CACHE_SIZE", "2GiB")
+	t.Setenv("VOLFS_ALLOW_OTHER", "true")
+	t.Setenv("VOLFS_MISSING", "error")
+	var got []string
+	a := app(&reporter{})
+	for _, c := range a.Commands {
+		if c.Name == "mount" {
+			c.Action = func(c *cli.Context) error {
+				got = []string{c.String("cache-size"), fmt.Sprint(c.Bool("allow-other")), c.String("missing"), c.String("log-format")}
+				return nil
+			}
+		}
+	}
+	if err := a.Run([]string{"volfs", "mount", "--missing=fill", "src", "/mnt"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"2GiB", "true", "fill", "text"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

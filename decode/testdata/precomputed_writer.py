@@ -2,6 +2,9 @@
 
 Usage: precomputed_writer.py OUTDIR
 
+Imported as a module (integration/testdata/mkencodings.py does), it writes nothing: its
+encoders and the shard writer (shard_files) are functions.
+
 jpeg and png chunks are written by PIL (and, for the 16-bit multi-channel PNGs PIL
 cannot write, by a PNG writer here, from the PNG specification);
 compressed_segmentation and neuroglancer_uint64_sharded_v1 by encoders written here
@@ -22,7 +25,7 @@ import zlib
 import numpy as np
 from PIL import Image
 
-out = sys.argv[1]
+out = None  # the output directory, set by main
 rng = np.random.default_rng(7)
 rnd = random.Random(7)
 manifest = {"images": [], "cseg": [], "shards": []}
@@ -48,29 +51,38 @@ def smooth(shape, lo, hi):
 
 
 # ---------------------------------------------------------------- jpeg
-for channels, extent, subsampling, width in [
-    (1, (16, 8, 4), None, None),
-    (1, (13, 7, 3), None, None),
-    (1, (13, 7, 3), None, 13 * 7),  # any width x height with the right product
-    (3, (16, 8, 4), 0, None),  # 4:4:4
-    (3, (16, 16, 2), 2, None),  # 4:2:0, PIL's default
-    (3, (9, 5, 3), 0, None),
-]:
-    ex, ey, ez = extent
-    arr = smooth((channels, ez, ey, ex), 0, 255).astype(np.uint8)
-    w = width or ex
-    img = arr.transpose(1, 2, 3, 0).reshape(ex * ey * ez // w, w, channels)
-    pil = Image.fromarray(img[:, :, 0] if channels == 1 else img, "L" if channels == 1 else "RGB")
-    name = "jpeg_%d_%dx%dx%d_%s_%d" % (channels, ex, ey, ez, subsampling, w)
-    opts = {"quality": 90}
-    if subsampling is not None:
-        opts["subsampling"] = subsampling
-    pil.save(os.path.join(out, name + ".jpg"), "JPEG", **opts)
-    dec = np.asarray(Image.open(os.path.join(out, name + ".jpg")))
-    dec = dec.reshape(ez, ey, ex, channels).transpose(3, 0, 1, 2)
-    write(name + ".raw", raw(dec, np.uint8))
-    manifest["images"].append({"kind": "jpeg", "file": name + ".jpg", "expect": name + ".raw",
-                               "extent": extent, "channels": channels, "elem": 1})
+def jpeg_cases():
+    """jpeg chunks written by PIL, and PIL's decode of them."""
+    for channels, extent, subsampling, width, progressive in [
+        (1, (16, 8, 4), None, None, False),
+        (1, (13, 7, 3), None, None, False),
+        (1, (13, 7, 3), None, 13 * 7, False),  # any width x height with the right product
+        (3, (16, 8, 4), 0, None, False),  # 4:4:4
+        (3, (16, 16, 2), 2, None, False),  # 4:2:0, PIL's default
+        (3, (13, 7, 3), 2, None, False),  # 4:2:0 with odd sizes: edge chroma samples
+        (3, (16, 8, 4), 1, None, False),  # 4:2:2
+        (3, (15, 8, 4), 1, None, False),
+        (3, (9, 5, 3), 0, None, False),
+        (3, (64, 32, 3), 2, None, False),
+        (1, (64, 64, 8), None, None, False),
+        (1, (32, 16, 4), None, None, True),
+        (3, (32, 16, 4), 2, None, True),
+    ]:
+        ex, ey, ez = extent
+        arr = smooth((channels, ez, ey, ex), 0, 255).astype(np.uint8)
+        w = width or ex
+        img = arr.transpose(1, 2, 3, 0).reshape(ex * ey * ez // w, w, channels)
+        pil = Image.fromarray(img[:, :, 0] if channels == 1 else img, "L" if channels == 1 else "RGB")
+        name = "jpeg_%d_%dx%dx%d_%s_%d%s" % (channels, ex, ey, ez, subsampling, w, "_progressive" if progressive else "")
+        opts = {"quality": 90, "progressive": progressive}
+        if subsampling is not None:
+            opts["subsampling"] = subsampling
+        pil.save(os.path.join(out, name + ".jpg"), "JPEG", **opts)
+        dec = np.asarray(Image.open(os.path.join(out, name + ".jpg")))
+        dec = dec.reshape(ez, ey, ex, channels).transpose(3, 0, 1, 2)
+        write(name + ".raw", raw(dec, np.uint8))
+        manifest["images"].append({"kind": "jpeg", "file": name + ".jpg", "expect": name + ".raw",
+                                   "extent": extent, "channels": channels, "elem": 1})
 
 
 # ---------------------------------------------------------------- png
@@ -91,25 +103,27 @@ def write_png(path, img, bits):
         f.write(data)
 
 
-for dtype in (np.uint8, np.uint16):
-    for channels in (1, 2, 3, 4):
-        for extent in [(16, 8, 4), (7, 5, 3)]:
-            ex, ey, ez = extent
-            hi = 255 if dtype == np.uint8 else 65535
-            arr = rng.integers(0, hi + 1, (channels, ez, ey, ex)).astype(dtype)
-            img = arr.transpose(1, 2, 3, 0).reshape(ez * ey, ex, channels)
-            name = "png_%s_%d_%dx%dx%d.png" % (np.dtype(dtype).name, channels, ex, ey, ez)
-            path = os.path.join(out, name)
-            if dtype == np.uint8:
-                mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[channels]
-                Image.fromarray(img[:, :, 0] if channels == 1 else img, mode).save(path, "PNG", optimize=True)
-            elif channels == 1:
-                Image.fromarray(img[:, :, 0], "I;16").save(path, "PNG")
-            else:
-                write_png(path, img, 16)
-            write(name + ".raw", raw(arr, dtype))
-            manifest["images"].append({"kind": "png", "file": name, "expect": name + ".raw",
-                                       "extent": extent, "channels": channels, "elem": np.dtype(dtype).itemsize})
+def png_cases():
+    """png chunks of every dtype and channel count."""
+    for dtype in (np.uint8, np.uint16):
+        for channels in (1, 2, 3, 4):
+            for extent in [(16, 8, 4), (7, 5, 3)]:
+                ex, ey, ez = extent
+                hi = 255 if dtype == np.uint8 else 65535
+                arr = rng.integers(0, hi + 1, (channels, ez, ey, ex)).astype(dtype)
+                img = arr.transpose(1, 2, 3, 0).reshape(ez * ey, ex, channels)
+                name = "png_%s_%d_%dx%dx%d.png" % (np.dtype(dtype).name, channels, ex, ey, ez)
+                path = os.path.join(out, name)
+                if dtype == np.uint8:
+                    mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[channels]
+                    Image.fromarray(img[:, :, 0] if channels == 1 else img, mode).save(path, "PNG", optimize=True)
+                elif channels == 1:
+                    Image.fromarray(img[:, :, 0], "I;16").save(path, "PNG")
+                else:
+                    write_png(path, img, 16)
+                write(name + ".raw", raw(arr, dtype))
+                manifest["images"].append({"kind": "png", "file": name, "expect": name + ".raw",
+                                           "extent": extent, "channels": channels, "elem": np.dtype(dtype).itemsize})
 
 
 # ---------------------------------------------------- compressed_segmentation
@@ -169,27 +183,29 @@ def labels(shape, dtype, n):
     return ids[pick].astype(dtype)
 
 
-cseg_cases = [
-    (np.uint32, 1, (8, 8, 8), (8, 8, 8), 5),
-    (np.uint64, 1, (13, 9, 7), (8, 8, 8), 7),
-    (np.uint32, 2, (13, 9, 7), (3, 5, 2), 40),
-    (np.uint64, 3, (10, 6, 5), (4, 4, 1), 300),  # 16-bit blocks
-    (np.uint64, 1, (5, 4, 3), (1, 1, 1), 9),  # 0-bit blocks, every table shared
-    (np.uint32, 1, (64, 64, 17), (64, 64, 17), 0),  # 69632 distinct values: 32-bit codes
-    (np.uint32, 1, (6, 6, 6), (16, 16, 16), 3),  # one block larger than the chunk
-]
-for dtype, channels, extent, block, n in cseg_cases:
-    ex, ey, ez = extent
-    if n:
-        arr = labels((channels, ez, ey, ex), dtype, n)
-    else:
-        arr = ((np.arange(channels * ez * ey * ex, dtype=np.uint64) * 2654435761) % 2 ** 32).astype(dtype)
-        arr = arr.reshape(channels, ez, ey, ex)
-    name = "cseg_%s_%d_%dx%dx%d_%dx%dx%d" % ((np.dtype(dtype).name, channels) + extent + block)
-    write(name, cseg_encode(arr, block, dtype))
-    write(name + ".raw", raw(arr, dtype))
-    manifest["cseg"].append({"file": name, "expect": name + ".raw", "extent": extent, "block": block,
-                             "channels": channels, "elem": np.dtype(dtype).itemsize})
+def cseg_cases():
+    """compressed_segmentation chunks of several dtypes, channels and block sizes."""
+    cseg_cases = [
+        (np.uint32, 1, (8, 8, 8), (8, 8, 8), 5),
+        (np.uint64, 1, (13, 9, 7), (8, 8, 8), 7),
+        (np.uint32, 2, (13, 9, 7), (3, 5, 2), 40),
+        (np.uint64, 3, (10, 6, 5), (4, 4, 1), 300),  # 16-bit blocks
+        (np.uint64, 1, (5, 4, 3), (1, 1, 1), 9),  # 0-bit blocks, every table shared
+        (np.uint32, 1, (64, 64, 17), (64, 64, 17), 0),  # 69632 distinct values: 32-bit codes
+        (np.uint32, 1, (6, 6, 6), (16, 16, 16), 3),  # one block larger than the chunk
+    ]
+    for dtype, channels, extent, block, n in cseg_cases:
+        ex, ey, ez = extent
+        if n:
+            arr = labels((channels, ez, ey, ex), dtype, n)
+        else:
+            arr = ((np.arange(channels * ez * ey * ex, dtype=np.uint64) * 2654435761) % 2 ** 32).astype(dtype)
+            arr = arr.reshape(channels, ez, ey, ex)
+        name = "cseg_%s_%d_%dx%dx%d_%dx%dx%d" % ((np.dtype(dtype).name, channels) + extent + block)
+        write(name, cseg_encode(arr, block, dtype))
+        write(name + ".raw", raw(arr, dtype))
+        manifest["cseg"].append({"file": name, "expect": name + ".raw", "extent": extent, "block": block,
+                                 "channels": channels, "elem": np.dtype(dtype).itemsize})
 
 
 # ---------------------------------------------------------------- sharding
@@ -263,19 +279,35 @@ def morton(pos, grid):
     return code
 
 
-def write_sharded(dirname, spec, chunks):
-    """chunks maps chunk id -> stored bytes. Writes every shard file of the scale."""
-    os.makedirs(os.path.join(out, dirname))
-    mb, sb, pre = spec["minishard_bits"], spec["shard_bits"], spec["preshift_bits"]
+def locate(cid, spec):
+    """The shard and minishard numbers of chunk id cid."""
+    mb, sb = spec["minishard_bits"], spec["shard_bits"]
+    h = hash64(cid >> spec["preshift_bits"], spec["hash"])
+    return (h >> mb) & ((1 << sb) - 1), h & ((1 << mb) - 1)
+
+
+def shard_name(shard, spec):
+    return "%0*x.shard" % ((spec["shard_bits"] + 3) // 4, shard)
+
+
+def shard_files(spec, chunks):
+    """chunks maps chunk id -> stored bytes. Returns the scale's shard files as
+    {name: bytes}, and their layout as {name: {minishard: {"index": [start, end],
+    "chunks": {id: [start, end]}}}}, absolute byte ranges in the file."""
+    mb = spec["minishard_bits"]
     gz_index = spec.get("minishard_index_encoding", "raw") == "gzip"
     gz_data = spec.get("data_encoding", "raw") == "gzip"
     shards = {}
     for cid in sorted(chunks):
-        h = hash64(cid >> pre, spec["hash"])
-        shards.setdefault((h >> mb) & ((1 << sb) - 1), {}).setdefault(h & ((1 << mb) - 1), []).append(cid)
+        shard, ms = locate(cid, spec)
+        shards.setdefault(shard, {}).setdefault(ms, []).append(cid)
+    files, layout = {}, {}
     for shard, minishards in shards.items():
+        name = shard_name(shard, spec)
+        base = 16 << mb
         index = [(0, 0)] * (1 << mb)
         data = bytearray()
+        where = layout.setdefault(name, {})
         for ms in sorted(minishards):
             ids, starts, sizes = [], [], []
             for cid in minishards[ms]:
@@ -292,49 +324,72 @@ def write_sharded(dirname, spec, chunks):
             if gz_index:
                 msi = gzip.compress(msi)
             index[ms] = (len(data), len(data) + len(msi))
+            where[ms] = {"index": [base + index[ms][0], base + index[ms][1]],
+                         "chunks": {c: [base + s, base + e] for c, s, e in zip(ids, starts, ends)}}
             data += msi
-        name = "%0*x.shard" % ((sb + 3) // 4, shard)
         head = b"".join(struct.pack("<QQ", s, e) for s, e in index)
-        write(os.path.join(dirname, name), head + bytes(data))
+        files[name] = head + bytes(data)
+    return files, layout
 
 
-shard_cases = [
-    ("identity", 0, 2, 2, "raw", "raw", (5, 4, 3), "bytes"),
-    ("murmurhash3_x86_128", 1, 3, 1, "gzip", "gzip", (5, 4, 3), "bytes"),
-    ("murmurhash3_x86_128", 0, 0, 0, "raw", "gzip", (4, 4, 4), "bytes"),
-    ("identity", 2, 1, 3, "gzip", "raw", (6, 3, 2), "cseg"),
-    ("murmurhash3_x86_128", 0, 4, 5, "raw", "raw", (8, 8, 4), "bytes"),
-    ("murmurhash3_x86_128", 3, 2, 2, "gzip", "gzip", (7, 5, 3), "cseg"),
-    ("identity", 0, 13, 0, "raw", "raw", (4, 4, 2), "bytes"),  # per-entry shard index reads
-]
-for n, (hash_name, pre, mb, sb, ienc, denc, grid, content) in enumerate(shard_cases):
-    spec = {"@type": "neuroglancer_uint64_sharded_v1", "hash": hash_name, "preshift_bits": pre,
-            "minishard_bits": mb, "shard_bits": sb, "minishard_index_encoding": ienc, "data_encoding": denc}
-    if ienc == "raw" and n % 2 == 0:
-        del spec["minishard_index_encoding"]  # raw is the default
-    dirname = "sharded_%d" % n
-    chunks, listed = {}, []
-    for z in range(grid[2]):
-        for y in range(grid[1]):
-            for x in range(grid[0]):
-                pos = (x, y, z)
-                cid = morton(pos, grid)
-                entry = {"pos": pos, "id": cid}
-                if rnd.random() < 0.2:
-                    entry["missing"] = True  # never written: reads as fill
-                elif content == "bytes":
-                    stored = rng.integers(0, 256, rnd.randrange(1, 200), dtype=np.uint8).tobytes()
-                    chunks[cid] = stored
-                    entry["expect"] = write("%s_%d.raw" % (dirname, cid), stored)
-                else:
-                    extent = (4, 3, 2)
-                    arr = labels((1,) + extent[::-1], np.uint64, 6)
-                    chunks[cid] = cseg_encode(arr, (2, 2, 2), np.uint64)
-                    entry["expect"] = write("%s_%d.raw" % (dirname, cid), raw(arr, np.uint64))
-                    entry["cseg"] = {"extent": extent, "block": (2, 2, 2), "channels": 1, "elem": 8}
-                listed.append(entry)
-    write_sharded(dirname, spec, chunks)
-    manifest["shards"].append({"dir": dirname, "sharding": spec, "grid": grid, "chunks": listed})
+def write_sharded(dirname, spec, chunks):
+    """chunks maps chunk id -> stored bytes. Writes every shard file of the scale."""
+    os.makedirs(os.path.join(out, dirname))
+    for name, data in shard_files(spec, chunks)[0].items():
+        write(os.path.join(dirname, name), data)
 
-with open(os.path.join(out, "manifest.json"), "w") as f:
-    json.dump(manifest, f, indent=1)
+
+def shard_cases():
+    """sharded scales of raw bytes and compressed_segmentation chunks."""
+    shard_cases = [
+        ("identity", 0, 2, 2, "raw", "raw", (5, 4, 3), "bytes"),
+        ("murmurhash3_x86_128", 1, 3, 1, "gzip", "gzip", (5, 4, 3), "bytes"),
+        ("murmurhash3_x86_128", 0, 0, 0, "raw", "gzip", (4, 4, 4), "bytes"),
+        ("identity", 2, 1, 3, "gzip", "raw", (6, 3, 2), "cseg"),
+        ("murmurhash3_x86_128", 0, 4, 5, "raw", "raw", (8, 8, 4), "bytes"),
+        ("murmurhash3_x86_128", 3, 2, 2, "gzip", "gzip", (7, 5, 3), "cseg"),
+        ("identity", 0, 13, 0, "raw", "raw", (4, 4, 2), "bytes"),  # per-entry shard index reads
+    ]
+    for n, (hash_name, pre, mb, sb, ienc, denc, grid, content) in enumerate(shard_cases):
+        spec = {"@type": "neuroglancer_uint64_sharded_v1", "hash": hash_name, "preshift_bits": pre,
+                "minishard_bits": mb, "shard_bits": sb, "minishard_index_encoding": ienc, "data_encoding": denc}
+        if ienc == "raw" and n % 2 == 0:
+            del spec["minishard_index_encoding"]  # raw is the default
+        dirname = "sharded_%d" % n
+        chunks, listed = {}, []
+        for z in range(grid[2]):
+            for y in range(grid[1]):
+                for x in range(grid[0]):
+                    pos = (x, y, z)
+                    cid = morton(pos, grid)
+                    entry = {"pos": pos, "id": cid}
+                    if rnd.random() < 0.2:
+                        entry["missing"] = True  # never written: reads as fill
+                    elif content == "bytes":
+                        stored = rng.integers(0, 256, rnd.randrange(1, 200), dtype=np.uint8).tobytes()
+                        chunks[cid] = stored
+                        entry["expect"] = write("%s_%d.raw" % (dirname, cid), stored)
+                    else:
+                        extent = (4, 3, 2)
+                        arr = labels((1,) + extent[::-1], np.uint64, 6)
+                        chunks[cid] = cseg_encode(arr, (2, 2, 2), np.uint64)
+                        entry["expect"] = write("%s_%d.raw" % (dirname, cid), raw(arr, np.uint64))
+                        entry["cseg"] = {"extent": extent, "block": (2, 2, 2), "channels": 1, "elem": 8}
+                    listed.append(entry)
+        write_sharded(dirname, spec, chunks)
+        manifest["shards"].append({"dir": dirname, "sharding": spec, "grid": grid, "chunks": listed})
+
+
+def main():
+    global out
+    out = sys.argv[1]
+    jpeg_cases()
+    png_cases()
+    cseg_cases()
+    shard_cases()
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+package disk
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// imageChunk returns 1 MiB of uint8 EM-like data: a smooth field plus noise.
+func imageChunk() []byte {
+	r := rand.New(rand.NewPCG(1, 1))
+	b := make([]byte, 1<<20)
+	for i := range b {
+		x, y := float64(i%1024), float64(i/1024)
+		b[i] = byte(128 + 60*math.Sin(x/17)*math.Cos(y/23) + float64(r.IntN(5)) - 2)
+	}
+	return b
+}
+
+func gunzip(b *testing.B, gz []byte) []byte {
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([]byte, 1<<20)
+	if _, err := io.ReadFull(r, out); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// BenchmarkDiskHit compares the ways a disk-cache hit of a gzip-6 chunk
+// (1 MiB decoded) can produce the decoded bytes: decode the gzip object
+// (what a cache of received objects costs beyond the read: gzip/decode),
+// read it and decode it (gzip/disk), read a copy kept re-encoded with
+// zstd level 1 or 3 (zstd1/disk, zstd3/disk), or read a copy kept decoded
+// (raw/disk). The
+// files are in the page cache after the first read, as on a warm machine.
+func BenchmarkDiskHit(b *testing.B) {
+	raw := imageChunk()
+	var gz bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&gz, 6)
+	w.Write(raw)
+	w.Close()
+	c, err := Open(Options{Dir: b.TempDir(), MaxBytes: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Put("gzip", gz.Bytes()); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.PutCompressed("zstd1", raw); err != nil {
+		b.Fatal(err)
+	}
+	c3, err := Open(Options{Dir: b.TempDir(), MaxBytes: 1 << 30, Level: 3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c3.PutCompressed("zstd3", raw); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Put("raw", raw); err != nil {
+		b.Fatal(err)
+	}
+	get := func(b *testing.B, key string) []byte {
+		v, ok := c.Get(key)
+		if !ok {
+			b.Fatalf("%s: miss", key)
+		}
+		return v
+	}
+	for _, bc := range []struct {
+		name string
+		run  func(b *testing.B) []byte
+	}{
+		{"gzip/decode", func(b *testing.B) []byte { return gunzip(b, gz.Bytes()) }},
+		{"gzip/disk", func(b *testing.B) []byte { return gunzip(b, get(b, "gzip")) }},
+		{"zstd1/disk", func(b *testing.B) []byte { return get(b, "zstd1") }},
+		{"zstd3/disk", func(b *testing.B) []byte { v, _ := c3.Get("zstd3"); return v }},
+		{"raw/disk", func(b *testing.B) []byte { return get(b, "raw") }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if !bytes.Equal(bc.run(b), raw) {
+				b.Fatal("wrong bytes")
+			}
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.run(b)
+			}
+		})
+	}
+	b.Logf("stored: gzip-6 %d bytes, zstd-1 %d, zstd-3 %d, of %d decoded", gz.Len(), len(c.encoder.EncodeAll(raw, nil)), len(c3.encoder.EncodeAll(raw, nil)), len(raw))
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// commandSet says which commands take a flag.
+type commandSet uint8
+
+const (
+	onMount commandSet = 1 << iota
+	onDemo
+	onInfo
+	onCat
+
+	// onSource is every command that opens a source.
+	onSource = onMount | onDemo | onInfo | onCat
+	// onFUSE is every command that mounts.
+	onFUSE = onMount | onDemo
+)
+
+// flagDef is one row of the flag table.
+type flagDef struct {
+	on   commandSet
+	flag cli.Flag
+}
+
+// flagTable lists every flag of every command. Adding a flag is one entry
+// here plus one row in the README's flag table (a test checks the README):
+// flagsFor gives it its VOLFS_<NAME> environment variable, and mount.volfs
+// accepts it as the -o option <name> with underscores for dashes.
+func flagTable() []flagDef {
+	return []flagDef{
+		{onSource, &cli.StringFlag{Name: "cache-size", Value: "512MiB", Usage: "memory for decoded chunks (e.g. 256MiB, 2GiB)"}},
+		{onSource, &cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"}},
+		{onSource, &cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool)"}},
+		{onSource, &cli.BoolFlag{Name: "follow-symlinks", Usage: "follow symlinks of a local source that lead outside it (by default they read as absent)"}},
+		{onSource, &cli.BoolFlag{Name: "follow-redirects", Usage: "follow HTTP redirects to another scheme, host or port than the source's (by default refused)"}},
+		{onSource, &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "an HTTP attempt that makes no progress this long is retried"}},
+		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried"}},
+		{onSource, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},
+		{onSource, &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value) or json, one record per line"}},
+		{onSource, &cli.StringFlag{Name: "log-file", Usage: "append logs to this file instead of stderr (with --daemon: instead of syslog)"}},
+		{onFUSE, &cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"}},
+		{onFUSE, &cli.IntFlag{Name: "uid", Value: os.Getuid(), DefaultText: "the caller's", Usage: "owner uid shown for every file"}},
+		{onFUSE, &cli.IntFlag{Name: "gid", Value: os.Getgid(), DefaultText: "the caller's", Usage: "owner gid shown for every file"}},
+		{onFUSE, &cli.BoolFlag{Name: "allow-non-empty", Usage: "mount over a directory that is not empty, hiding what it holds"}},
+		{onFUSE, &cli.BoolFlag{Name: "debug-fuse", Usage: "log every FUSE request"}},
+		{onMount, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount is live (exit 0) or has failed (the reason, non-zero)"}},
+	}
+}
+
+// envPrefix starts the environment variable of every flag.
+const envPrefix = "VOLFS_"
+
+// envName is the environment variable that sets flag name:
+// VOLFS_CACHE_SIZE for cache-size.
+func envName(name string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// flagsFor returns the flags that the commands in on take, each reading
+// its environment variable. It panics on a flag type it does not know: the
+// table is static, and TestFlagTable runs it.
+func flagsFor(on commandSet) []cli.Flag {
+	var out []cli.Flag
+	for _, d := range flagTable() {
+		if d.on&on == 0 {
+			continue
+		}
+		env := []string{envName(d.flag.Names()[0])}
+		switch f := d.flag.(type) {
+		case *cli.StringFlag:
+			f.EnvVars = env
+		case *cli.IntFlag:
+			f.EnvVars = env
+		case *cli.Int64Flag:
+			f.EnvVars = env
+		case *cli.UintFlag:
+			f.EnvVars = env
+		case *cli.BoolFlag:
+			f.EnvVars = env
+		case *cli.DurationFlag:
+			f.EnvVars = env
+		case *cli.Float64Flag:
+			f.EnvVars = env
+		case *cli.PathFlag:
+			f.EnvVars = env
+		case *cli.StringSliceFlag:
+			f.EnvVars = env
+		default:
+			panic(fmt.Sprintf("volfs: flag %s: add its type %T to flagsFor", f.Names()[0], f))
+		}
+		out = append(out, d.flag)
+	}
+	return out
+}

@@ -1,0 +1,206 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/ulikunitz/xz"
+	"github.com/ulikunitz/xz/lzma"
+)
+
+// numcodecs calls the codec "lzma" (its default container is xz); N5 calls
+// it "xz".
+func init() {
+	RegisterCodec("lzma", decodeLZMA)
+	RegisterCodec("xz", decodeLZMA)
+}
+
+// xzMagic starts every xz stream.
+var xzMagic = []byte{0xfd, '7', 'z', 'X', 'Z', 0}
+
+// minDict is the smallest LZMA dictionary the library accepts.
+const minDict = 4096
+
+// decodeLZMA is the "lzma" and "xz" Codec: one xz stream (numcodecs' LZMA
+// with its default FORMAT_XZ, N5's xz) or a legacy .lzma stream
+// (FORMAT_ALONE). Raw LZMA streams, whose filters live in the metadata,
+// and xz filter chains other than a lone LZMA2 are ErrUnsupported.
+//
+// The LZMA library allocates the whole dictionary that a stream's header
+// asks for (up to 4 GiB). Matches never reach further back than the
+// output so far, which is at most limit bytes, so the headers are
+// rewritten (in a copy) to ask for no more than that before decoding: the
+// memory spent is the output plus at most limit for the dictionary.
+func decodeLZMA(dst, src []byte, limit int) ([]byte, error) {
+	dict := max(limit, minDict)
+	var r io.Reader
+	if bytes.HasPrefix(src, xzMagic) {
+		patched, err := boundXZ(src, limit, dict)
+		if err != nil {
+			return nil, err
+		}
+		if r, err = (xz.ReaderConfig{SingleStream: true}).NewReader(bytes.NewReader(patched)); err != nil {
+			return nil, corrupt("xz", err)
+		}
+	} else {
+		// The .lzma header: properties, dictionary size (uint32), decoded
+		// size (int64, -1 when unknown), all little-endian.
+		if len(src) < 13 {
+			return nil, corrupt("lzma", io.ErrUnexpectedEOF)
+		}
+		if size := int64(binary.LittleEndian.Uint64(src[5:])); size != -1 && (size < 0 || size > int64(limit)) {
+			return nil, corrupt("lzma", fmt.Errorf("header declares %d bytes, chunk size is %d", size, limit))
+		}
+		header := bytes.Clone(src[:13])
+		if binary.LittleEndian.Uint32(header[1:]) > uint32(dict) {
+			binary.LittleEndian.PutUint32(header[1:], uint32(dict))
+		}
+		var err error
+		if r, err = lzma.NewReader(io.MultiReader(bytes.NewReader(header), bytes.NewReader(src[13:]))); err != nil {
+			return nil, corrupt("lzma", err)
+		}
+	}
+	out, err := readAllLimit(dst, r, limit, make([]byte, 1))
+	if err != nil {
+		return nil, corrupt("lzma", err)
+	}
+	return out, nil
+}
+
+// xzDictSize is the dictionary size that LZMA2 property byte c stands for.
+func xzDictSize(c byte) int64 {
+	if c >= 40 {
+		return 1<<32 - 1
+	}
+	return int64(2|c&1) << (c/2 + 11)
+}
+
+// uvarint reads one xz variable-length integer (at most 9 bytes) from b.
+func uvarint(b []byte) (uint64, int, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || n > 9 {
+		return 0, 0, io.ErrUnexpectedEOF
+	}
+	return v, n, nil
+}
+
+// boundXZ checks the single xz stream src from its index before any
+// decoding: its blocks must decode to at most limit bytes together and
+// use a lone LZMA2 filter. It returns src, or a copy whose block headers
+// ask for dictionaries of at most dict bytes (with their CRC32s redone).
+func boundXZ(src []byte, limit, dict int) ([]byte, error) {
+	bad := func(format string, args ...any) error {
+		return corrupt("xz", fmt.Errorf(format, args...))
+	}
+	if len(src) < 24 || string(src[len(src)-2:]) != "YZ" {
+		return nil, bad("no stream footer at the end (stream padding and concatenated streams are not supported)")
+	}
+	footer := src[len(src)-12:]
+	indexSize := (int64(binary.LittleEndian.Uint32(footer[4:])) + 1) * 4
+	indexStart := int64(len(src)) - 12 - indexSize
+	if indexStart < 12 {
+		return nil, bad("index of %d bytes does not fit", indexSize)
+	}
+	index := src[indexStart : len(src)-12]
+	if index[0] != 0 {
+		return nil, bad("no index where the footer says")
+	}
+	nrec, n, err := uvarint(index[1:])
+	if err != nil || nrec > uint64(len(index)) {
+		return nil, bad("bad index")
+	}
+	index = index[1+n:]
+	out := src
+	var total uint64
+	pos := int64(12)
+	for range nrec {
+		unpadded, n, err := uvarint(index)
+		if err != nil {
+			return nil, bad("bad index")
+		}
+		index = index[n:]
+		size, n, err := uvarint(index)
+		if err != nil {
+			return nil, bad("bad index")
+		}
+		index = index[n:]
+		if total += size; total > uint64(limit) {
+			return nil, bad("index declares more than the chunk size %d", limit)
+		}
+		if unpadded > uint64(indexStart-pos) {
+			return nil, bad("block of %d bytes overruns the index", unpadded)
+		}
+		block := out[pos : pos+int64(unpadded)]
+		patched, err := boundXZBlock(block, dict)
+		if err != nil {
+			return nil, err
+		}
+		if patched != nil {
+			if &out[0] == &src[0] {
+				out = bytes.Clone(src)
+			}
+			copy(out[pos:], patched)
+		}
+		pos += (int64(unpadded) + 3) &^ 3
+	}
+	if pos != indexStart {
+		return nil, bad("blocks end at %d, index starts at %d", pos, indexStart)
+	}
+	return out, nil
+}
+
+// boundXZBlock checks the header of the xz block that starts block, and
+// returns nil when its dictionary is at most dict bytes, else the header
+// rewritten to ask for dict bytes.
+func boundXZBlock(block []byte, dict int) ([]byte, error) {
+	if len(block) < 1 || block[0] == 0 {
+		return nil, corrupt("xz", errors.New("block header expected"))
+	}
+	hsize := (int(block[0]) + 1) * 4
+	if hsize > len(block) {
+		return nil, corrupt("xz", io.ErrUnexpectedEOF)
+	}
+	h := block[:hsize]
+	if crc32.ChecksumIEEE(h[:hsize-4]) != binary.LittleEndian.Uint32(h[hsize-4:]) {
+		return nil, corrupt("xz", errors.New("block header checksum"))
+	}
+	flags := h[1]
+	p := 2
+	for _, present := range []bool{flags&0x40 != 0, flags&0x80 != 0} {
+		if present {
+			_, n, err := uvarint(h[p : hsize-4])
+			if err != nil {
+				return nil, corrupt("xz", err)
+			}
+			p += n
+		}
+	}
+	id, n, err := uvarint(h[p : hsize-4])
+	if err != nil {
+		return nil, corrupt("xz", err)
+	}
+	p += n
+	if flags&3 != 0 || id != 0x21 {
+		return nil, fmt.Errorf("xz filter chain other than LZMA2 alone (first filter %#x): %w", id, ErrUnsupported)
+	}
+	psize, n, err := uvarint(h[p : hsize-4])
+	if err != nil || psize != 1 || p+n >= hsize-4 {
+		return nil, corrupt("xz", errors.New("bad LZMA2 properties"))
+	}
+	p += n
+	if xzDictSize(h[p]) <= int64(dict) {
+		return nil, nil
+	}
+	h = bytes.Clone(h)
+	c := byte(0)
+	for xzDictSize(c) < int64(dict) {
+		c++
+	}
+	h[p] = c
+	binary.LittleEndian.PutUint32(h[hsize-4:], crc32.ChecksumIEEE(h[:hsize-4]))
+	return h, nil
+}
