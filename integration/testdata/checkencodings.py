@@ -147,7 +147,9 @@ def main():
         check_info(layer["name"])
         names = sorted(c["name"] for c in layer["chunks"])
         try:
-            listed = sorted(os.listdir(os.path.join(mnt, layer["name"], layer["scale"])))
+            # Beside its chunks, a scale directory holds the stitched views.
+            views = {"volume.tif", "volume.raw", "volume.nhdr", "volume.mhd", "sections", "slabs"}
+            listed = sorted(n for n in os.listdir(os.path.join(mnt, layer["name"], layer["scale"])) if n not in views)
         except OSError as e:
             fail(f"{layer['name']}: listdir: {e}")
             listed = names
