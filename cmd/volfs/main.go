@@ -39,6 +39,7 @@ func app() *cli.App {
 		&cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"},
 		&cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		&cli.BoolFlag{Name: "anonymous", Usage: "gs:// sources: send no credentials, even when Application Default Credentials are found"},
 	}
 	mountFlags := append([]cli.Flag{
 		&cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"},
@@ -119,7 +120,10 @@ func openTree(c *cli.Context, source string) (*fs.Tree, error) {
 	if opts.Format, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
-	src, err := fetcher.Open(source, fetcher.Options{HTTP: fetcher.HTTPOptions{Conns: c.Int("workers")}})
+	src, err := fetcher.Open(source, fetcher.Options{
+		HTTP: fetcher.HTTPOptions{Conns: c.Int("workers")},
+		GCS:  fetcher.GCSOptions{Conns: c.Int("workers"), Anonymous: c.Bool("anonymous")},
+	})
 	if err != nil {
 		return nil, err
 	}
