@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ type emulator struct {
 	served   atomic.Int64 // bytes of download bodies
 }
 
-func newEmulator(t *testing.T, objects []fakestorage.Object) *emulator {
+func newEmulator(t testing.TB, objects []fakestorage.Object) *emulator {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +77,7 @@ func newEmulator(t *testing.T, objects []fakestorage.Object) *emulator {
 }
 
 // fetcher returns a GCS fetcher over gs://bucket/prefix of e.
-func (e *emulator) fetcher(t *testing.T, bucketAndPrefix string) *GCS {
+func (e *emulator) fetcher(t testing.TB, bucketAndPrefix string) *GCS {
 	t.Helper()
 	opts := fastGCS
 	opts.Endpoint = e.url + "/storage/v1/"
@@ -535,4 +536,89 @@ func TestGCSListMany(t *testing.T) {
 	if got := s.lists.Load(); got != n/gcsPageSize {
 		t.Errorf("%d listing requests, want %d", got, n/gcsPageSize)
 	}
+}
+
+// TestGCSDials reads concurrently through one fetcher: the client opens at
+// most Conns connections, and none once they are open.
+func TestGCSDials(t *testing.T) {
+	const conns = 8
+	var objs []fakestorage.Object
+	for i := range 64 {
+		objs = append(objs, fakestorage.Object{
+			ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: fmt.Sprintf("k%d", i)},
+			Content:     seq(64 << 10),
+		})
+	}
+	e := newEmulator(t, objs)
+	opts := fastGCS
+	opts.Endpoint, opts.Conns = e.url+"/storage/v1/", conns
+	g, err := NewGCS("gs://bkt", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	round := func() {
+		var wg sync.WaitGroup
+		for w := range 2 * conns {
+			wg.Go(func() {
+				for i := range 64 {
+					key := fmt.Sprintf("k%d", (i+w)%64)
+					if _, err := g.Get(ctx, key, 1<<20); err != nil {
+						t.Error(err)
+					}
+					if _, err := g.GetRange(ctx, key, 1000, 4096); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	round()
+	if got := g.Dials(); got < 1 || got > conns {
+		t.Errorf("dials: got %d, want 1 to %d", got, conns)
+	}
+	before := g.Dials()
+	round()
+	if got := g.Dials() - before; got != 0 {
+		t.Errorf("dials in steady state: got %d, want 0", got)
+	}
+}
+
+// BenchmarkGCSGet reads whole 1 MiB objects through the emulator, from
+// concurrent goroutines.
+func BenchmarkGCSGet(b *testing.B) {
+	const size = 1 << 20
+	e := newEmulator(b, []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "k"}, Content: seq(size)}})
+	g := e.fetcher(b, "bkt")
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.Get(context.Background(), "k", size); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}
+
+// BenchmarkGCSGetRange reads 128 KiB ranges (the kernel's read size) of a
+// 16 MiB plain object.
+func BenchmarkGCSGetRange(b *testing.B) {
+	const size, piece = 16 << 20, 128 << 10
+	e := newEmulator(b, []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "k"}, Content: seq(size)}})
+	g := e.fetcher(b, "bkt")
+	b.SetBytes(piece)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			off := (n.Add(1) * piece) % size
+			if _, err := g.GetRange(context.Background(), "k", off, piece); err != nil {
+				b.Error(err)
+			}
+		}
+	})
 }
