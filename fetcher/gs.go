@@ -234,22 +234,34 @@ func (g *GCS) readWhole(ctx context.Context, name string, limit int64) (data []b
 	if size > limit {
 		return nil, gz, fmt.Errorf("object of %d bytes: %w (limit %d)", size, ErrTooLarge, limit)
 	}
-	if size >= 0 {
-		data = make([]byte, 0, size)
+	if size < 0 {
+		data, err = io.ReadAll(io.LimitReader(r, limit+1))
+		if err != nil {
+			return nil, gz, err
+		}
+		if int64(len(data)) > limit {
+			return nil, gz, fmt.Errorf("object of more than %d bytes: %w", limit, ErrTooLarge)
+		}
+	} else {
+		data = make([]byte, size)
+		if _, err := io.ReadFull(r, data); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, gz, err
+		}
+		// Read on to the end, where the library compares the CRC32C.
+		var one [1]byte
+		switch _, err := io.ReadFull(r, one[:]); err {
+		case io.EOF:
+		case nil:
+			return nil, gz, fmt.Errorf("object longer than its declared %d bytes", size)
+		default:
+			return nil, gz, err
+		}
 	}
-	buf := bytes.NewBuffer(data)
-	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, gz, err
-	}
-	if n > limit {
-		return nil, gz, fmt.Errorf("object of more than %d bytes: %w", limit, ErrTooLarge)
-	}
-	if size >= 0 && n != size {
-		return nil, gz, fmt.Errorf("read %d bytes of an object of %d: %w", n, size, io.ErrUnexpectedEOF)
-	}
-	g.attrs.Add(name, gcsAttrs{size: n, gzip: gz})
-	return buf.Bytes(), gz, nil
+	g.attrs.Add(name, gcsAttrs{size: int64(len(data)), gzip: gz})
+	return data, gz, nil
 }
 
 // GetRange reads a plain object with a Range request of the bytes asked
