@@ -31,8 +31,9 @@ type GCSOptions struct {
 	Conns int
 	// Anonymous sends no credentials even when Application Default
 	// Credentials are found. Without it, ADC are used when found and
-	// anonymous access otherwise. With STORAGE_EMULATOR_HOST set or an
-	// Endpoint given, access is always anonymous (emulators take none).
+	// anonymous access otherwise; a GOOGLE_APPLICATION_CREDENTIALS that
+	// names no usable credentials is an error. With STORAGE_EMULATOR_HOST
+	// set, access is always anonymous (emulators take none).
 	Anonymous bool
 	// Endpoint replaces the JSON API endpoint (for tests: an emulator's
 	// "http://127.0.0.1:PORT/storage/v1/"). It takes precedence over
@@ -474,7 +475,7 @@ func (g *GCS) error(ctx, cctx context.Context, op, key string, err error) error 
 	case errors.As(err, &gerr) && (gerr.Code == http.StatusNotFound || gerr.Code == http.StatusGone):
 		return fmt.Errorf("%s: %v: %w", where, err, ErrNotExist)
 	case errors.As(err, &gerr) && (gerr.Code == http.StatusUnauthorized || gerr.Code == http.StatusForbidden):
-		return fmt.Errorf("%s: %w (%s): %s", where, ErrPermission, g.client.auth, g.client.authHint)
+		return fmt.Errorf("%s: %w: %v; this used %s: %s", where, ErrPermission, err, g.client.auth, g.client.authHint)
 	case errors.As(err, &gerr) && (gerr.Code == http.StatusTooManyRequests || gerr.Code == http.StatusRequestTimeout || gerr.Code >= 500):
 		return fmt.Errorf("%s: %v: %w", where, err, ErrTransient)
 	case errors.Is(err, errStalled) || storage.ShouldRetry(err):
@@ -505,13 +506,13 @@ var gcsClients = struct {
 // the first.
 func gcsClientFor(opts GCSOptions) (*gcsClient, error) {
 	emulator := os.Getenv("STORAGE_EMULATOR_HOST")
-	key := fmt.Sprintf("%s|%s|%v", opts.Endpoint, emulator, opts.Anonymous)
+	key := fmt.Sprintf("%s|%s|%v|%s", opts.Endpoint, emulator, opts.Anonymous, os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"))
 	gcsClients.mu.Lock()
 	defer gcsClients.mu.Unlock()
 	if c, ok := gcsClients.m[key]; ok {
 		return c, nil
 	}
-	c, err := newGCSClient(opts, opts.Anonymous || opts.Endpoint != "" || emulator != "")
+	c, err := newGCSClient(opts, opts.Anonymous || emulator != "")
 	if err != nil {
 		return nil, err
 	}
@@ -537,6 +538,9 @@ func newGCSClient(opts GCSOptions, anonymous bool) (*gcsClient, error) {
 			}
 			c.authHint = "grant them storage.objects.get and storage.objects.list on the bucket, or pass --anonymous for a public bucket"
 			rt = &oauth2.Transport{Source: creds.TokenSource, Base: rt}
+		} else if file := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); file != "" {
+			// Named but unusable: falling back to anonymous would hide it.
+			return nil, fmt.Errorf("fetcher: gs: GOOGLE_APPLICATION_CREDENTIALS=%s: %w", file, err)
 		} else {
 			c.auth += " (no Application Default Credentials found)"
 		}

@@ -13,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -621,4 +623,64 @@ func BenchmarkGCSGetRange(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestGCSCredentials: Application Default Credentials named by
+// GOOGLE_APPLICATION_CREDENTIALS (a user's refresh token, exchanged at a
+// loopback token endpoint) authorise every request, unless Anonymous.
+func TestGCSCredentials(t *testing.T) {
+	var exchanges atomic.Int64
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		exchanges.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"access_token":"tok-123","token_type":"Bearer","expires_in":3600}`))
+	}))
+	t.Cleanup(tokens.Close)
+	file := filepath.Join(t.TempDir(), "adc.json")
+	adc := fmt.Sprintf(`{"type":"authorized_user","client_id":"id","client_secret":"secret","refresh_token":"refresh","token_uri":%q}`, tokens.URL+"/token")
+	if err := os.WriteFile(file, []byte(adc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
+
+	for _, anonymous := range []bool{false, true} {
+		t.Run(fmt.Sprintf("anonymous=%v", anonymous), func(t *testing.T) {
+			var auth atomic.Value
+			s := &gcsShaped{objects: map[string]shapedObject{"k": {data: []byte("ok")}}, fault: func(n int64, w http.ResponseWriter, r *http.Request) bool {
+				auth.Store(r.Header.Get("Authorization"))
+				if n == 2 {
+					http.Error(w, "<Error/>", http.StatusForbidden)
+					return true
+				}
+				return false
+			}}
+			opts := fastGCS
+			opts.Anonymous = anonymous
+			g := newShaped(t, s, opts)
+			if _, err := g.Get(context.Background(), "k", 10); err != nil {
+				t.Fatal(err)
+			}
+			want, wantAuth := "", "anonymous access"
+			if !anonymous {
+				want, wantAuth = "Bearer tok-123", "Application Default Credentials"
+			}
+			if got := auth.Load(); got != want {
+				t.Errorf("Authorization: got %q, want %q", got, want)
+			}
+			_, err := g.Get(context.Background(), "k", 10)
+			if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), wantAuth) {
+				t.Errorf("403: got %v, want %v naming %s", err, ErrPermission, wantAuth)
+			}
+		})
+	}
+	if got := exchanges.Load(); got != 1 {
+		t.Errorf("%d token exchanges, want 1", got)
+	}
+
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "absent.json"))
+	opts := fastGCS
+	opts.Anonymous, opts.Endpoint = false, "http://127.0.0.1:1/storage/v1/"
+	if _, err := NewGCS("gs://bkt", opts); err == nil || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS") {
+		t.Errorf("credentials file that does not exist: got %v, want an error naming GOOGLE_APPLICATION_CREDENTIALS", err)
+	}
 }
