@@ -18,6 +18,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -123,9 +124,10 @@ type GCS struct {
 
 	attrs *lru.Cache[string, gcsAttrs] // object name -> size and encoding
 
-	wholeMu    sync.Mutex
-	whole      []wholeObject // GUARDED_BY(wholeMu); most recent last
-	wholeBytes int64         // GUARDED_BY(wholeMu)
+	wholeFlight singleflight.Group // one whole read of a gzip-encoded object at a time
+	wholeMu     sync.Mutex
+	whole       []wholeObject // GUARDED_BY(wholeMu); most recent last
+	wholeBytes  int64         // GUARDED_BY(wholeMu)
 }
 
 // gcsAttrs is what GetRange and Stat need to know about an object.
@@ -329,7 +331,10 @@ func (g *GCS) getRange(ctx context.Context, name string, offset, length int64) (
 }
 
 // wholeGzip returns the stored bytes of the gzip-encoded object name,
-// from the small cache of such objects when it holds them.
+// from the small cache of such objects when it holds them. Concurrent
+// callers share one read, which runs on until CallTimeout even when the
+// caller that started it leaves, so that its cancellation fails no other
+// caller.
 func (g *GCS) wholeGzip(ctx context.Context, name string) ([]byte, error) {
 	g.wholeMu.Lock()
 	for i, w := range g.whole {
@@ -341,10 +346,29 @@ func (g *GCS) wholeGzip(ctx context.Context, name string) ([]byte, error) {
 	}
 	g.wholeMu.Unlock()
 
-	data, _, err := g.readWhole(ctx, name, g.opts.MaxObjectSize)
-	if err != nil || int64(len(data)) > gcsWholeCacheBytes {
+	ch := g.wholeFlight.DoChan(name, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CallTimeout)
+		defer cancel()
+		data, _, err := g.readWhole(rctx, name, g.opts.MaxObjectSize)
+		if err == nil && int64(len(data)) <= gcsWholeCacheBytes {
+			g.keepWhole(name, data)
+		}
 		return data, err
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.([]byte), nil
 	}
+}
+
+// keepWhole adds an object's bytes to the cache of gzip-encoded objects,
+// evicting the least recently used beyond gcsWholeCacheBytes.
+func (g *GCS) keepWhole(name string, data []byte) {
 	g.wholeMu.Lock()
 	defer g.wholeMu.Unlock()
 	g.whole = append(g.whole, wholeObject{name, data})
@@ -353,7 +377,6 @@ func (g *GCS) wholeGzip(ctx context.Context, name string) ([]byte, error) {
 		g.wholeBytes -= int64(len(g.whole[0].data))
 		g.whole = g.whole[1:]
 	}
-	return data, nil
 }
 
 // attrsOf returns the size and encoding of object name, asking GCS only

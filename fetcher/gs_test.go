@@ -516,6 +516,23 @@ func TestGCSRangeIgnoredOnGzip(t *testing.T) {
 	if got, want := s.metadata.Load(), int64(2); got != want {
 		t.Errorf("%d metadata requests, want %d", got, want)
 	}
+
+	// Concurrent reads of it through a new fetcher share one download.
+	before := s.downloads.Load()
+	g2 := newShaped(t, s, fastGCS)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			off := int64(i * len(stored) / 10)
+			if got, err := g2.GetRange(ctx, "gz", off, 100); err != nil || !bytes.Equal(got, stored[off:off+100]) {
+				t.Errorf("concurrent GetRange(gz, %d, 100): got %d bytes, %v", off, len(got), err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := s.downloads.Load() - before; got != 1 {
+		t.Errorf("8 concurrent reads made %d downloads, want 1", got)
+	}
 }
 
 // TestGCSEmulatorHost checks that STORAGE_EMULATOR_HOST, as the storage
