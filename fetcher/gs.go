@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,7 +103,9 @@ const gcsWholeCacheBytes = 64 << 20
 // "a/b" is the object named prefix + "/a/b". Directories are the prefixes
 // that object names share ("implicit directories", as gcsfuse
 // --implicit-dirs shows them); an object whose name ends with "/" (a
-// console-made folder marker) makes its directory exist but is not listed.
+// console-made folder marker) makes its directory exist but is not listed,
+// and an object named like a directory beside it ("a" beside "a/b") is
+// hidden by the directory.
 //
 // Objects stored with Content-Encoding: gzip are never transcoded by the
 // server: Get returns their stored bytes with ContentEncoding "gzip", and
@@ -454,7 +457,9 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 	for {
 		oa, err := it.Next()
 		if err == iterator.Done {
-			return entries, nil
+			// A name that is both an object and a prefix shows as the
+			// directory, so that what lies below it stays reachable.
+			return slices.DeleteFunc(entries, func(e Entry) bool { return !e.IsDir && dirs[e.Name] }), nil
 		}
 		if err != nil {
 			return nil, err

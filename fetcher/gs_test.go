@@ -182,7 +182,11 @@ func TestGCSGzipEncoded(t *testing.T) {
 // hundred-thousand-object listing is TestGCSListMany's.)
 func TestGCSListPages(t *testing.T) {
 	const n = 1200
-	objs := []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "big/sub/x"}, Content: []byte("x")}}
+	objs := []fakestorage.Object{
+		{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "big/sub/x"}, Content: []byte("x")},
+		// Object "big/00003" is hidden by the directory of this one.
+		{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "big/00003/x"}, Content: []byte("x")},
+	}
 	for i := range n {
 		objs = append(objs, fakestorage.Object{
 			ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: fmt.Sprintf("big/%05d", i)},
@@ -199,9 +203,9 @@ func TestGCSListPages(t *testing.T) {
 		t.Fatalf("got %d entries, want %d", len(entries), n+1)
 	}
 	for _, en := range entries {
-		if en.Name == "sub" {
+		if en.Name == "sub" || en.Name == "00003" {
 			if !en.IsDir {
-				t.Errorf("sub: got a file, want a directory")
+				t.Errorf("%s: got a file, want a directory", en.Name)
 			}
 			continue
 		}
