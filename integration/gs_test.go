@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -31,7 +32,7 @@ type gcsEmulator struct {
 	others   atomic.Int64 // every other request
 	served   atomic.Int64 // body bytes of downloads
 	gzRanges atomic.Int64 // Range headers on gzip-encoded objects
-	gzPaths  map[string]bool
+	gzPaths  sync.Map     // URL path of each gzip-encoded object -> true
 }
 
 // startGCSEmulator starts the emulator, on a file-backed store (its
@@ -49,7 +50,7 @@ func startGCSEmulator(t *testing.T) *gcsEmulator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &gcsEmulator{srv: srv, gzPaths: make(map[string]bool)}
+	e := &gcsEmulator{srv: srv}
 	h := srv.HTTPHandler()
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/o") {
@@ -57,7 +58,7 @@ func startGCSEmulator(t *testing.T) *gcsEmulator {
 		} else {
 			e.others.Add(1)
 		}
-		if e.gzPaths[r.URL.Path] && r.Header.Get("Range") != "" {
+		if _, gz := e.gzPaths.Load(r.URL.Path); gz && r.Header.Get("Range") != "" {
 			e.gzRanges.Add(1)
 		}
 		h.ServeHTTP(&countWriter{ResponseWriter: w, n: &e.served}, r)
@@ -70,15 +71,14 @@ func startGCSEmulator(t *testing.T) *gcsEmulator {
 	return e
 }
 
-// put stores an object. Objects are all stored before any request, so
-// gzPaths needs no lock.
+// put stores an object.
 func (e *gcsEmulator) put(bucket, name string, data []byte, encoding string) {
 	e.srv.CreateObject(fakestorage.Object{
 		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: bucket, Name: name, ContentEncoding: encoding},
 		Content:     data,
 	})
 	if encoding == "gzip" {
-		e.gzPaths["/"+bucket+"/"+name] = true
+		e.gzPaths.Store("/"+bucket+"/"+name, true)
 	}
 }
 
