@@ -1,5 +1,5 @@
 // Package fetcher reads objects from a volume source: a directory on local
-// disk, an HTTP(S) server, or (later) a GCS bucket.
+// disk, an HTTP(S) server, or a GCS bucket.
 //
 // A source is a root under which objects are named by keys: slash-separated,
 // relative, clean paths such as "image/8_8_8/0-64_0-64_0-64". Keys never

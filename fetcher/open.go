@@ -10,11 +10,12 @@ import (
 type Options struct {
 	HTTP HTTPOptions
 	File FileOptions
+	GCS  GCSOptions
 }
 
-// Open returns the Fetcher for source: an http:// or https:// URL, a
-// file:// URL, or a plain path. gs:// is refused until GCS support lands,
-// as is any other scheme. A neuroglancer-style format prefix
+// Open returns the Fetcher for source: a gs://bucket[/prefix] URL, an
+// http:// or https:// URL, a file:// URL, or a plain path. Any other
+// scheme is refused. A neuroglancer-style format prefix
 // ("precomputed://", "zarr://", ...) must be stripped by the caller.
 func Open(source string, opts Options) (Fetcher, error) {
 	scheme, _, ok := strings.Cut(source, "://")
@@ -38,7 +39,11 @@ func Open(source string, opts Options) (Fetcher, error) {
 		}
 		return newFile(u.Path, opts.File)
 	case "gs":
-		return nil, fmt.Errorf("fetcher: %q: gs:// sources are not supported yet", source)
+		g, err := NewGCS("gs://"+source[len("gs://"):], opts.GCS)
+		if err != nil {
+			return nil, err
+		}
+		return g, nil
 	}
 	return nil, fmt.Errorf("fetcher: %q: unsupported scheme %q", source, scheme)
 }

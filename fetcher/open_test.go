@@ -21,10 +21,15 @@ func TestOpen(t *testing.T) {
 		{"file://remote" + dir, "local directory", false},
 		{"file://", "local directory", false},
 		{filepath.Join(dir, "missing"), "no such file", false},
-		{"gs://bucket/vol", "gs:// sources are not supported yet", false},
+		{"gs://bucket/vol", "gs://bucket/vol", true},
+		{"GS://bucket/vol/", "gs://bucket/vol", true},
+		{"gs://bucket", "gs://bucket", true},
+		{"gs://", "want gs://BUCKET", false},
+		{"gs://bucket/a/../b", "bad prefix", false},
 		{"s3://bucket/vol", `unsupported scheme "s3"`, false},
 	} {
-		f, err := Open(tc.source, Options{})
+		// Anonymous: no test looks for credentials.
+		f, err := Open(tc.source, Options{GCS: GCSOptions{Anonymous: true}})
 		switch {
 		case tc.ok && (err != nil || f.String() != tc.want):
 			t.Errorf("Open(%q): got %v, %v, want %v", tc.source, f, err, tc.want)

@@ -22,6 +22,11 @@ func (t *Tree) errno(ctx context.Context, err error, op, path string) syscall.Er
 		return 0
 	case errors.Is(err, fetcher.ErrNotExist), errors.Is(err, fetcher.ErrInvalidKey):
 		return syscall.ENOENT
+	case errors.Is(err, fetcher.ErrPermission):
+		// The source refused: say so once, as for EIO, with the fetcher's
+		// advice (which credentials were used and how to change that).
+		t.errLog.log(t.log, fmt.Sprintf("%s %s: %v", op, path, err), path)
+		return syscall.EACCES
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return syscall.EINTR
 	}

@@ -219,7 +219,7 @@ func TestErrno(t *testing.T) {
 		{"cancelled", cancelled, wrap(context.Canceled), syscall.EINTR},
 		{"cancel of another context", context.Background(), wrap(context.Canceled), syscall.EIO},
 		{"transient", context.Background(), wrap(fetcher.ErrTransient), syscall.EIO},
-		{"permission", context.Background(), wrap(fetcher.ErrPermission), syscall.EIO},
+		{"permission", context.Background(), wrap(fetcher.ErrPermission), syscall.EACCES},
 		{"anything", context.Background(), errors.New("boom"), syscall.EIO},
 		{"corrupt chunk under a view", context.Background(), fmt.Errorf("view: %w", wrap(view.ErrCorrupt)), syscall.EIO},
 	} {
@@ -230,7 +230,7 @@ func TestErrno(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 		lines := strings.Count(logs.String(), "\n")
-		if wantLines := map[bool]int{true: 1, false: 0}[tc.want == syscall.EIO]; lines != wantLines {
+		if wantLines := map[bool]int{true: 1, false: 0}[tc.want == syscall.EIO || tc.want == syscall.EACCES]; lines != wantLines {
 			t.Errorf("%s: %d log lines, want %d: %s", tc.name, lines, wantLines, logs.String())
 		}
 		if lines > 0 && !strings.Contains(logs.String(), "read "+path+": ") {

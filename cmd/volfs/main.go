@@ -202,6 +202,7 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 			FollowRedirects: c.Bool("follow-redirects"), Log: log,
 		},
 		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks"), Log: log},
+		GCS:  fetcher.GCSOptions{Conns: c.Int("workers"), Anonymous: c.Bool("anonymous")},
 	})
 	if err != nil {
 		return nil, err

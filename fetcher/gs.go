@@ -1,0 +1,655 @@
+package fetcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
+	"golang.org/x/sync/singleflight"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+)
+
+// GCSOptions tunes a gs:// fetcher. Zero fields take their defaults.
+type GCSOptions struct {
+	// Conns bounds the connections to the storage endpoint, busy and idle
+	// alike (default 16, at least 8). The first gs:// fetcher of the
+	// process sets the bound of the client that all later ones share.
+	Conns int
+	// Anonymous sends no credentials even when Application Default
+	// Credentials are found. Without it, ADC are used when found and
+	// anonymous access otherwise; a GOOGLE_APPLICATION_CREDENTIALS that
+	// names no usable credentials is an error. With STORAGE_EMULATOR_HOST
+	// set, access is always anonymous (emulators take none).
+	Anonymous bool
+	// Endpoint replaces the JSON API endpoint (for tests: an emulator's
+	// "http://127.0.0.1:PORT/storage/v1/"). It takes precedence over
+	// STORAGE_EMULATOR_HOST.
+	Endpoint string
+	// MaxAttempts is how many times the storage library sends a request
+	// before a transient failure is returned (default 6).
+	MaxAttempts int
+	// BaseBackoff and MaxBackoff shape the library's exponential back-off
+	// between attempts (defaults 100ms and 5s).
+	BaseBackoff, MaxBackoff time.Duration
+	// StallTimeout bounds how long one HTTP exchange may go without
+	// progress: from the request to the reply's headers, and between two
+	// reads of its body that return data (default 30s). A stalled exchange
+	// fails with a retryable error, and the library sends it again (a read
+	// resumes where the stalled body stopped).
+	StallTimeout time.Duration
+	// CallTimeout bounds each call (Get, GetRange, Stat, List) as a whole,
+	// retries included (default 5m): the library would otherwise retry for
+	// as long as the context lives.
+	CallTimeout time.Duration
+	// MaxObjectSize bounds what one read holds in memory (default 2 GiB),
+	// including a gzip-encoded object that GetRange reads whole.
+	MaxObjectSize int64
+}
+
+func (o GCSOptions) withDefaults() GCSOptions {
+	if o.Conns <= 0 {
+		o.Conns = 16
+	}
+	o.Conns = max(o.Conns, 8)
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 6
+	}
+	if o.BaseBackoff <= 0 {
+		o.BaseBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 30 * time.Second
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 5 * time.Minute
+	}
+	if o.MaxObjectSize <= 0 {
+		o.MaxObjectSize = 2 << 30
+	}
+	return o
+}
+
+// gcsAttrCacheEntries bounds the per-fetcher memo of object sizes and
+// encodings (about 100 bytes an entry): enough for the listings of a large
+// mount, so that a read of a listed object needs no metadata request.
+const gcsAttrCacheEntries = 1 << 17
+
+// gcsWholeCacheBytes bounds the gzip-encoded objects that GetRange keeps
+// after reading them whole, so that the kernel's successive 128 KiB reads
+// of one such file do not each download the object again. An object
+// larger than this is read whole on every GetRange.
+const gcsWholeCacheBytes = 64 << 20
+
+// GCS is a Fetcher over a bucket, or a prefix of one: the object at key
+// "a/b" is the object named prefix + "/a/b". Directories are the prefixes
+// that object names share ("implicit directories", as gcsfuse
+// --implicit-dirs shows them); an object whose name ends with "/" (a
+// console-made folder marker) makes its directory exist but is not listed,
+// and an object named like a directory beside it ("a" beside "a/b") is
+// hidden by the directory.
+//
+// Objects stored with Content-Encoding: gzip are never transcoded by the
+// server: Get returns their stored bytes with ContentEncoding "gzip", and
+// Stat, List and GetRange show the stored (compressed) bytes, as gcsfuse
+// does, so that a pass-through file's size, listing and bytes agree. Such
+// an object is never read with a Range request (GCS ignores Range on
+// them): GetRange reads it whole, bounded by MaxObjectSize, and slices.
+// Objects are assumed not to change while the fetcher lives: sizes and
+// encodings learned from listings and reads are remembered.
+//
+// Requests, retries and back-off are the storage library's, configured by
+// GCSOptions; a whole-object read checks the CRC32C that GCS sends.
+type GCS struct {
+	bucketName string
+	prefix     string // "" or ends with "/"
+	opts       GCSOptions
+	client     *gcsClient
+	bucket     *storage.BucketHandle // with the retry configuration
+
+	attrs *lru.Cache[string, gcsAttrs] // object name -> size and encoding
+
+	wholeFlight singleflight.Group // one whole read of a gzip-encoded object at a time
+	wholeMu     sync.Mutex
+	whole       []wholeObject // GUARDED_BY(wholeMu); most recent last
+	wholeBytes  int64         // GUARDED_BY(wholeMu)
+}
+
+// gcsAttrs is what GetRange and Stat need to know about an object.
+type gcsAttrs struct {
+	size int64 // stored bytes
+	gzip bool  // stored with Content-Encoding: gzip
+}
+
+// wholeObject is the stored bytes of a gzip-encoded object read whole.
+type wholeObject struct {
+	name string
+	data []byte
+}
+
+// NewGCS returns a fetcher for source, "gs://bucket" or
+// "gs://bucket/prefix". It makes no request: a bucket that does not exist
+// or refuses access shows at the first call.
+func NewGCS(source string, opts GCSOptions) (*GCS, error) {
+	rest, ok := strings.CutPrefix(source, "gs://")
+	if !ok {
+		return nil, fmt.Errorf("fetcher: %q is not a gs:// URL", source)
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	prefix = strings.TrimSuffix(prefix, "/")
+	if bucket == "" || strings.ContainsAny(bucket, "?#\\ ") {
+		return nil, fmt.Errorf("fetcher: %q: want gs://BUCKET or gs://BUCKET/PREFIX", source)
+	}
+	if prefix != "" {
+		if err := CheckKey(prefix); err != nil {
+			return nil, fmt.Errorf("fetcher: %q: bad prefix: %w", source, err)
+		}
+		prefix += "/"
+	}
+	opts = opts.withDefaults()
+	client, err := gcsClientFor(opts)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := lru.New[string, gcsAttrs](gcsAttrCacheEntries)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: %w", err)
+	}
+	retryable := func(err error) bool {
+		return errors.Is(err, errStalled) || storage.ShouldRetry(err)
+	}
+	return &GCS{
+		bucketName: bucket,
+		prefix:     prefix,
+		opts:       opts,
+		client:     client,
+		bucket: client.client.Bucket(bucket).Retryer(
+			storage.WithBackoff(gax.Backoff{Initial: opts.BaseBackoff, Max: opts.MaxBackoff, Multiplier: 2}),
+			storage.WithMaxAttempts(opts.MaxAttempts),
+			// Every call of this fetcher reads, and reads are idempotent.
+			storage.WithPolicy(storage.RetryAlways),
+			storage.WithErrorFunc(retryable),
+		),
+		attrs: attrs,
+	}, nil
+}
+
+// String returns "gs://bucket" or "gs://bucket/prefix".
+func (g *GCS) String() string {
+	return strings.TrimSuffix("gs://"+g.bucketName+"/"+g.prefix, "/")
+}
+
+// Dials returns the number of TCP connections that the process's storage
+// client has opened so far. In steady state it does not grow.
+func (g *GCS) Dials() int64 { return g.client.sess.dials.Load() }
+
+// Auth says how requests are authenticated: "anonymous access" or
+// "Application Default Credentials".
+func (g *GCS) Auth() string { return g.client.auth }
+
+// Get reads the whole object with ReadCompressed(true): a gzip-encoded
+// object comes back as stored, with ContentEncoding "gzip". An object whose
+// declared size exceeds limit is refused before its body is read; the body
+// is read through the limit all the same.
+func (g *GCS) Get(ctx context.Context, key string, limit int64) (Object, error) {
+	if err := CheckKey(key); err != nil {
+		return Object{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	defer cancel()
+	name := g.prefix + key
+	data, gz, err := g.readWhole(cctx, name, min(limit, g.opts.MaxObjectSize))
+	if err != nil {
+		return Object{}, g.error(ctx, cctx, "get", key, err)
+	}
+	obj := Object{Data: data}
+	if gz {
+		obj.ContentEncoding = "gzip"
+	}
+	return obj, nil
+}
+
+// readWhole reads the stored bytes of object name to their end (so that
+// the library checks the CRC32C), refusing more than limit.
+func (g *GCS) readWhole(ctx context.Context, name string, limit int64) (data []byte, gz bool, err error) {
+	r, err := g.bucket.Object(name).ReadCompressed(true).NewReader(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer r.Close()
+	gz = isGzip(r.Attrs.ContentEncoding)
+	size := r.Attrs.Size // the stored size: nothing is transcoded
+	if size > limit {
+		return nil, gz, fmt.Errorf("object of %d bytes: %w (limit %d)", size, ErrTooLarge, limit)
+	}
+	if size < 0 {
+		data, err = io.ReadAll(io.LimitReader(r, limit+1))
+		if err != nil {
+			return nil, gz, err
+		}
+		if int64(len(data)) > limit {
+			return nil, gz, fmt.Errorf("object of more than %d bytes: %w", limit, ErrTooLarge)
+		}
+	} else {
+		data = make([]byte, size)
+		if _, err := io.ReadFull(r, data); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, gz, err
+		}
+		// Read on to the end, where the library compares the CRC32C.
+		var one [1]byte
+		switch _, err := io.ReadFull(r, one[:]); err {
+		case io.EOF:
+		case nil:
+			return nil, gz, fmt.Errorf("object longer than its declared %d bytes", size)
+		default:
+			return nil, gz, err
+		}
+	}
+	g.attrs.Add(name, gcsAttrs{size: int64(len(data)), gzip: gz})
+	return data, gz, nil
+}
+
+// GetRange reads a plain object with a Range request of the bytes asked
+// for. A gzip-encoded object is read whole (see GCS) and sliced. The size
+// and encoding come from the last listing or read of the object, or from
+// one metadata request.
+func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	if err := checkRange(offset, length); err != nil {
+		return nil, err
+	}
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fetcher: read %s/%s: %w", g, key, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	defer cancel()
+	data, err := g.getRange(cctx, g.prefix+key, offset, length)
+	if err != nil {
+		return nil, g.error(ctx, cctx, "read", key, err)
+	}
+	return data, nil
+}
+
+func (g *GCS) getRange(ctx context.Context, name string, offset, length int64) ([]byte, error) {
+	a, err := g.attrsOf(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if offset >= a.size || length == 0 {
+		return []byte{}, nil
+	}
+	n := min(length, a.size-offset)
+	if a.gzip {
+		whole, err := g.wholeGzip(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if offset >= int64(len(whole)) {
+			return []byte{}, nil
+		}
+		return bytes.Clone(whole[offset:min(offset+n, int64(len(whole)))]), nil
+	}
+	r, err := g.bucket.Object(name).NewRangeReader(ctx, offset, n)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if isGzip(r.Attrs.ContentEncoding) {
+		// Replaced by a gzip-encoded object since its size was learned:
+		// the reply is not the range asked for.
+		g.attrs.Remove(name)
+		return nil, fmt.Errorf("object changed to Content-Encoding gzip while read: %w", ErrTransient)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return data, nil
+}
+
+// wholeGzip returns the stored bytes of the gzip-encoded object name,
+// from the small cache of such objects when it holds them. Concurrent
+// callers share one read, which runs on until CallTimeout even when the
+// caller that started it leaves, so that its cancellation fails no other
+// caller.
+func (g *GCS) wholeGzip(ctx context.Context, name string) ([]byte, error) {
+	g.wholeMu.Lock()
+	for i, w := range g.whole {
+		if w.name == name {
+			g.whole = append(append(g.whole[:i:i], g.whole[i+1:]...), w)
+			g.wholeMu.Unlock()
+			return w.data, nil
+		}
+	}
+	g.wholeMu.Unlock()
+
+	ch := g.wholeFlight.DoChan(name, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CallTimeout)
+		defer cancel()
+		data, _, err := g.readWhole(rctx, name, g.opts.MaxObjectSize)
+		if err == nil && int64(len(data)) <= gcsWholeCacheBytes {
+			g.keepWhole(name, data)
+		}
+		return data, err
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.([]byte), nil
+	}
+}
+
+// keepWhole adds an object's bytes to the cache of gzip-encoded objects,
+// evicting the least recently used beyond gcsWholeCacheBytes.
+func (g *GCS) keepWhole(name string, data []byte) {
+	g.wholeMu.Lock()
+	defer g.wholeMu.Unlock()
+	g.whole = append(g.whole, wholeObject{name, data})
+	g.wholeBytes += int64(len(data))
+	for g.wholeBytes > gcsWholeCacheBytes {
+		g.wholeBytes -= int64(len(g.whole[0].data))
+		g.whole = g.whole[1:]
+	}
+}
+
+// attrsOf returns the size and encoding of object name, asking GCS only
+// when no listing or read has told them yet.
+func (g *GCS) attrsOf(ctx context.Context, name string) (gcsAttrs, error) {
+	if a, ok := g.attrs.Get(name); ok {
+		return a, nil
+	}
+	oa, err := g.bucket.Object(name).Attrs(ctx)
+	if err != nil {
+		return gcsAttrs{}, err
+	}
+	a := gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)}
+	g.attrs.Add(name, a)
+	return a, nil
+}
+
+// Stat returns the stored size of the object: for a gzip-encoded object,
+// its compressed size, which is what GetRange reads.
+func (g *GCS) Stat(ctx context.Context, key string) (int64, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("fetcher: stat %s/%s: %w", g, key, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	defer cancel()
+	a, err := g.attrsOf(cctx, g.prefix+key)
+	if err != nil {
+		return 0, g.error(ctx, cctx, "stat", key, err)
+	}
+	return a.size, nil
+}
+
+// gcsPageSize is the listing page size asked for; GCS serves at most 1000.
+const gcsPageSize = 1000
+
+// List lists the prefix with the delimiter "/", page by page (only one
+// page's reply is held at a time): objects are files with their stored
+// size, common prefixes are directories. Names that are not clean keys
+// (empty, ".", ".." elements, backslashes) are left out. A prefix under
+// which nothing is stored returns ErrNotExist, except the root.
+func (g *GCS) List(ctx context.Context, prefix string) ([]Entry, error) {
+	dir := g.prefix
+	if prefix != "" {
+		if err := CheckKey(prefix); err != nil {
+			return nil, err
+		}
+		dir += prefix + "/"
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	defer cancel()
+	entries, err := g.list(cctx, dir)
+	if err != nil {
+		return nil, g.error(ctx, cctx, "list", prefix+"/", err)
+	}
+	if entries == nil && prefix != "" {
+		return nil, g.error(ctx, cctx, "list", prefix+"/", fmt.Errorf("no object under it: %w", ErrNotExist))
+	}
+	return entries, nil
+}
+
+// list returns the entries under dir, nil when dir holds nothing at all
+// and an empty slice when only a folder marker holds it.
+func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
+	q := &storage.Query{Prefix: dir, Delimiter: "/"}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "ContentEncoding"}); err != nil {
+		return nil, err
+	}
+	it := g.bucket.Objects(ctx, q)
+	it.PageInfo().MaxSize = gcsPageSize
+	var entries []Entry
+	dirs := make(map[string]bool) // a prefix may come again on a later page
+	for {
+		oa, err := it.Next()
+		if err == iterator.Done {
+			// A name that is both an object and a prefix shows as the
+			// directory, so that what lies below it stays reachable.
+			return slices.DeleteFunc(entries, func(e Entry) bool { return !e.IsDir && dirs[e.Name] }), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if entries == nil {
+			entries = []Entry{}
+		}
+		if oa.Prefix != "" {
+			name := strings.TrimSuffix(strings.TrimPrefix(oa.Prefix, dir), "/")
+			if name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
+				dirs[name] = true
+				entries = append(entries, Entry{Name: name, IsDir: true, Size: -1})
+			}
+			continue
+		}
+		name := strings.TrimPrefix(oa.Name, dir)
+		if name == "" || strings.Contains(name, "/") || CheckKey(name) != nil {
+			continue // the folder marker, or a name no key can reach
+		}
+		g.attrs.Add(oa.Name, gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)})
+		entries = append(entries, Entry{Name: name, Size: oa.Size})
+	}
+}
+
+// error classifies err, from a call on key that ran under cctx, a child of
+// the caller's ctx.
+func (g *GCS) error(ctx, cctx context.Context, op, key string, err error) error {
+	where := fmt.Sprintf("fetcher: %s %s/%s", op, g, key)
+	var gerr *googleapi.Error
+	switch {
+	case ctx.Err() != nil:
+		// Whatever broke, the caller's ending context is the cause that
+		// matters, and it is never retried.
+		return fmt.Errorf("%s: %w", where, ctx.Err())
+	case errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist):
+		return fmt.Errorf("%s: %w", where, err)
+	case errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist):
+		return fmt.Errorf("%s: %v: %w", where, err, ErrNotExist)
+	case cctx.Err() != nil:
+		return fmt.Errorf("%s: no answer within %v: %v: %w", where, g.opts.CallTimeout, err, ErrTransient)
+	case errors.As(err, &gerr) && (gerr.Code == http.StatusNotFound || gerr.Code == http.StatusGone):
+		return fmt.Errorf("%s: %v: %w", where, err, ErrNotExist)
+	case errors.As(err, &gerr) && (gerr.Code == http.StatusUnauthorized || gerr.Code == http.StatusForbidden):
+		return fmt.Errorf("%s: %w: %v; this used %s: %s", where, ErrPermission, err, g.client.auth, g.client.authHint)
+	case errors.As(err, &gerr) && (gerr.Code == http.StatusTooManyRequests || gerr.Code == http.StatusRequestTimeout || gerr.Code >= 500):
+		return fmt.Errorf("%s: %v: %w", where, err, ErrTransient)
+	case errors.Is(err, errStalled) || storage.ShouldRetry(err):
+		return fmt.Errorf("%s: %v: %w", where, err, ErrTransient)
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+func isGzip(enc string) bool { return strings.EqualFold(strings.TrimSpace(enc), "gzip") }
+
+// gcsClient is the storage client that every gs:// fetcher of the process
+// shares.
+type gcsClient struct {
+	client   *storage.Client
+	auth     string   // how requests authenticate, for messages
+	authHint string   // how to change it
+	sess     *session // the transport below, and its dial count
+}
+
+// gcsClients holds one client per endpoint and credential choice, for the
+// life of the process; a mount makes one.
+var gcsClients = struct {
+	mu sync.Mutex
+	m  map[string]*gcsClient // GUARDED_BY(mu)
+}{m: make(map[string]*gcsClient)}
+
+// gcsClientFor returns the process's client for opts, making it if it is
+// the first.
+func gcsClientFor(opts GCSOptions) (*gcsClient, error) {
+	emulator := os.Getenv("STORAGE_EMULATOR_HOST")
+	key := fmt.Sprintf("%s|%s|%v|%s", opts.Endpoint, emulator, opts.Anonymous, os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"))
+	gcsClients.mu.Lock()
+	defer gcsClients.mu.Unlock()
+	if c, ok := gcsClients.m[key]; ok {
+		return c, nil
+	}
+	c, err := newGCSClient(opts, opts.Anonymous || emulator != "")
+	if err != nil {
+		return nil, err
+	}
+	gcsClients.m[key] = c
+	return c, nil
+}
+
+func newGCSClient(opts GCSOptions, anonymous bool) (*gcsClient, error) {
+	// The HTTP session of http.go: HTTP/1.1, an idle pool as large as the
+	// connection bound, counted dials, no transparent decompression.
+	c := &gcsClient{sess: newSession(opts.Conns)}
+	var rt http.RoundTripper = &stallTransport{base: c.sess.transport, timeout: opts.StallTimeout}
+
+	ctx := context.Background()
+	c.auth = "anonymous access"
+	c.authHint = "for a private bucket, run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS, and do not pass --anonymous"
+	if !anonymous {
+		creds, err := google.FindDefaultCredentials(ctx, storage.ScopeReadOnly)
+		if err == nil {
+			c.auth = "Application Default Credentials"
+			if creds.ProjectID != "" {
+				c.auth += " of project " + creds.ProjectID
+			}
+			c.authHint = "grant them storage.objects.get and storage.objects.list on the bucket, or pass --anonymous for a public bucket"
+			rt = &oauth2.Transport{Source: creds.TokenSource, Base: rt}
+		} else if file := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); file != "" {
+			// Named but unusable: falling back to anonymous would hide it.
+			return nil, fmt.Errorf("fetcher: gs: GOOGLE_APPLICATION_CREDENTIALS=%s: %w", file, err)
+		} else {
+			c.auth += " (no Application Default Credentials found)"
+		}
+	}
+	copts := []option.ClientOption{
+		option.WithHTTPClient(&http.Client{Transport: rt}),
+		// Authentication is the transport's: without this, the library
+		// would look for credentials of its own.
+		option.WithoutAuthentication(),
+		storage.WithDisabledClientMetrics(),
+	}
+	if opts.Endpoint != "" {
+		u, err := url.Parse(opts.Endpoint)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("fetcher: bad GCS endpoint %q", opts.Endpoint)
+		}
+		copts = append(copts, option.WithEndpoint(opts.Endpoint))
+	}
+	client, err := storage.NewClient(ctx, copts...)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: gs: %w", err)
+	}
+	c.client = client
+	return c, nil
+}
+
+// stallTransport gives each exchange a watchdog that cancels it when it
+// makes no progress for timeout: no reply headers, or no body bytes
+// between two reads. The stalled exchange then fails with an error
+// wrapping errStalled, which the storage library retries (resuming a read
+// from the bytes it has).
+type stallTransport struct {
+	base    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	watchdog := time.AfterFunc(t.timeout, func() { cancel(errStalled) })
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		watchdog.Stop()
+		stalled := context.Cause(ctx) == errStalled
+		cancel(nil)
+		if stalled {
+			return nil, fmt.Errorf("%w for %v waiting for the reply: %w", errStalled, t.timeout, err)
+		}
+		return nil, err
+	}
+	resp.Body = &watchedBody{body: resp.Body, ctx: ctx, cancel: cancel, watchdog: watchdog, timeout: t.timeout}
+	return resp, nil
+}
+
+// watchedBody re-arms its exchange's watchdog on every read that returns
+// data, and reports a read that the watchdog ended as stalled.
+type watchedBody struct {
+	body     io.ReadCloser
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	watchdog *time.Timer
+	timeout  time.Duration
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if n > 0 {
+		b.watchdog.Reset(b.timeout)
+	}
+	if err != nil && err != io.EOF && context.Cause(b.ctx) == errStalled {
+		err = fmt.Errorf("%w for %v reading the body: %w", errStalled, b.timeout, err)
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	// Drained so that the connection goes back to the pool, unless a long
+	// remainder makes it cheaper to drop; the watchdog, still armed,
+	// bounds a drain that stalls.
+	io.CopyN(io.Discard, b.body, drainLimit)
+	err := b.body.Close()
+	b.watchdog.Stop()
+	b.cancel(nil)
+	return err
+}
