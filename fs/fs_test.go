@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -322,5 +323,38 @@ func TestNodes(t *testing.T) {
 	}
 	if got, want := strings.Join(listed, " "), ". .. volume.tif volume.raw volume.nhdr volume.mhd sections slabs 0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
 		t.Errorf("readdir: got %q, want %q", got, want)
+	}
+}
+
+// TestMetadataTTL: a listing is kept for the mount's life by default, and
+// listed again once older than MetadataTTL, so an object added to the
+// source shows.
+func TestMetadataTTL(t *testing.T) {
+	for _, tc := range []struct {
+		ttl       time.Duration
+		wantAdded bool
+	}{{0, false}, {time.Hour, false}, {time.Nanosecond, true}} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		src, err := fetcher.Open(dir, fetcher.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := New(context.Background(), src, Options{MetadataTTL: tc.ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tree.Resolve(context.Background(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "b"), []byte("b"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tree.Resolve(context.Background(), "b")
+		if added := err == nil; added != tc.wantAdded {
+			t.Errorf("ttl %v: object added after the first listing shows: %v, want %v (%v)", tc.ttl, added, tc.wantAdded, err)
+		}
 	}
 }

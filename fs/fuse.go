@@ -60,6 +60,9 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 	}
 	root := ino.newDir(t.root, "")
 	et, at, nt := entryTimeout, attrTimeout, negativeTimeout
+	if ttl := t.opts.MetadataTTL; ttl > 0 {
+		et, at, nt = min(et, ttl), min(at, ttl), min(nt, ttl)
+	}
 	return gofs.Mount(mountpoint, root, &gofs.Options{
 		EntryTimeout:    &et,
 		AttrTimeout:     &at,

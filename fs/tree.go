@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/decode"
@@ -42,7 +43,14 @@ type Options struct {
 	// URL prefix does ("zarr://" allows "zarr2" and "zarr3"); empty
 	// detects it.
 	Formats []string
-	Log     *slog.Logger // nil means slog.Default()
+	// MetadataTTL, when positive, is how long a directory's listing is
+	// kept before the next lookup lists it again, so that objects added to
+	// the source show without a remount; the kernel's entry and attribute
+	// caches are bounded by it too. Zero keeps listings for the mount's
+	// life. Volume metadata and chunks are never expired: they are
+	// immutable.
+	MetadataTTL time.Duration
+	Log         *slog.Logger // nil means slog.Default()
 }
 
 // Tree is the directory tree of one source. It is safe for concurrent use.
@@ -294,6 +302,7 @@ type sourceDir struct {
 // directory), so a dead server costs one retry budget, not one per lookup.
 type listFlight struct {
 	done    chan struct{} // closed when the fields below are set
+	start   time.Time     // when the listing was asked for
 	entries []fetcher.Entry
 	byName  map[string]int // index into entries
 	err     error
@@ -307,8 +316,15 @@ func (d *sourceDir) IsDir() bool { return true }
 func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, error) {
 	d.mu.Lock()
 	f := d.listing
+	if f != nil && d.t.opts.MetadataTTL > 0 && time.Since(f.start) > d.t.opts.MetadataTTL {
+		select {
+		case <-f.done:
+			f = nil // expired: list again
+		default: // still running: share it
+		}
+	}
 	if f == nil {
-		f = &listFlight{done: make(chan struct{})}
+		f = &listFlight{done: make(chan struct{}), start: time.Now()}
 		d.listing = f
 		d.mu.Unlock()
 		go d.runList(context.WithoutCancel(ctx), f)

@@ -189,6 +189,7 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 	default:
 		return nil, fmt.Errorf("--missing: want fill or error, got %q", c.String("missing"))
 	}
+	opts.MetadataTTL = c.Duration("metadata-ttl")
 	if opts.Formats, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
