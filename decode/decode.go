@@ -145,6 +145,10 @@ type Array struct {
 	// decoded chunk (precomputed, N5, zarr order "F"); otherwise the last
 	// does (zarr order "C").
 	FirstFastest bool
+	// XLast reports that the metadata names the axes slowest first, so
+	// that the last axis is x (zarr, in either storage order); otherwise
+	// the first axis is x (precomputed, N5).
+	XLast bool
 	// Encoding is the codec chain as stored, as shown to users, e.g.
 	// "raw", "gzip", "blosc(lz4, shuffle) | crc32c".
 	Encoding string

@@ -34,7 +34,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 	if err := field(top, "zarr_format", &zf); err != nil || zf != 2 {
 		return nil, fail("zarr_format", fmt.Errorf("want 2, got %s", top["zarr_format"]))
 	}
-	a := &Array{Key: dir, Channels: 1}
+	a := &Array{Key: dir, Channels: 1, XLast: true}
 	if err := field(top, "shape", &a.Shape); err != nil {
 		return nil, fail("shape", err)
 	}

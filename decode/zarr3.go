@@ -46,7 +46,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	if nodeType != "array" {
 		return nil, nil // a group
 	}
-	a := &Array{Key: dir, Channels: 1}
+	a := &Array{Key: dir, Channels: 1, XLast: true}
 	if err := field(top, "shape", &a.Shape); err != nil {
 		return nil, fail("shape", err)
 	}
@@ -83,28 +83,24 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	if err := field(top, "chunk_key_encoding", &enc); err != nil {
 		return nil, fail("chunk_key_encoding", err)
 	}
+	// The default encoding prefixes keys with "c" and separates with "/";
+	// the v2 encoding has no prefix and separates with ".".
+	var prefix, sep string
 	switch enc.Name {
 	case "default":
-		sep := enc.Configuration.Separator
-		if sep == "" {
-			sep = "/"
-		}
-		if sep != "/" && sep != "." {
-			return nil, fail("chunk_key_encoding", fmt.Errorf("separator %q", sep))
-		}
-		a.keys = separatorKeys("c", sep, len(a.Shape))
+		prefix, sep = "c", "/"
 	case "v2":
-		sep := enc.Configuration.Separator
-		if sep == "" {
-			sep = "."
-		}
-		if sep != "/" && sep != "." {
-			return nil, fail("chunk_key_encoding", fmt.Errorf("separator %q", sep))
-		}
-		a.keys = separatorKeys("", sep, len(a.Shape))
+		sep = "."
 	default:
 		return nil, fail("chunk_key_encoding", fmt.Errorf("%q: %w", enc.Name, ErrUnsupported))
 	}
+	if enc.Configuration.Separator != "" {
+		sep = enc.Configuration.Separator
+	}
+	if sep != "/" && sep != "." {
+		return nil, fail("chunk_key_encoding", fmt.Errorf("separator %q", sep))
+	}
+	a.keys = separatorKeys(prefix, sep, len(a.Shape))
 	var err error
 	if a.Fill, err = parseFill(top["fill_value"], DType{Size: d.Size, Kind: d.Kind}); err != nil {
 		return nil, fail("fill_value", err)

@@ -11,25 +11,39 @@
 //
 //   - a source directory shows the objects under a prefix as they are
 //     (pass-through), from the source's listing;
-//   - a volume directory is a directory that holds a volume's metadata file
-//     (precomputed "info"). It shows the metadata rewritten for the
-//     uncompressed layout under the metadata's own name, the original under
-//     that name plus ".orig" (e.g. "info.orig"), one array directory per
-//     array (a precomputed scale), and every other object as it is;
-//   - an array directory lists every chunk key of the array's grid,
-//     computed from the metadata without touching the source: a grid of a
-//     million chunks costs nothing until a name is looked up or listed, and
-//     the listing is generated as it is read.
+//   - a volume directory holds the metadata file of a format registered in
+//     package decode (precomputed "info", Zarr ".zarray" or "zarr.json",
+//     N5 "attributes.json", a consolidated ".zmetadata"). It shows the
+//     metadata rewritten for the uncompressed layout under its own name,
+//     the original under that name plus ".orig" (e.g. "info.orig"), its
+//     arrays, and every other object as it is. A precomputed layer has one
+//     array directory per scale; a Zarr array or N5 dataset is the volume
+//     directory itself, so its chunk keys sit beside its metadata;
+//   - a key directory is a level of an array's chunk-key tree: the scale
+//     directory of precomputed, or a nested directory of zarr "/" and N5
+//     keys ("c/0/1" fixes the first coordinates). It lists the names below
+//     it, computed from the metadata without touching the source: a grid of
+//     a million chunks costs nothing until a name is looked up or listed,
+//     and the listing is generated as it is read.
+//
+// Which directories are volumes is found by probing only the metadata
+// names the formats register, and, when the source can list, only those
+// the directory's listing holds: probing a directory of chunks costs no
+// request. Concurrent lookups in one directory share one listing (a
+// flight), so a dead server costs one retry budget, not one per lookup.
 //
 // # How a chunk becomes a file
 //
 // A chunk file's size is the chunk's decoded size, known from the metadata,
 // so stat never fetches. A read maps its byte range to the chunk and asks the
 // cache (package cache) for the decoded bytes; on a miss exactly one load
-// runs, shared by every reader of that chunk: fetch the object (or its ".gz"
-// sibling), remove any transport gzip, decode, check the size, insert. The
-// read then copies out of (or, under FUSE, hands go-fuse a slice of) the
-// cached bytes, which are never modified.
+// runs, shared by every reader of that chunk: decode.Array.Load reads the
+// chunk through a decode.Source (the object, or its ".gz" sibling when the
+// plain one does not exist, with transport gzip removed; ranged reads and
+// memoised indexes for a chunk inside a precomputed shard), decodes it and
+// checks its size, and the result is inserted. The read then copies out of
+// (or, under FUSE, hands go-fuse a slice of) the cached bytes, which are
+// never modified.
 //
 // Chunks live in one cache.Store per tree: a byte-bounded cache in
 // memory plus one pool of Options.Workers loaders shared by batches and
@@ -52,9 +66,30 @@
 // when the kernel forgets a node and looks it up again, and concurrent
 // lookups of one name share one go-fuse inode.
 //
-// A chunk the source does not have reads as the fill value (zeros) at its
-// full size, as zarr and tensorstore do; with Options.Missing set to
-// MissingError it is ENOENT instead, reported by open.
+// A chunk the source does not have (or that its shard lacks) reads as the
+// array's fill value at its full size, as zarr and tensorstore do; with
+// Options.Missing set to MissingError it is ENOENT instead, reported by
+// open.
+//
+// # Views
+//
+// Every array of two or more axes of a sample type the views write also
+// shows its stitched views (package fs/view): volume.tif, volume.raw,
+// volume.nhdr, volume.mhd, sections/ and, from three axes, slabs/. They
+// sit in the array's directory: a precomputed scale's key directory, or
+// for a zarr array or an N5 dataset the volume directory itself, beside the
+// metadata and the chunk keys (a view's name wins over a source object of
+// that name; an array whose chunk keys would take a view's name has no
+// views, with a warning). The views see axes fastest first, x then y then
+// z: zarr's metadata order is reversed (decode.Array.XLast). Sizes come
+// from the metadata, so stat and listing never fetch.
+//
+// A read of a view maps its byte range to the chunks under it and asks the
+// tree for them as one batch (Tree.chunks): every chunk goes through the
+// same cache and load as a chunk file, at most batchLoads at a time, and
+// the first failure cancels the rest of the batch. A missing chunk reads
+// as the fill value whatever Options.Missing says, and a corrupt one fails
+// exactly the reads that need it, with an EIO that names the object.
 //
 // # Errors
 //

@@ -18,6 +18,7 @@ import (
 
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fs/view"
 )
 
 // A 5x4x2 uint8 layer in chunks of 4x4x2: chunk 0-4 is stored gzipped,
@@ -128,7 +129,7 @@ func TestTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(names(t, s0.(Dir)), " "), "0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
+	if got, want := strings.Join(names(t, s0.(Dir)), " "), "volume.tif volume.raw volume.nhdr volume.mhd sections slabs 0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
 		t.Errorf("s0 lists %q, want %q", got, want)
 	}
 
@@ -220,6 +221,7 @@ func TestErrno(t *testing.T) {
 		{"transient", context.Background(), wrap(fetcher.ErrTransient), syscall.EIO},
 		{"permission", context.Background(), wrap(fetcher.ErrPermission), syscall.EIO},
 		{"anything", context.Background(), errors.New("boom"), syscall.EIO},
+		{"corrupt chunk under a view", context.Background(), fmt.Errorf("view: %w", wrap(view.ErrCorrupt)), syscall.EIO},
 	} {
 		tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
 		logs.Reset()
@@ -318,7 +320,7 @@ func TestNodes(t *testing.T) {
 		e, _ := ds.Next()
 		listed = append(listed, e.Name)
 	}
-	if got, want := strings.Join(listed, " "), ". .. 0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
+	if got, want := strings.Join(listed, " "), ". .. volume.tif volume.raw volume.nhdr volume.mhd sections slabs 0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
 		t.Errorf("readdir: got %q, want %q", got, want)
 	}
 }

@@ -502,7 +502,7 @@ func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error)
 // Walk calls fn for every directory, at most depth directories deep, that
 // holds volume metadata: with the volume, or with the reason its metadata
 // was refused (the directory then passes through). It does not descend
-// into arrays' key directories.
+// into arrays' key directories or their views.
 func (t *Tree) Walk(ctx context.Context, depth int, fn func(dir string, vol *decode.Volume, refused error)) error {
 	var walk func(d Dir, key string, depth int) error
 	walk = func(d Dir, key string, depth int) error {
@@ -513,7 +513,7 @@ func (t *Tree) Walk(ctx context.Context, depth int, fn func(dir string, vol *dec
 			if d.refused != nil {
 				fn(key, nil, d.refused)
 			}
-		case *keyDir:
+		case *keyDir, *viewDir:
 			return nil
 		}
 		if depth == 0 {

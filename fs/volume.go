@@ -28,7 +28,7 @@ type volumeDir struct {
 func newVolumeDir(t *Tree, vol *decode.Volume, rest *sourceDir) *volumeDir {
 	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*keyDir), rest: rest}
 	for _, a := range vol.Arrays {
-		d.arrays[a.Name] = &keyDir{t: t, a: a, node: a.KeyRoot(), key: a.Key}
+		d.arrays[a.Name] = &keyDir{t: t, a: a, node: a.KeyRoot(), key: a.Key, views: t.newViews(a)}
 	}
 	return d
 }
@@ -66,6 +66,11 @@ func (d *volumeDir) List(ctx context.Context) (Listing, error) {
 		}
 	}
 	self, hasSelf := d.arrays[""]
+	if hasSelf {
+		for _, e := range self.views.entries() {
+			taken[e.Name] = true // the views win over an object of the same name
+		}
+	}
 	rest, err := d.rest.List(ctx)
 	if err != nil {
 		return nil, err
@@ -85,7 +90,7 @@ func (d *volumeDir) List(ctx context.Context) (Listing, error) {
 	}
 	l := concatListing{entryListing(own)}
 	if hasSelf {
-		l = append(l, keyListing{self.a, self.node})
+		l = append(l, self.listing())
 	}
 	return append(l, entryListing(after)), nil
 }
@@ -99,11 +104,17 @@ type keyDir struct {
 	a    *decode.Array
 	node decode.KeyDir
 	key  string // the directory's key, for error messages
+	// views are the array's stitched views, shown in its root key
+	// directory only; nil elsewhere and for an array without views.
+	views *arrayViews
 }
 
 func (d *keyDir) IsDir() bool { return true }
 
 func (d *keyDir) Lookup(_ context.Context, name string) (Node, error) {
+	if n, ok := d.views.lookup(name); ok {
+		return n, nil
+	}
 	sub, c, ok := d.a.KeyLookup(d.node, name)
 	switch {
 	case !ok:
@@ -114,7 +125,15 @@ func (d *keyDir) Lookup(_ context.Context, name string) (Node, error) {
 	return &chunkFile{t: d.t, a: d.a, c: c, key: d.a.ChunkKey(c), size: d.a.ChunkSize(c), dir: d, name: name}, nil
 }
 
-func (d *keyDir) List(context.Context) (Listing, error) { return keyListing{d.a, d.node}, nil }
+func (d *keyDir) List(context.Context) (Listing, error) { return d.listing(), nil }
+
+// listing is the views, if any, then the chunk keys.
+func (d *keyDir) listing() Listing {
+	if d.views == nil {
+		return keyListing{d.a, d.node}
+	}
+	return concatListing{entryListing(d.views.entries()), keyListing{d.a, d.node}}
+}
 
 // keyListing generates the entries of a key directory as they are read.
 type keyListing struct {

@@ -17,6 +17,8 @@ trap 'rm -f "$out"' EXIT
 go test -run '^$' -bench 'Gunzip' -benchmem -count "$count" ./decode/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ChurnHeap' -benchtime 5x -count "$count" ./cache/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ReadScale|MountScale' -benchmem -benchtime 20x -count "$count" ./integration/ 2>/dev/null | tee -a "$out" >&2
+go test -run '^$' -bench 'ViewsWalk|ViewsRead' -benchmem -benchtime 5x -count "$count" ./fs/ | tee -a "$out" >&2
+go test -run '^$' -bench 'ViewsMount' -benchtime 5x -count "$count" ./integration/ 2>/dev/null | tee -a "$out" >&2
 /usr/bin/python3 - "$out" <<'PY'
 import re, statistics, sys
 runs = {}
@@ -29,7 +31,7 @@ def extra(name, unit):
     vals = [float(x) for _, rest in runs[name] for x in re.findall(r"([\d.]+) " + re.escape(unit), rest)]
     return statistics.median(vals) if vals else float("nan")
 print(f"\n{'benchmark':34} {'median ms/op':>12} {'MB/s':>8} {'allocs/op':>10} {'dials/op':>9} {'peak heap/cache':>16}")
-for k in sorted(med):
+for k in sorted(m for m in med if not m.startswith("Views")):
     print(f"{k:34} {med[k]/1e6:12.3f} {extra(k, 'MB/s'):8.0f} {extra(k, 'allocs/op'):10.0f} {extra(k, 'dials/op'):9.2f} {extra(k, 'peak-heap/cache'):16.2f}")
 def ratio(label, a, b):
     if a in med and b in med:
@@ -46,4 +48,14 @@ if all(k in med for k in ("MountScale/fuse-cat", "MountScale/fuse-mount-only", "
 if all(k in med for k in ("MountScale/fuse-cat-warm", "MountScale/fuse-mount-only", "MountScale/inprocess")):
     w = med["MountScale/fuse-cat-warm"] - med["MountScale/fuse-mount-only"]
     print(f"{'FUSE cat, chunk cache full (less mount+sh) / in-process cold':60} {w/med['MountScale/inprocess']:6.2f}x")
+views = sorted(m for m in med if m.startswith("Views"))
+if views:
+    print(f"\n{'benchmark':34} {'median ms/op':>12} {'MB/s':>8} {'decodes/chunk':>14} {'fetches/chunk':>14}")
+    for k in views:
+        print(f"{k:34} {med[k]/1e6:12.3f} {extra(k, 'MB/s'):8.1f} {extra(k, 'decodes/chunk'):14.2f} {extra(k, 'fetches/chunk'):14.2f}")
+    print()
+    ratio("section / the chunks under it, in process", "ViewsRead/section", "ViewsRead/section-chunks")
+    ratio("volume.raw / every chunk, in process", "ViewsRead/volume.raw", "ViewsRead/volume-chunks")
+    ratio("section / the chunks under it, cat through the mount", "ViewsMount/section", "ViewsMount/section-chunks")
+    ratio("volume.raw / every chunk, cat through the mount", "ViewsMount/volume.raw", "ViewsMount/volume-chunks")
 PY

@@ -191,7 +191,7 @@ import os, sys, numpy as np
 d, truth, dt, sx, sy, sz = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
 want = np.fromfile(truth, dt).reshape(sz, sy, sx)
 got = np.zeros_like(want)
-names = os.listdir(d)
+names = [n for n in os.listdir(d) if "_" in n]  # the chunks, not the views
 for n in names:
     (x0, x1), (y0, y1), (z0, z1) = [map(int, r.split("-")) for r in n.split("_")]
     got[z0:z1, y0:y1, x0:x1] = np.fromfile(os.path.join(d, n), dt).reshape(z1-z0, y1-y0, x1-x0)

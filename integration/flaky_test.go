@@ -84,7 +84,8 @@ func TestServerGone(t *testing.T) {
 	if got := run(t, "cat", cached); got != want {
 		t.Errorf("cached chunk changed after the server went away")
 	}
-	if entries, err := os.ReadDir(filepath.Join(mnt, "s0")); err != nil || len(entries) != 27 {
+	// 27 chunks and the 6 stitched views.
+	if entries, err := os.ReadDir(filepath.Join(mnt, "s0")); err != nil || len(entries) != 27+6 {
 		t.Errorf("listing with the server gone: %d entries, %v", len(entries), err)
 	}
 }

@@ -147,7 +147,9 @@ def main():
         check_info(layer["name"])
         names = sorted(c["name"] for c in layer["chunks"])
         try:
-            listed = sorted(os.listdir(os.path.join(mnt, layer["name"], layer["scale"])))
+            # Beside its chunks, a scale directory holds the stitched views.
+            views = {"volume.tif", "volume.raw", "volume.nhdr", "volume.mhd", "sections", "slabs"}
+            listed = sorted(n for n in os.listdir(os.path.join(mnt, layer["name"], layer["scale"])) if n not in views)
         except OSError as e:
             fail(f"{layer['name']}: listdir: {e}")
             listed = names
@@ -158,12 +160,42 @@ def main():
         for c in layer["chunks"]:
             check_chunk(layer, c, tally)
             n += 1
+        check_volume_raw(layer)
         if tally[0] * 50 > tally[1]:
             fail(f"{layer['name']}: {tally[0]} of {tally[1]} samples differ from PIL's by more than 1, want under 2%")
         elif tally[1]:
             print(f"{layer['name']}: {tally[0]} of {tally[1]} samples more than 1 off PIL's decode")
     print(f"checked {n} chunks, {len(failures)} failed")
     sys.exit(1 if failures else 0)
+
+
+def check_volume_raw(layer):
+    """volume.raw, the stitched view of the scale, equals its chunks put together: the
+    truth (zeros where missing), or for a lossy layer the mount's own decoded chunks.
+    Layers with a corrupt chunk are left out: reads touching it fail."""
+    if any(c["state"] == "corrupt" for c in layer["chunks"]):
+        return
+    info = json.loads(read(os.path.join(outdir, "src", layer["name"], "info")))
+    sc, C = info["scales"][0], info["num_channels"]
+    dt = np.dtype(info["data_type"]).newbyteorder("<")
+    (X, Y, Z), off = sc["size"], sc["voxel_offset"]
+    vol = np.zeros((C, Z, Y, X), dt)
+    scale = os.path.join(mnt, layer["name"], layer["scale"])
+    for c in layer["chunks"]:
+        (x0, x1), (y0, y1), (z0, z1) = [[int(v) for v in r.split("-")] for r in c["name"].split("_")]
+        if c["state"] == "missing":
+            continue
+        src = os.path.join(outdir, "truth", layer["name"], c["name"]) if layer["tolerance"] == 0 else os.path.join(scale, c["name"])
+        block = np.frombuffer(read(src), dt).reshape(C, z1 - z0, y1 - y0, x1 - x0)
+        vol[:, z0 - off[2]:z1 - off[2], y0 - off[1]:y1 - off[1], x0 - off[0]:x1 - off[0]] = block
+    try:
+        got = read(os.path.join(scale, "volume.raw"))
+    except OSError as e:
+        return fail(f"{layer['name']}: volume.raw: {e}")
+    if got != vol.tobytes():
+        fail(f"{layer['name']}: volume.raw ({len(got)} bytes) differs from the chunks put together ({vol.nbytes} bytes)")
+    else:
+        print(f"{layer['name']}: volume.raw equals its {len(layer['chunks'])} chunks put together")
 
 
 main()

@@ -135,6 +135,11 @@ def main():
             listed = set()
             fail(f"{key}/: listdir: {e}")
         names = {n for n, _ in grid}
+        # Beside its chunks, a scale directory holds the stitched views.
+        views = {"volume.tif", "volume.raw", "volume.nhdr", "volume.mhd", "sections", "slabs"}
+        if not views <= listed:
+            fail(f"{key}/: views absent: {sorted(views - listed)}")
+        listed -= views
         if listed != names:
             fail(f"{key}/: listing extra {sorted(listed - names)[:5]} "
                  f"absent {sorted(names - listed)[:5]}")
