@@ -90,8 +90,8 @@ time_cmd() {
 	record "$name" "$(echo "$t1 - $t0" | bc)"
 }
 
-files() { ls "$mnt/s0" | sed "s|^|$mnt/s0/|"; }
-cat_all() { cat "$mnt"/s0/* > /dev/null; }
+files() { ls "$mnt/s0" | grep "^0-" | sed "s|^|$mnt/s0/|"; }
+cat_all() { cat "$mnt"/s0/0-* > /dev/null; } # the chunks, not the views beside them
 cat_shuffled() { files | shuf --random-source=<(yes) | xargs cat > /dev/null; }
 cat_readers() {
 	local k=$1 i pids=()
@@ -107,7 +107,7 @@ cat_readers() {
 # requests of BYTES, bypassing the page cache, and prints the seconds its
 # reads took (dd per file would time 32 process starts).
 direct_all() {
-	/usr/bin/python3 - "$1" "$mnt"/s0/* <<'PY'
+	/usr/bin/python3 - "$1" "$mnt"/s0/0-* <<'PY'
 import mmap, os, sys, time
 bs = int(sys.argv[1])
 buf = mmap.mmap(-1, bs)  # page-aligned, as O_DIRECT wants

@@ -82,7 +82,7 @@ func catC(t *testing.T, paths ...string) []byte {
 }
 
 // lexical returns keys and chunks in the lexical order of the keys: the
-// order of `cat s0/*` in the C locale. For the layer's names it is not the
+// order of `cat s0/0-*` (the chunks; the views sit beside them) in the C locale. For the layer's names it is not the
 // grid order ("0-64_0-64_128-160" comes before "0-64_0-64_32-64").
 func lexical(keys []string, chunks [][]byte) ([]string, []byte) {
 	idx := make([]int, len(keys))
@@ -99,7 +99,7 @@ func lexical(keys []string, chunks [][]byte) ([]string, []byte) {
 	return sorted, want
 }
 
-// TestReadAheadSequentialCat: one `cat s0/*` reads 32 chunk files in the
+// TestReadAheadSequentialCat: one `cat s0/0-*` reads 32 chunk files in the
 // lexical order of their names (which is not the grid order); read-ahead
 // prefetches the chunks ahead of it, and cat reads every prefetched chunk.
 func TestReadAheadSequentialCat(t *testing.T) {
@@ -114,14 +114,14 @@ func TestReadAheadSequentialCat(t *testing.T) {
 	if slices.Equal(sorted, keys) {
 		t.Fatal("the test layer's lexical order is its grid order: it tests nothing")
 	}
-	cmd := exec.Command("sh", "-c", `cat "$1"/s0/*`, "sh", m.mnt)
+	cmd := exec.Command("sh", "-c", `cat "$1"/s0/0-*`, "sh", m.mnt)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	got, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("cat s0/*: %v", err)
+		t.Fatalf("cat s0/0-*: %v", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("cat s0/*: %d bytes differ from the chunks written, in lexical order", len(got))
+		t.Fatalf("cat s0/0-*: %d bytes differ from the chunks written, in lexical order", len(got))
 	}
 	s := m.tree.StoreStats()
 	t.Logf("store: %+v", s)
@@ -197,11 +197,11 @@ func TestDiskCacheAcrossRemount(t *testing.T) {
 		return mountTree(t, origin.URL, fs.Options{Disk: d})
 	}
 	catAll := func(m *mounted) []byte {
-		cmd := exec.Command("sh", "-c", `cat "$1"/s0/*`, "sh", m.mnt)
+		cmd := exec.Command("sh", "-c", `cat "$1"/s0/0-*`, "sh", m.mnt)
 		cmd.Env = append(os.Environ(), "LC_ALL=C")
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("cat s0/*: %v", err)
+			t.Fatalf("cat s0/0-*: %v", err)
 		}
 		return out
 	}
