@@ -65,6 +65,10 @@ type Tree struct {
 	budget  *cache.Budget
 	readers readers
 	loads   loadStats
+	// diskSlots and diskWrites bound and track the writes to the disk
+	// cache running behind loads (writeBehind).
+	diskSlots  chan struct{}
+	diskWrites sync.WaitGroup
 	// memo holds shard and minishard indexes (decode.Source.Memo),
 	// apart from chunks so that a scan of chunks cannot evict them.
 	memo *cache.Cache
@@ -146,6 +150,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 		Workers:   opts.Workers,
 	})
 	t.budget = cache.NewBudget(opts.ReadAhead)
+	t.diskSlots = make(chan struct{}, diskWriters)
 	t.readers.init(t)
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
 	root, err := t.openDir(ctx, "", true)
@@ -172,11 +177,13 @@ func isMissing(err error) bool {
 	return errors.Is(err, fetcher.ErrNotExist) || errors.Is(err, decode.ErrMissing)
 }
 
-// Close stops the chunk store's workers and any read-ahead. Call it after
-// the mount is gone and the last read has returned.
+// Close stops the chunk store's workers and any read-ahead, and waits for
+// the writes to the disk cache still running. Call it after the mount is
+// gone and the last read has returned.
 func (t *Tree) Close() {
 	t.readers.stopAll()
 	t.store.Close()
+	t.diskWrites.Wait()
 }
 
 // Root returns the root directory.

@@ -189,9 +189,11 @@ func (t *Tree) chunkHit(ctx context.Context, a *decode.Array, key string, c []in
 // from the origin is kept on disk in decoded form (disk.PutCompressed),
 // whatever its codec: reading one back costs a zstd decompression, which
 // is several times faster than gzip, jpeg or png (BenchmarkDiskHit), and
-// for a sharded chunk it also skips the shard and minishard indexes. A
-// missing chunk is not kept on disk. A failed write is counted by the
-// disk cache and otherwise ignored: the chunk is still served.
+// for a sharded chunk it also skips the shard and minishard indexes. The
+// write runs behind the load (writeBehind), so the reader does not wait
+// for the compression. A missing chunk is not kept on disk. A failed
+// write is counted by the disk cache and otherwise ignored: the chunk is
+// still served.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 	return func(ctx context.Context) ([]byte, error) {
 		dkey := t.diskKey(key)
@@ -208,10 +210,27 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 			return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 		}
 		if err == nil && t.opts.Disk != nil {
-			t.opts.Disk.PutCompressed(dkey, b)
+			t.writeBehind(dkey, b)
 		}
 		return b, err
 	}
+}
+
+// diskWriters bounds the disk-cache writes running behind loads. A load
+// that finds them all busy waits for one (back-pressure), so memory held
+// by pending writes stays bounded.
+const diskWriters = 2
+
+// writeBehind keeps b, a chunk's decoded bytes (never modified), in the
+// disk cache under dkey on a goroutine of its own; Close waits for it.
+func (t *Tree) writeBehind(dkey string, b []byte) {
+	t.diskSlots <- struct{}{}
+	t.diskWrites.Add(1)
+	go func() {
+		defer t.diskWrites.Done()
+		defer func() { <-t.diskSlots }()
+		t.opts.Disk.PutCompressed(dkey, b)
+	}()
 }
 
 // diskKey names a chunk in the disk cache: the source, then the chunk's

@@ -293,7 +293,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		"volfs_prefetch_issued_total",
 		"volfs_readahead_max_bytes 6.7108864e+07",
 		"volfs_store_batches_total{mode=\"pooled\"}",
-		"volfs_disk_cache_puts_total 1",
+		"volfs_disk_cache_puts_total", // written behind the read: 0 or 1 by now
 		"volfs_chunk_loads_total{encoding=\"raw\"} 1",
 		"volfs_chunk_load_seconds_total{encoding=\"raw\"}",
 		"volfs_fetch_objects_total",
