@@ -335,3 +335,32 @@ func TestStableInodes(t *testing.T) {
 	}
 	t.Logf("inodes: %s", strings.Join(f, " "))
 }
+
+// TestCatProgress: `volfs cat` of a large file draws a progress bar on
+// stderr when stderr is a terminal (script(1) gives it one), and writes
+// nothing to stderr otherwise.
+func TestCatProgress(t *testing.T) {
+	src := t.TempDir()
+	sparse(t, filepath.Join(src, "big"), 64<<20)
+	cmd := exec.Command(volfsBin, "cat", "--log-level", "warn", src, "big")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("volfs cat: %v\n%s", err, stderr.String())
+	}
+	if stdout.Len() != 64<<20 || stderr.Len() != 0 {
+		t.Errorf("volfs cat into pipes: got %d bytes out and stderr %q, want %d bytes and no stderr", stdout.Len(), stderr.String(), 64<<20)
+	}
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skipf("no script(1) to give volfs cat a terminal: %v", err)
+	}
+	// Inside script, stderr is the terminal and stdout goes to /dev/null.
+	out, err := exec.Command(script, "-qec", volfsBin+" cat --log-level warn "+src+" big >/dev/null", "/dev/null").CombinedOutput()
+	if err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("100%")) || !bytes.Contains(out, []byte("big")) {
+		t.Errorf("volfs cat on a terminal: no progress bar reaching 100%% for big in %q", out)
+	}
+}
