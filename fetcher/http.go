@@ -110,6 +110,34 @@ type HTTP struct {
 	client *http.Client // the session's transport with h's redirect policy
 
 	refused sync.Map // origins whose redirects were refused and logged
+
+	stats httpCounters
+}
+
+// HTTPStats counts what an HTTP fetcher did since it was made.
+type HTTPStats struct {
+	// Objects counts requests that succeeded (GET, ranged GET, HEAD,
+	// listing), Bytes the body bytes received by every attempt.
+	Objects, Bytes int64
+	// Retries counts attempts repeated after a transient failure.
+	Retries int64
+	// NotFound, GaveUp and Failed count requests that ended in an error:
+	// the object does not exist; transient failures until the attempts
+	// ran out; any other error (refused, too large, cancelled).
+	NotFound, GaveUp, Failed int64
+}
+
+type httpCounters struct {
+	objects, bytes, retries, notFound, gaveUp, failed atomic.Int64
+}
+
+// Stats returns h's counters. Safe for concurrent use.
+func (h *HTTP) Stats() HTTPStats {
+	c := &h.stats
+	return HTTPStats{
+		Objects: c.objects.Load(), Bytes: c.bytes.Load(), Retries: c.retries.Load(),
+		NotFound: c.notFound.Load(), GaveUp: c.gaveUp.Load(), Failed: c.failed.Load(),
+	}
 }
 
 // NewHTTP returns an HTTP fetcher for base. Userinfo in base is sent as
@@ -334,12 +362,22 @@ func (h *HTTP) url(key string) *url.URL {
 func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect int64, read func(*http.Response) error) error {
 	for attempt := 1; ; attempt++ {
 		err := h.try(ctx, method, u, header, expect, read)
-		if err == nil || !errors.Is(err, ErrTransient) {
+		switch {
+		case err == nil:
+			h.stats.objects.Add(1)
+			return nil
+		case errors.Is(err, ErrNotExist):
+			h.stats.notFound.Add(1)
+			return err
+		case !errors.Is(err, ErrTransient):
+			h.stats.failed.Add(1)
 			return err
 		}
 		if attempt == h.opts.MaxAttempts {
+			h.stats.gaveUp.Add(1)
 			return fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
 		}
+		h.stats.retries.Add(1)
 		t := time.NewTimer(h.backoff(attempt-1, err))
 		select {
 		case <-ctx.Done():
@@ -385,7 +423,7 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		bound = h.attemptBound(expect)
 		deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
 		defer deadline.Stop()
-		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout}
+		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}
 		err = read(resp)
 		drain(resp.Body)
 	}
@@ -439,12 +477,14 @@ type progressBody struct {
 	io.ReadCloser
 	watchdog *time.Timer
 	timeout  time.Duration
+	bytes    *atomic.Int64 // counts what arrives
 }
 
 func (b *progressBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.watchdog.Reset(b.timeout)
+		b.bytes.Add(int64(n))
 	}
 	return n, err
 }

@@ -45,6 +45,27 @@
 // (or, under FUSE, hands go-fuse a slice of) the cached bytes, which are
 // never modified.
 //
+// Chunks live in one cache.Store per tree: a byte-bounded cache in
+// memory plus one pool of Options.Workers loaders shared by batches and
+// prefetches, so that a single read loads inline and a read-ahead never
+// starts more loads than the pool has workers. With Options.Disk, a load
+// first looks in the disk cache, and keeps what it loaded from the origin
+// there (Tree.loader says in which form and why).
+//
+// # Read-ahead and file handles
+//
+// A chunk file's open returns a handle; the first read through it is the
+// reading process's touch of that chunk, which drives read-ahead across
+// chunk files (readahead.go explains the order followed and the caps).
+// Read-ahead state belongs to the process, not to the handle, because
+// programs open one handle per chunk file.
+//
+// # Inode numbers
+//
+// Every node has a stable inode number (inoTable): st_ino does not change
+// when the kernel forgets a node and looks it up again, and concurrent
+// lookups of one name share one go-fuse inode.
+//
 // A chunk the source does not have (or that its shard lacks) reads as the
 // array's fill value at its full size, as zarr and tensorstore do; with
 // Options.Missing set to MissingError it is ENOENT instead, reported by

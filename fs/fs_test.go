@@ -271,7 +271,7 @@ func wrap(err error) error { return errors.Join(errors.New("context"), err) }
 // mounted.
 func TestNodes(t *testing.T) {
 	tree, _ := newTree(t, layerFiles(t), Options{})
-	m := &inodes{tree: tree, opts: MountOptions{UID: 7, GID: 8}}
+	m := &inodes{tree: tree, opts: MountOptions{UID: 7, GID: 8}, inos: newInoTable()}
 	root := m.newDir(tree.Root(), "")
 	gofs.NewNodeFS(root, &gofs.Options{})
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,7 +53,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 	if err := checkOutsideSource(mountpoint, t); err != nil {
 		return nil, err
 	}
-	ino := &inodes{tree: t, opts: opts, mtime: time.Now()}
+	ino := &inodes{tree: t, opts: opts, mtime: time.Now(), inos: newInoTable()}
 	mountOpts := []string{"ro"}
 	if opts.AllowOther {
 		ino.modes, _ = t.src.(moder)
@@ -147,6 +148,7 @@ type inodes struct {
 	opts  MountOptions
 	mtime time.Time // shown for every file: the data has no other
 	modes moder     // the source's modes, shown with AllowOther; nil for 0444/0555
+	inos  *inoTable
 }
 
 // moder is a source that reports the permissions of its objects and
@@ -256,10 +258,12 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if err := n.m.attr(ctx, child, p, &out.Attr); err != nil {
 		return nil, n.m.tree.errno(ctx, err, "lookup", p)
 	}
+	ino := n.m.inos.of(child, p)
+	out.Attr.Ino = ino
 	if d, ok := child.(Dir); ok {
-		return n.NewInode(ctx, n.m.newDir(d, p), gofs.StableAttr{Mode: fuse.S_IFDIR}), 0
+		return n.NewInode(ctx, n.m.newDir(d, p), gofs.StableAttr{Mode: fuse.S_IFDIR, Ino: ino}), 0
 	}
-	return n.NewInode(ctx, &fileInode{m: n.m, file: child.(File), path: p}, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
+	return n.NewInode(ctx, &fileInode{m: n.m, file: child.(File), path: p}, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino}), 0
 }
 
 func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
@@ -314,7 +318,16 @@ var (
 	_ gofs.NodeReader    = (*fileInode)(nil)
 	_ gofs.NodeGetattrer = (*fileInode)(nil)
 	_ gofs.NodeFlusher   = (*fileInode)(nil)
+	_ gofs.NodeReleaser  = (*fileInode)(nil)
 )
+
+// chunkHandle is an open chunk file. Its first read is its reader's touch
+// of the chunk, for read-ahead (see readers): the reader is the process
+// that opened it, and outlives the handle.
+type chunkHandle struct {
+	pid     uint32
+	touched atomic.Bool
+}
 
 func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
@@ -325,10 +338,28 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 			return nil, 0, n.m.tree.errno(ctx, err, "open", n.path)
 		}
 	}
+	if _, ok := n.file.(*chunkFile); ok {
+		h := &chunkHandle{}
+		if caller, ok := fuse.FromContext(ctx); ok {
+			h.pid = caller.Pid
+		}
+		return h, fuse.FOPEN_KEEP_CACHE, 0
+	}
 	return nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-func (n *fileInode) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+// Release closes a handle. A reader's read-ahead is not stopped with its
+// handle: the next chunk file it opens continues the sequence. It stops
+// when the reader is idle (cache.IdleAfter).
+func (n *fileInode) Release(context.Context, gofs.FileHandle) syscall.Errno { return 0 }
+
+func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h, ok := fh.(*chunkHandle); ok && h.touched.CompareAndSwap(false, true) {
+		f := n.file.(*chunkFile)
+		// A failure is reported by the read below, for its byte range.
+		_, hit, _ := f.t.chunkHit(ctx, f.a, f.key, f.c)
+		f.t.readers.touch(f, h.pid, !hit)
+	}
 	if s, ok := n.file.(slicer); ok {
 		b, err := s.slice(ctx, off, int64(len(dest)))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 )
@@ -51,12 +52,31 @@ type Options struct {
 	// immutable.
 	MetadataTTL time.Duration
 	Log         *slog.Logger // nil means slog.Default()
+
+	// Workers is the size of the chunk store's pool of decoders (batches
+	// and prefetches); 0 means GOMAXPROCS.
+	Workers int
+	// ReadAhead caps the bytes one reader may have prefetched and not yet
+	// read, and all readers together (see readers); 0 turns read-ahead
+	// off.
+	ReadAhead int64
+	// Disk, when not nil, keeps decoded chunks across restarts (see
+	// Tree.load). The tree does not close it.
+	Disk *disk.Cache
 }
 
 // Tree is the directory tree of one source. It is safe for concurrent use.
 type Tree struct {
 	src   fetcher.Fetcher
-	cache *cache.Cache
+	store *cache.Store // decoded chunks, and the pool that loads them
+	// budget is the global cap of read-ahead, shared by every reader.
+	budget  *cache.Budget
+	readers readers
+	loads   loadStats
+	// diskSlots and diskWrites bound and track the writes to the disk
+	// cache running behind loads (writeBehind).
+	diskSlots  chan struct{}
+	diskWrites sync.WaitGroup
 	// memo holds shard and minishard indexes (decode.Source.Memo),
 	// apart from chunks so that a scan of chunks cannot evict them.
 	memo *cache.Cache
@@ -121,27 +141,33 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	if opts.CacheBytes == 0 {
 		opts.CacheBytes = DefaultCacheBytes
 	}
-	t := &Tree{src: src, opts: opts, log: opts.Log}
-	if t.log == nil {
-		t.log = slog.Default()
-	}
-	t.cache = cache.New(cache.Options{
-		MaxBytes: opts.CacheBytes,
-		// A missing chunk is a stable answer: keep it, so that every read
-		// of a hole does not cost a round trip.
-		KeepError: isMissing,
-	})
-	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
 	for _, f := range opts.Formats {
 		if !slices.ContainsFunc(decode.Formats(), func(r decode.Format) bool { return r.Name == f }) {
 			return nil, fmt.Errorf("fs: unknown format %q", f)
 		}
 	}
+	t := &Tree{src: src, opts: opts, log: opts.Log}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	t.store = cache.NewStore(cache.Options{
+		MaxBytes: opts.CacheBytes,
+		// A missing chunk is a stable answer: keep it, so that every read
+		// of a hole does not cost a round trip.
+		KeepError: isMissing,
+		Workers:   opts.Workers,
+	})
+	t.budget = cache.NewBudget(opts.ReadAhead)
+	t.diskSlots = make(chan struct{}, diskWriters)
+	t.readers.init(t)
+	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
 	root, err := t.openDir(ctx, "", true)
 	if err != nil {
+		t.store.Close()
 		return nil, err
 	}
 	if _, isVol := root.(*volumeDir); len(opts.Formats) > 0 && !isVol {
+		t.store.Close()
 		return nil, fmt.Errorf("fs: %s: no %s metadata at the root", src, strings.Join(opts.Formats, " or "))
 	}
 	if dir, ok := root.(*sourceDir); ok {
@@ -157,6 +183,15 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 // it reads as the fill value.
 func isMissing(err error) bool {
 	return errors.Is(err, fetcher.ErrNotExist) || errors.Is(err, decode.ErrMissing)
+}
+
+// Close stops the chunk store's workers and any read-ahead, and waits for
+// the writes to the disk cache still running. Call it after the mount is
+// gone and the last read has returned.
+func (t *Tree) Close() {
+	t.readers.stopAll()
+	t.store.Close()
+	t.diskWrites.Wait()
 }
 
 // Root returns the root directory.

@@ -6,8 +6,7 @@ import (
 	"io"
 	"path"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs/view"
@@ -170,38 +169,27 @@ func (c *viewChunks) Fill() []byte {
 	return make([]byte, c.a.DType.Size)
 }
 
-// batchLoads bounds the chunk loads one batch runs at once: enough to
-// keep a remote source busy, few enough that one large read does not
-// occupy every fetch slot of the mount.
-const batchLoads = 8
-
 // chunks returns the decoded bytes of the chunks of a at coords (metadata
 // order), one entry per coordinate, nil for a chunk the source does not
-// have. Each load goes through the cache like any chunk read; at most
-// batchLoads run at once. The first error cancels the loads of the batch
-// still running (a load shared with another reader goes on for it) and is
-// returned.
+// have, through the chunk store as one batch (cache.Store.GetBatch): a
+// batch of fewer than cache.BatchInline loads runs on the caller, a larger
+// one on the store's pool of Options.Workers loaders. The first error
+// cancels the loads only this batch waits for (a load shared with another
+// reader goes on for it) and is returned.
 func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([][]byte, error) {
-	out := make([][]byte, len(coords))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(batchLoads)
+	keys := make([]string, len(coords))
 	for i, c := range coords {
-		if gctx.Err() != nil {
-			break
-		}
-		g.Go(func() error {
-			b, err := t.chunk(gctx, a, a.ChunkKey(c), c)
-			if err != nil && !isMissing(err) {
-				return err
-			}
-			out[i] = b
-			return nil
-		})
+		keys[i] = a.ChunkKey(c)
 	}
-	if err := g.Wait(); err != nil {
+	res, err := t.store.GetBatch(ctx, keys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
+	if err != nil {
 		return nil, err
 	}
-	return out, ctx.Err()
+	out := make([][]byte, len(res))
+	for i, r := range res {
+		out[i] = r.Val // nil for a missing chunk (a kept not-found error)
+	}
+	return out, nil
 }
 
 // viewFile is a view file as a tree File.

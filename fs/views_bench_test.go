@@ -113,7 +113,7 @@ func BenchmarkViewsWalk(b *testing.B) {
 				for z := range benchZ {
 					readFile(b, t, fmt.Sprintf("s0/sections/z%02d.tif", z), buf)
 				}
-				misses += t.cache.Stats().Misses
+				misses += t.store.Cache().Stats().Misses
 			}
 			b.ReportMetric(float64(misses)/float64(b.N)/benchChunks, "decodes/chunk")
 		})

@@ -236,7 +236,7 @@ func TestViewsCancelled(t *testing.T) {
 	if got := tree.errno(ctx, err, "read", "arr/volume.raw"); got != syscall.EINTR {
 		t.Errorf("cancelled read: got %v (%v), want EINTR", got, err)
 	}
-	if s := tree.cache.Stats(); s.Misses != 0 {
+	if s := tree.store.Cache().Stats(); s.Misses != 0 {
 		t.Errorf("cancelled read loaded %d chunks, want 0", s.Misses)
 	}
 }

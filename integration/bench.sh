@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Runs the read-path benchmarks side by side, several times, and prints the
-# median of each with the ratios that matter. Usage: integration/bench.sh [COUNT]
-# (root, for the FUSE rows). Results and this command go in docs/PERFORMANCE.md.
+# median of each with the ratios that matter. Results and the command go in
+# docs/PERFORMANCE.md.
+#
+#   integration/bench.sh [COUNT]      the go test benchmarks (root, for the FUSE rows)
+#   integration/bench.sh w1 [COUNT]   workload W1 through real mounts of the volfs
+#                                     binary against zarr-python (root; see bench_w1.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = w1 ]; then
+	exec integration/bench_w1.sh "${2:-3}"
+fi
 count=${1:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -7,7 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,9 +21,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
@@ -208,9 +217,40 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 	if err != nil {
 		return nil, err
 	}
+	opts.Workers = c.Int("workers")
+	if opts.ReadAhead, err = parseSize(c.String("read-ahead")); err != nil {
+		return nil, fmt.Errorf("--read-ahead: %w", err)
+	}
+	if dir := c.String("cache-dir"); dir != "" {
+		size, err := parseSize(c.String("disk-cache-size"))
+		if err != nil || size <= 0 {
+			return nil, fmt.Errorf("--disk-cache-size: want a positive size, got %q", c.String("disk-cache-size"))
+		}
+		if opts.Disk, err = disk.Open(disk.Options{Dir: dir, MaxBytes: size}); err != nil {
+			return nil, fmt.Errorf("--cache-dir: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 	defer cancel()
 	return fs.New(ctx, src, opts)
+}
+
+// serveMetrics serves the tree's Prometheus metrics at addr/metrics, with
+// Go's runtime and process metrics, until the process ends. A failure to
+// listen is returned at once.
+func serveMetrics(addr string, tree *fs.Tree) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(tree.Collectors()...)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	slog.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	go http.Serve(ln, mux)
+	return nil
 }
 
 // splitFormat strips a neuroglancer-style format prefix such as
@@ -276,6 +316,12 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 	tree, err := openTree(c, source, rep.child)
 	if err != nil {
 		return err
+	}
+	defer tree.Close()
+	if addr := c.String("metrics-addr"); addr != "" {
+		if err := serveMetrics(addr, tree); err != nil {
+			return err
+		}
 	}
 	srv, err := fs.Mount(mountpoint, tree, fs.MountOptions{
 		AllowOther: c.Bool("allow-other"),
@@ -403,6 +449,7 @@ func runCat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer tree.Close()
 	n, err := tree.Resolve(c.Context, c.Args().Get(1))
 	if err != nil {
 		return err
@@ -410,6 +457,12 @@ func runCat(c *cli.Context) error {
 	f, ok := n.(fs.File)
 	if !ok {
 		return fmt.Errorf("%s is a directory", c.Args().Get(1))
+	}
+	var out io.Writer = os.Stdout
+	if f.Size() >= progressMinBytes && term.IsTerminal(int(os.Stderr.Fd())) {
+		bar := progressbar.DefaultBytes(f.Size(), c.Args().Get(1))
+		defer bar.Close()
+		out = io.MultiWriter(os.Stdout, bar)
 	}
 	buf := make([]byte, 1<<20)
 	for off := int64(0); off < f.Size(); {
@@ -420,13 +473,17 @@ func runCat(c *cli.Context) error {
 		if n == 0 {
 			return fmt.Errorf("%s: ends at %d bytes, want %d", c.Args().Get(1), off, f.Size())
 		}
-		if _, err := os.Stdout.Write(buf[:n]); err != nil {
+		if _, err := out.Write(buf[:n]); err != nil {
 			return err
 		}
 		off += int64(n)
 	}
 	return nil
 }
+
+// progressMinBytes is the smallest file whose `volfs cat` shows a progress
+// bar (on a terminal): a chunk file or two reads in well under a second.
+const progressMinBytes = 64 << 20
 
 // parseSize reads a byte count such as "512MiB", "2G" or "1048576".
 func parseSize(s string) (int64, error) {

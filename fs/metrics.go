@@ -1,0 +1,128 @@
+package fs
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/fetcher"
+)
+
+// loadStats counts chunk loads from the origin by the array's encoding.
+// Safe for concurrent use.
+type loadStats struct {
+	mu    sync.Mutex
+	byEnc map[string]*encLoads // GUARDED_BY(mu)
+}
+
+type encLoads struct {
+	loads, errors int64
+	seconds       float64
+}
+
+// observe counts one load of encoding enc that took d. A missing chunk is
+// a load like any other; other errors are counted apart too.
+func (s *loadStats) observe(enc string, d time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byEnc == nil {
+		s.byEnc = make(map[string]*encLoads)
+	}
+	e := s.byEnc[enc]
+	if e == nil {
+		e = &encLoads{}
+		s.byEnc[enc] = e
+	}
+	e.loads++
+	e.seconds += d.Seconds()
+	if err != nil && !isMissing(err) {
+		e.errors++
+	}
+}
+
+var (
+	loadsDesc = prometheus.NewDesc("volfs_chunk_loads_total",
+		"Chunks loaded from the origin (fetched and decoded), by encoding.", []string{"encoding"}, nil)
+	loadSecondsDesc = prometheus.NewDesc("volfs_chunk_load_seconds_total",
+		"Time spent loading chunks from the origin (fetch plus decode), by encoding.", []string{"encoding"}, nil)
+	loadErrorsDesc = prometheus.NewDesc("volfs_chunk_load_errors_total",
+		"Chunk loads that failed other than with not found, by encoding.", []string{"encoding"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *loadStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- loadsDesc
+	ch <- loadSecondsDesc
+	ch <- loadErrorsDesc
+}
+
+// Collect implements prometheus.Collector.
+func (s *loadStats) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for enc, e := range s.byEnc {
+		ch <- prometheus.MustNewConstMetric(loadsDesc, prometheus.CounterValue, float64(e.loads), enc)
+		ch <- prometheus.MustNewConstMetric(loadSecondsDesc, prometheus.CounterValue, e.seconds, enc)
+		ch <- prometheus.MustNewConstMetric(loadErrorsDesc, prometheus.CounterValue, float64(e.errors), enc)
+	}
+}
+
+// Collectors returns the Prometheus collectors of the tree: its chunk
+// store and read-ahead (cache.NewCollector), its disk cache if any, its
+// loads by encoding, and its fetcher's counters when the fetcher has them
+// (a prometheus.Collector, as fetcher.HTTP is). The caller registers them.
+func (t *Tree) Collectors() []prometheus.Collector {
+	cols := []prometheus.Collector{cache.NewCollector(t.store, t.budget), &t.loads}
+	if t.opts.Disk != nil {
+		cols = append(cols, disk.NewCollector(t.opts.Disk))
+	}
+	if h, ok := t.src.(httpStatser); ok {
+		cols = append(cols, httpCollector{h})
+	}
+	return cols
+}
+
+// httpStatser is a fetcher that counts its requests (fetcher.HTTP).
+type httpStatser interface {
+	Stats() fetcher.HTTPStats
+	Dials() int64
+}
+
+// httpCollector exposes a fetcher's counters.
+type httpCollector struct{ h httpStatser }
+
+var (
+	fetchObjectsDesc = prometheus.NewDesc("volfs_fetch_objects_total", "Requests to the origin that succeeded.", nil, nil)
+	fetchBytesDesc   = prometheus.NewDesc("volfs_fetch_bytes_total", "Body bytes received from the origin, retried attempts included.", nil, nil)
+	fetchDialsDesc   = prometheus.NewDesc("volfs_fetch_dials_total", "TCP connections opened to the origin's host.", nil, nil)
+	fetchRetriesDesc = prometheus.NewDesc("volfs_fetch_retries_total", "Attempts repeated after a transient failure.", nil, nil)
+	fetchErrorsDesc  = prometheus.NewDesc("volfs_fetch_errors_total",
+		"Requests to the origin that ended in an error, by kind: not_found, gave_up (transient failures until the attempts ran out), other.", []string{"kind"}, nil)
+)
+
+func (c httpCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{fetchObjectsDesc, fetchBytesDesc, fetchDialsDesc, fetchRetriesDesc, fetchErrorsDesc} {
+		ch <- d
+	}
+}
+
+func (c httpCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.h.Stats()
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(fetchObjectsDesc, s.Objects)
+	counter(fetchBytesDesc, s.Bytes)
+	counter(fetchDialsDesc, c.h.Dials())
+	counter(fetchRetriesDesc, s.Retries)
+	counter(fetchErrorsDesc, s.NotFound, "not_found")
+	counter(fetchErrorsDesc, s.GaveUp, "gave_up")
+	counter(fetchErrorsDesc, s.Failed, "other")
+}
+
+// StoreStats returns the counters of the chunk cache, for tests and
+// benchmarks.
+func (t *Tree) StoreStats() cache.Stats { return t.store.Cache().Stats() }

@@ -1,0 +1,232 @@
+package fs
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/decode"
+)
+
+// Read-ahead across chunk files
+//
+// The kernel's read-ahead never crosses from one file into the next, and
+// programs read chunks one file at a time: `cat scale/*` opens, reads and
+// closes a handle per chunk. So read-ahead follows readers, not handles: a
+// reader is one process (the caller's pid of the FUSE request that opened
+// the file) reading one sequence of chunks, and it outlives the handles it
+// opens. The first read of each handle is the reader's touch of that
+// chunk: the tree asks the store for the chunk (GetHit tells whether the
+// reader had to wait), then tells the reader's cache.Tracker, which
+// advises which positions to prefetch or to cancel; the positions become
+// chunk keys and go to Store.Prefetch. A reader idle for cache.IdleAfter
+// is stopped (its unread prefetches cancelled, its budget returned) and
+// forgotten.
+//
+// # Positions
+//
+// A reader's positions are the ranks of chunk names in the lexical order
+// of their key directory's names: the order of `cat dir/*` (in the C
+// locale), `ls | sort` and Python's sorted(os.listdir(dir)). For
+// precomputed names ("0-64_0-64_0-64") and for zarr grids of more than ten
+// chunks along an axis ("0.10" before "0.2") that order is not the grid's.
+// The sorted names of a directory are generated once (maxLexicalNames
+// bounds them) and kept for the few directories read last; a directory of
+// more chunks than that falls back to grid order over the whole array
+// (decode.Array.Index), which a reader that walks the grid follows.
+const maxLexicalNames = 1 << 17
+
+// maxSeqs bounds the key directories whose sorted names are kept.
+const maxSeqs = 64
+
+// keySeq is the order in which a reader is expected to read chunk files.
+type keySeq struct {
+	id    string // the key directory's key, or "#grid:" and the array's
+	a     *decode.Array
+	node  decode.KeyDir
+	names []string // sorted lexically; nil for grid order over a
+}
+
+func (s *keySeq) len() int64 {
+	if s.names == nil {
+		return s.a.NumChunks()
+	}
+	return int64(len(s.names))
+}
+
+// pos returns the position of the chunk file f.
+func (s *keySeq) pos(f *chunkFile) int64 {
+	if s.names == nil {
+		return s.a.Index(f.c)
+	}
+	return int64(sort.SearchStrings(s.names, f.name))
+}
+
+// coords returns the grid coordinates of the chunk at position p.
+func (s *keySeq) coords(p int64) ([]int64, bool) {
+	if s.names == nil {
+		return s.a.Coords(p), true
+	}
+	_, c, ok := s.a.KeyLookup(s.node, s.names[p])
+	return c, ok && c != nil
+}
+
+// readers holds the read-ahead state of a tree. Safe for concurrent use.
+type readers struct {
+	t *Tree
+
+	mu   sync.Mutex
+	m    map[readerKey]*reader // GUARDED_BY(mu)
+	seqs map[string]*keySeq    // GUARDED_BY(mu); by keySeq.id
+}
+
+type readerKey struct {
+	seq string // keySeq.id
+	pid uint32
+}
+
+// reader is one process reading one sequence of chunks.
+//
+// LOCK ORDERING: readers.mu before reader.mu; neither is held while
+// prefetches are issued.
+type reader struct {
+	rs   *readers
+	key  readerKey
+	seq  *keySeq
+	tr   *cache.Tracker
+	idle *time.Timer
+
+	mu     sync.Mutex
+	ctx    context.Context    // GUARDED_BY(mu); scope of the prefetches issued since the last cancel
+	cancel context.CancelFunc // GUARDED_BY(mu)
+}
+
+func (rs *readers) init(t *Tree) {
+	rs.t = t
+	rs.m = make(map[readerKey]*reader)
+	rs.seqs = make(map[string]*keySeq)
+}
+
+// touch tells the reader pid of f's sequence that it read f for the first
+// time through a handle, and whether it waited for the chunk, then issues
+// or cancels prefetches as its tracker advises. It does nothing when
+// read-ahead is off.
+func (rs *readers) touch(f *chunkFile, pid uint32, waited bool) {
+	if rs.t.opts.ReadAhead <= 0 || f.dir == nil {
+		return
+	}
+	seq := rs.seqOf(f.dir)
+	r := rs.reader(readerKey{seq.id, pid}, seq)
+	r.idle.Reset(cache.IdleAfter)
+	r.apply(r.tr.Touch(seq.pos(f), waited))
+}
+
+// seqOf returns the sequence of the key directory d, made on first use.
+func (rs *readers) seqOf(d *keyDir) *keySeq {
+	id := d.key
+	n := d.a.KeyLen(d.node)
+	if n > maxLexicalNames {
+		id = "#grid:" + d.a.Key
+	}
+	rs.mu.Lock()
+	s, ok := rs.seqs[id]
+	rs.mu.Unlock()
+	if ok {
+		return s
+	}
+	s = &keySeq{id: id, a: d.a, node: d.node}
+	if n <= maxLexicalNames {
+		s.names = make([]string, n)
+		for i := range n {
+			s.names[i], _ = d.a.KeyEntry(d.node, i)
+		}
+		slices.Sort(s.names)
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if prev, ok := rs.seqs[id]; ok {
+		return prev
+	}
+	if len(rs.seqs) >= maxSeqs {
+		clear(rs.seqs) // readers keep theirs; only the lookup is lost
+	}
+	rs.seqs[id] = s
+	return s
+}
+
+// reader returns the reader of key, made on first use.
+func (rs *readers) reader(key readerKey, seq *keySeq) *reader {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r, ok := rs.m[key]; ok {
+		return r
+	}
+	r := &reader{rs: rs, key: key, seq: seq}
+	r.tr = cache.NewTracker(cache.TrackerConfig{
+		Len:        seq.len(),
+		ChunkBytes: seq.a.ChunkSize(make([]int64, len(seq.a.Grid))),
+		MaxBytes:   rs.t.opts.ReadAhead,
+		Budget:     rs.t.budget,
+	})
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.idle = time.AfterFunc(cache.IdleAfter, func() { rs.stop(r) })
+	rs.m[key] = r
+	return r
+}
+
+// apply carries out a tracker's advice.
+func (r *reader) apply(adv cache.Advice) {
+	r.mu.Lock()
+	if adv.Cancel {
+		r.cancel()
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+	}
+	ctx := r.ctx
+	r.mu.Unlock()
+	if len(adv.Prefetch) == 0 {
+		return
+	}
+	a := r.seq.a
+	keys := make([]string, 0, len(adv.Prefetch))
+	coords := make([][]int64, 0, len(adv.Prefetch))
+	for _, p := range adv.Prefetch {
+		if c, ok := r.seq.coords(p); ok {
+			keys = append(keys, a.ChunkKey(c))
+			coords = append(coords, c)
+		}
+	}
+	t := r.rs.t
+	t.store.Prefetch(ctx, keys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
+}
+
+// stop stops r, cancelling its prefetches, and forgets it. A touch that
+// races with it finds a fresh tracker, or a new reader.
+func (rs *readers) stop(r *reader) {
+	r.tr.Stop()
+	r.mu.Lock()
+	r.cancel()
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.mu.Unlock()
+	rs.mu.Lock()
+	if rs.m[r.key] == r {
+		delete(rs.m, r.key)
+	}
+	rs.mu.Unlock()
+}
+
+// stopAll stops every reader, for Tree.Close.
+func (rs *readers) stopAll() {
+	rs.mu.Lock()
+	all := make([]*reader, 0, len(rs.m))
+	for _, r := range rs.m {
+		all = append(all, r)
+	}
+	rs.mu.Unlock()
+	for _, r := range all {
+		r.idle.Stop()
+		rs.stop(r)
+	}
+}
