@@ -77,6 +77,20 @@ func (b *logBuffer) String() string {
 // it; the mount is removed when the test ends.
 func mountSource(t *testing.T, source string, opts fs.Options) string {
 	t.Helper()
+	return mountTree(t, source, opts).mnt
+}
+
+type mounted struct {
+	mnt     string
+	tree    *fs.Tree
+	unmount func() // idempotent; also run when the test ends
+}
+
+// mountTree mounts source in this process at a new directory and returns
+// the mount and its tree (for its counters); the mount is removed and the
+// tree closed when the test ends, or earlier by unmount.
+func mountTree(t *testing.T, source string, opts fs.Options) *mounted {
+	t.Helper()
 	requireFUSE(t)
 	src, err := fetcher.Open(source, fetcher.Options{HTTP: fetcher.HTTPOptions{BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}})
 	if err != nil {
@@ -94,12 +108,18 @@ func mountSource(t *testing.T, source string, opts fs.Options) string {
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-	})
-	return mnt
+	var once sync.Once
+	m := &mounted{mnt: mnt, tree: tree}
+	m.unmount = func() {
+		once.Do(func() {
+			if err := srv.Unmount(); err != nil {
+				t.Errorf("unmount %s: %v", mnt, err)
+			}
+			tree.Close()
+		})
+	}
+	t.Cleanup(m.unmount)
+	return m
 }
 
 // run runs a command and returns its stdout; it fails the test on a non-zero

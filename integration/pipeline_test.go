@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -13,13 +12,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/volfs/volfs/cache/disk"
-	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
 )
 
@@ -27,47 +24,6 @@ import (
 // the disk cache across remounts, /metrics, stable inode numbers.
 
 // mounted is a tree served at mnt by this process.
-type mounted struct {
-	mnt     string
-	tree    *fs.Tree
-	unmount func() // idempotent; also run when the test ends
-}
-
-// mountTree is mountSource that also returns the tree, for its counters,
-// and lets the test unmount before it ends.
-func mountTree(t *testing.T, source string, opts fs.Options) *mounted {
-	t.Helper()
-	requireFUSE(t)
-	src, err := fetcher.Open(source, fetcher.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := fs.New(context.Background(), src, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fs.Mount(mnt, tree, fs.MountOptions{})
-	if err != nil {
-		t.Fatalf("mount: %v", err)
-	}
-	var once sync.Once
-	m := &mounted{mnt: mnt, tree: tree}
-	m.unmount = func() {
-		once.Do(func() {
-			if err := srv.Unmount(); err != nil {
-				t.Errorf("unmount %s: %v", mnt, err)
-			}
-			tree.Close()
-		})
-	}
-	t.Cleanup(m.unmount)
-	return m
-}
-
 // catC runs one cat of paths (one process, so one reader) in the C locale
 // and returns what it printed.
 func catC(t *testing.T, paths ...string) []byte {
