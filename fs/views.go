@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sync"
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/decode"
@@ -17,6 +18,8 @@ import (
 // sections/ and, for arrays of three or more axes, slabs/. A nil
 // *arrayViews is an array without views; its methods then find nothing.
 type arrayViews struct {
+	t     *Tree
+	a     *decode.Array
 	v     *view.Views
 	key   string          // the array's key, for error messages
 	names []fetcher.Entry // every name the views add, in listing order
@@ -37,7 +40,7 @@ func (t *Tree) newViews(a *decode.Array) *arrayViews {
 		t.log.Debug("no stitched views", "array", "/"+a.Key, "err", err)
 		return nil
 	}
-	av := &arrayViews{v: v, key: a.Key}
+	av := &arrayViews{t: t, a: a, v: v, key: a.Key}
 	for _, f := range v.Files {
 		av.names = append(av.names, fetcher.Entry{Name: f.Name()})
 	}
@@ -61,15 +64,15 @@ func (v *arrayViews) lookup(name string) (Node, bool) {
 	}
 	switch name {
 	case view.SectionsDir:
-		return &viewDir{d: v.v.Sections, key: path.Join(v.key, name)}, true
+		return &viewDir{d: v.v.Sections, av: v, key: path.Join(v.key, name)}, true
 	case view.SlabsDir:
 		if v.v.Slabs.Len() > 0 {
-			return &viewDir{d: v.v.Slabs, key: path.Join(v.key, name)}, true
+			return &viewDir{d: v.v.Slabs, av: v, key: path.Join(v.key, name)}, true
 		}
 		return nil, false
 	}
 	if f, ok := v.v.Lookup(name); ok {
-		return viewFile{f}, true
+		return &viewFile{f: f, av: v}, true
 	}
 	return nil, false
 }
@@ -193,14 +196,34 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 }
 
 // viewFile is a view file as a tree File.
-type viewFile struct{ f view.File }
+//
+// Read-ahead: the kernel reads ahead within a file, but only by its own
+// window (MaxReadAhead, 1 MiB), a small part of the chunks a section or
+// volume.raw spans. So a reader that reads a view file in order has the
+// chunks under the next viewAhead bytes prefetched (Store.Prefetch, at low
+// priority, into the cache's probation segment), bounded by the tree's
+// --read-ahead in decoded bytes: fetching and decoding then overlap the
+// copy-out. A read that does not continue the previous one starts over
+// without prefetching.
+type viewFile struct {
+	f  view.File
+	av *arrayViews
 
-func (f viewFile) IsDir() bool { return false }
-func (f viewFile) Size() int64 { return f.f.Size() }
+	mu    sync.Mutex
+	next  int64 // GUARDED_BY(mu); where a sequential reader reads next
+	ahead int64 // GUARDED_BY(mu); the end of the bytes whose chunks were prefetched
+}
+
+// viewAhead is how far past a sequential read a view's chunks are
+// prefetched, in file bytes: 16 kernel reads of 1 MiB.
+const viewAhead = 16 << 20
+
+func (f *viewFile) IsDir() bool { return false }
+func (f *viewFile) Size() int64 { return f.f.Size() }
 
 // ReadAt reads as File promises: fewer bytes only at the end, and 0, nil
 // at or past it.
-func (f viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+func (f *viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	size := f.f.Size()
 	if off >= size {
 		return 0, nil
@@ -210,12 +233,53 @@ func (f viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) 
 	if err == io.EOF {
 		err = nil
 	}
+	if err == nil {
+		f.readAhead(off, int64(n))
+	}
 	return n, err
+}
+
+// readAhead prefetches the chunks under the bytes after a sequential read
+// of [off, off+n), up to viewAhead past it, once each.
+func (f *viewFile) readAhead(off, n int64) {
+	t := f.av.t
+	if t.opts.ReadAhead <= 0 {
+		return
+	}
+	f.mu.Lock()
+	sequential := off == f.next
+	f.next = off + n
+	if !sequential {
+		f.ahead = off + n
+		f.mu.Unlock()
+		return
+	}
+	from, to := max(f.ahead, off+n), min(off+n+viewAhead, f.f.Size())
+	if from >= to || f.ahead >= off+n+viewAhead/2 {
+		f.mu.Unlock()
+		return // far enough ahead already, or at the end
+	}
+	f.ahead = to
+	f.mu.Unlock()
+
+	a := f.av.a
+	var keys []string
+	var coords [][]int64
+	budget := t.opts.ReadAhead
+	for _, c := range view.ChunksAt(f.f, from, to-from) {
+		if budget -= a.ChunkSize(c); budget < 0 {
+			break
+		}
+		keys, coords = append(keys, a.ChunkKey(c)), append(coords, c)
+	}
+	// Nobody waits for these loads; they run to their end unless evicted.
+	t.store.Prefetch(context.Background(), keys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
 }
 
 // viewDir is sections/ or slabs/: files made as they are looked up.
 type viewDir struct {
 	d   *view.Dir
+	av  *arrayViews
 	key string // for error messages
 }
 
@@ -226,7 +290,7 @@ func (d *viewDir) Lookup(_ context.Context, name string) (Node, error) {
 	if !ok {
 		return nil, fmt.Errorf("fs: %s: no such view: %w", path.Join(d.key, name), fetcher.ErrNotExist)
 	}
-	return viewFile{f}, nil
+	return &viewFile{f: f, av: d.av}, nil
 }
 
 func (d *viewDir) List(context.Context) (Listing, error) { return viewListing{d.d}, nil }

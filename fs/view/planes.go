@@ -42,23 +42,20 @@ type batchChunk struct {
 	lay   ChunkLayout
 }
 
-// readAt fills p with bytes [off, off+len(p)) of the sequence, which must
-// lie inside it. It asks Chunks once, for the chunks under the range in the
-// order the bytes need them (plane, then chunk row, then x), each chunk
-// once, and copies out of them.
-func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64) error {
-	if len(p) == 0 {
-		return nil
-	}
+// collect returns the chunks under bytes [off, off+n) of the sequence, in
+// the order the bytes need them (plane, then chunk row, then x), each once,
+// with their coordinates, and the position in the batch of each linear
+// chunk index.
+func (r *planes) collect(off, n int64) ([]batchChunk, [][]int64, map[int64]int) {
 	m := r.m
 	o := make([]int64, m.ndim-2)
 	index := make(map[int64]int, 2*m.nchunks[0]) // linear chunk index -> batch position
 	// Room for the chunk rows the range spans when it lies in one plane,
 	// so that the batch rarely grows.
-	rows := int64(len(p))/m.rowBytes + 2
+	rows := n/m.rowBytes + 2
 	batch := make([]batchChunk, 0, min(m.nchunks[0]*(rows/m.Chunk[1]+2), 1<<14))
 	lastQ, lastCY := int64(-1), int64(-1) // the last whole row collected
-	r.walk(off, len(p), func(_ int, q, y, b0, b1 int64) {
+	r.walk(off, int(n), func(_ int, q, y, b0, b1 int64) {
 		cy := y / m.Chunk[1]
 		whole := b0 == 0 && b1 == m.rowBytes
 		if whole && q == lastQ && cy == lastCY {
@@ -95,6 +92,31 @@ func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64)
 		}
 		batch[i].coord, coords[i] = c, c
 	}
+	return batch, coords, index
+}
+
+// chunksAt returns the coordinates of the chunks under bytes [off, off+n)
+// of the sequence, clipped to it.
+func (r *planes) chunksAt(off, n int64) [][]int64 {
+	off, end := max(off, 0), min(off+n, r.size())
+	if off >= end {
+		return nil
+	}
+	_, coords, _ := r.collect(off, end-off)
+	return coords
+}
+
+// readAt fills p with bytes [off, off+len(p)) of the sequence, which must
+// lie inside it. It asks Chunks once, for the chunks under the range in the
+// order the bytes need them (plane, then chunk row, then x), each chunk
+// once, and copies out of them.
+func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	m := r.m
+	batch, coords, index := r.collect(off, int64(len(p)))
+	o := make([]int64, m.ndim-2)
 	datas, err := chunks.Get(ctx, coords)
 	if err != nil {
 		return fmt.Errorf("view: %w", err)

@@ -98,8 +98,9 @@ type memChunks struct {
 	fail   map[string]error // chunks whose load fails
 
 	mu        sync.Mutex
-	gets      int // GUARDED_BY(mu)
-	requested int // GUARDED_BY(mu)
+	gets      int       // GUARDED_BY(mu)
+	requested int       // GUARDED_BY(mu)
+	last      [][]int64 // GUARDED_BY(mu); the coordinates of the last Get
 }
 
 func chunkKey(c []int64) string { return fmt.Sprint(c) }
@@ -111,6 +112,7 @@ func (f *memChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error)
 	f.mu.Lock()
 	f.gets++
 	f.requested += len(coords)
+	f.last = coords
 	f.mu.Unlock()
 	seen := make(map[string]bool)
 	out := make([][]byte, len(coords))
@@ -352,6 +354,16 @@ func randomReads(t *testing.T, f File, want []byte, chunks *memChunks, rng *rand
 		after, _ := chunks.counts()
 		if after-before > 1 {
 			t.Fatalf("%s: ReadAt(%d, %d) asked Chunks %d times, want at most 1", f.Name(), off, n, after-before)
+		}
+		// ChunksAt names exactly the chunks the read asked for.
+		var asked [][]int64
+		if after > before {
+			chunks.mu.Lock()
+			asked = chunks.last
+			chunks.mu.Unlock()
+		}
+		if got := ChunksAt(f, off, n); fmt.Sprint(got) != fmt.Sprint(asked) {
+			t.Fatalf("%s: ChunksAt(%d, %d) = %v, the read asked for %v", f.Name(), off, n, got, asked)
 		}
 		wantN := min(n, size-off)
 		if int64(got) != wantN || (err != nil && err != io.EOF) || (int64(got) < n) != (err == io.EOF) {

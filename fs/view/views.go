@@ -29,6 +29,16 @@ type File interface {
 	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 }
 
+// ChunksAt returns the grid coordinates of the chunks that a read of bytes
+// [off, off+n) of f would ask Chunks for (none for a header), without any
+// I/O: a reader's read-ahead prefetches them.
+func ChunksAt(f File, off, n int64) [][]int64 {
+	if m, ok := f.(interface{ chunksAt(off, n int64) [][]int64 }); ok {
+		return m.chunksAt(off, n)
+	}
+	return nil
+}
+
 // Dir is a directory of view files made on demand, so that a directory of
 // a million sections costs nothing until it is read. Entries are in
 // lexical order, which is also plane order.
