@@ -357,7 +357,7 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 	if h, ok := fh.(*chunkHandle); ok && h.touched.CompareAndSwap(false, true) {
 		f := n.file.(*chunkFile)
 		// A failure is reported by the read below, for its byte range.
-		_, hit, _ := f.t.chunkHit(ctx, f.a, f.key, f.c)
+		_, hit, _ := f.chunkHit(ctx)
 		f.t.readers.touch(f, h.pid, !hit)
 	}
 	if s, ok := n.file.(slicer); ok {

@@ -122,7 +122,8 @@ func (d *keyDir) Lookup(_ context.Context, name string) (Node, error) {
 	case c == nil:
 		return &keyDir{t: d.t, a: d.a, node: sub, key: path.Join(d.key, name)}, nil
 	}
-	return &chunkFile{t: d.t, a: d.a, c: c, key: d.a.ChunkKey(c), size: d.a.ChunkSize(c), dir: d, name: name}, nil
+	key := d.a.ChunkKey(c)
+	return &chunkFile{t: d.t, a: d.a, c: c, key: key, size: d.a.ChunkSize(c), dir: d, name: name, load: d.t.loader(d.a, key, c)}, nil
 }
 
 func (d *keyDir) List(context.Context) (Listing, error) { return d.listing(), nil }
@@ -165,17 +166,16 @@ func (l concatListing) Entry(i int64) (string, bool) {
 	panic("fs: listing index out of range")
 }
 
-// chunk returns the decoded bytes of the chunk at c of a, whose key is key,
-// through the chunk store. A chunk the source does not have is an error
-// for which isMissing holds.
-func (t *Tree) chunk(ctx context.Context, a *decode.Array, key string, c []int64) ([]byte, error) {
-	return t.store.Get(ctx, key, t.loader(a, key, c))
+// chunk returns the decoded bytes of the chunk through the chunk store. A
+// chunk the source does not have is an error for which isMissing holds.
+func (f *chunkFile) chunk(ctx context.Context) ([]byte, error) {
+	return f.t.store.Get(ctx, f.key, f.load)
 }
 
 // chunkHit is chunk that also reports whether the chunk was in memory (the
 // reader did not wait), for read-ahead.
-func (t *Tree) chunkHit(ctx context.Context, a *decode.Array, key string, c []int64) ([]byte, bool, error) {
-	return t.store.GetHit(ctx, key, t.loader(a, key, c))
+func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
+	return f.t.store.GetHit(ctx, f.key, f.load)
 }
 
 // loader returns the load of the chunk at c of a, whose key is key. It
@@ -272,6 +272,9 @@ type chunkFile struct {
 	size int64
 	dir  *keyDir // the key directory that holds it, for read-ahead
 	name string  // its name in dir
+	// load fetches and decodes the chunk; made once at lookup, so that a
+	// read served from memory allocates nothing for it.
+	load cache.Loader
 }
 
 func (f *chunkFile) IsDir() bool { return false }
@@ -282,7 +285,7 @@ func (f *chunkFile) open(ctx context.Context) error {
 	if f.t.opts.Missing != MissingError {
 		return nil
 	}
-	_, err := f.t.chunk(ctx, f.a, f.key, f.c)
+	_, err := f.chunk(ctx)
 	if err != nil && !isMissing(err) {
 		return nil // other failures surface at read, for that byte range
 	}
@@ -297,7 +300,7 @@ func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
 		return nil, nil
 	}
 	n = min(n, f.size-off)
-	b, err := f.t.chunk(ctx, f.a, f.key, f.c)
+	b, err := f.chunk(ctx)
 	if isMissing(err) && f.t.opts.Missing == MissingFill {
 		return f.fill(ctx, off, n)
 	}
