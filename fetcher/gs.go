@@ -62,28 +62,15 @@ type GCSOptions struct {
 	MaxObjectSize int64
 }
 
+// withDefaults fills zero fields: the session, retry and size defaults are
+// the HTTP fetcher's, so both kinds of source behave alike.
 func (o GCSOptions) withDefaults() GCSOptions {
-	if o.Conns <= 0 {
-		o.Conns = 16
-	}
-	o.Conns = max(o.Conns, 8)
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 6
-	}
-	if o.BaseBackoff <= 0 {
-		o.BaseBackoff = 100 * time.Millisecond
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 5 * time.Second
-	}
-	if o.StallTimeout <= 0 {
-		o.StallTimeout = 30 * time.Second
-	}
+	h := HTTPOptions{Conns: o.Conns, MaxAttempts: o.MaxAttempts, BaseBackoff: o.BaseBackoff, MaxBackoff: o.MaxBackoff,
+		StallTimeout: o.StallTimeout, MaxObjectSize: o.MaxObjectSize}.withDefaults()
+	o.Conns, o.MaxAttempts, o.BaseBackoff, o.MaxBackoff = h.Conns, h.MaxAttempts, h.BaseBackoff, h.MaxBackoff
+	o.StallTimeout, o.MaxObjectSize = h.StallTimeout, h.MaxObjectSize
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 5 * time.Minute
-	}
-	if o.MaxObjectSize <= 0 {
-		o.MaxObjectSize = 2 << 30
 	}
 	return o
 }
