@@ -371,3 +371,31 @@ func TestViewReadAhead(t *testing.T) {
 		t.Errorf("prefetches used: got %d of %d issued, want all", s.PrefetchUsed, s.PrefetchIssued)
 	}
 }
+
+// TestMetadataTTL: through a mount, an object added to the source after a
+// lookup missed it shows once the listing is older than --metadata-ttl
+// (the kernel's negative entry expires as soon), and never without one.
+func TestMetadataTTL(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want bool
+	}{{0, false}, {time.Millisecond, true}} {
+		src := t.TempDir()
+		if err := os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := mountTree(t, src, fs.Options{MetadataTTL: tc.ttl})
+		if _, err := runErr("stat", filepath.Join(m.mnt, "b")); err == nil {
+			t.Fatalf("ttl %v: b exists before it was written", tc.ttl)
+		}
+		if err := os.WriteFile(filepath.Join(src, "b"), []byte("b"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // past the TTL, not a timing assertion
+		out, err := runErr("cat", filepath.Join(m.mnt, "b"))
+		listed := strings.Contains(run(t, "ls", m.mnt), "b")
+		if got := err == nil && out == "b"; got != tc.want || listed != tc.want {
+			t.Errorf("ttl %v: added object reads %v (%q, %v), is listed %v; want %v", tc.ttl, got, out, err, listed, tc.want)
+		}
+	}
+}
