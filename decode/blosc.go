@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/snappy"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 // Blosc (version 1, as c-blosc 1.x writes it and numcodecs, N5 and Zarr v3
@@ -122,7 +124,7 @@ func decodeBlosc(dst, src []byte, limit int) ([]byte, error) {
 		return nil, corrupt("blosc", fmt.Errorf("%w: %d block offsets do not fit in %d bytes", errBlosc, nblocks, len(src)))
 	}
 	if cap(out) < n {
-		out = make([]byte, 0, n)
+		out = mem.Make(n)[:0]
 	}
 	out = out[:n]
 	var scratch *[]byte

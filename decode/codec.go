@@ -94,4 +94,9 @@ type Source interface {
 	// in flight per key (shard and minishard indexes). Keys must be unique
 	// to what they name: use the object key plus a suffix.
 	Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error)
+	// Release tells the source that b, a value its Get returned, is no
+	// longer referred to by anyone: the source may reuse its memory. Load
+	// calls it once a chunk is decoded into memory of its own, never for
+	// stored bytes that the decoded chunk shares.
+	Release(b []byte)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 // The numcodecs and Zarr v3 codecs that are one library call each; blosc,
@@ -44,7 +46,7 @@ func corrupt(codec string, err error) error {
 func readAllLimit(dst []byte, r io.Reader, limit int, probe []byte) ([]byte, error) {
 	out := dst[:0]
 	if cap(out) < limit {
-		out = make([]byte, 0, limit)
+		out = mem.Make(limit)[:0]
 	}
 	for {
 		end := min(cap(out), limit)
@@ -256,7 +258,7 @@ func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
 	}
 	out := dst[:0]
 	if cap(out) < size {
-		out = make([]byte, 0, size)
+		out = mem.Make(size)[:0]
 	}
 	// The cap limit makes DecodeAll refuse to produce more than cap(out).
 	out, err = zstdDecoder.DecodeAll(src, out[:0:min(cap(out), limit)])
@@ -294,7 +296,7 @@ func decodeLZ4(dst, src []byte, limit int) ([]byte, error) {
 	}
 	out := dst[:0]
 	if cap(out) < int(n) {
-		out = make([]byte, 0, n)
+		out = mem.Make(int(n))[:0]
 	}
 	out = out[:n]
 	if n == 0 {

@@ -35,6 +35,8 @@ import (
 	"math"
 	"math/bits"
 	"path"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 // ErrCorrupt marks a chunk whose stored bytes do not decode to what the
@@ -348,7 +350,11 @@ func (a *Array) Load(ctx context.Context, src Source, c []int64) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	return a.decodeInto(nil, stored, c)
+	out, err := a.decodeInto(nil, stored, c)
+	if a.load == nil && (err != nil || !mem.Overlap(out, stored)) {
+		src.Release(stored)
+	}
+	return out, err
 }
 
 // maxChunkBytes bounds the decoded size of one chunk: a chunk is decoded into

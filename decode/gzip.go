@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 func init() {
@@ -67,7 +69,7 @@ func gunzip(dst, src []byte, want, limit int) ([]byte, error) {
 	// regrow.
 	out := dst[:0]
 	if cap(out) < min(want, limit)+1 {
-		out = make([]byte, 0, min(want, limit)+1)
+		out = mem.Make(min(want, limit) + 1)[:0]
 	}
 	for {
 		if len(out) == cap(out) {

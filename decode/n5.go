@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 func init() {
@@ -179,7 +181,7 @@ func decodeN5Block(dst, stored []byte, codec Codec, extent, block []int64, elemS
 	}
 	out := dst[:0]
 	if cap(out) < size {
-		out = make([]byte, 0, size)
+		out = mem.Make(size)[:0]
 	}
 	out = append(out, n5Header(extent)...)
 	hdr := len(out)

@@ -71,6 +71,8 @@ func (m *memSource) GetRange(ctx context.Context, key string, offset, length int
 	return slices.Clone(b), nil
 }
 
+func (m *memSource) Release([]byte) {}
+
 func (m *memSource) Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
 	m.mu.Lock()
 	v, ok := m.memo[key]

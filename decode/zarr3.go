@@ -7,6 +7,8 @@ import (
 	"math"
 	"path"
 	"strings"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 func init() {
@@ -120,7 +122,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	a.decode = func(dst, stored []byte, _ []int64, size int) ([]byte, error) {
 		out := dst[:0]
 		if cap(out) < size {
-			out = make([]byte, size)
+			out = mem.Make(size)
 		}
 		out = out[:size]
 		if err := chain.decode(out, stored, a.Fill); err != nil {

@@ -54,7 +54,9 @@ var (
 // Object is the body of an object as stored.
 type Object struct {
 	// Data is the object's bytes exactly as the source holds them. The
-	// caller owns Data.
+	// caller owns Data; fetchers read large objects into buffers from
+	// cache/mem's pool, so a caller done with Data may give it back with
+	// mem.Put.
 	Data []byte
 	// ContentEncoding is the transport encoding that the source declared
 	// for Data ("gzip" for an HTTP response with Content-Encoding: gzip),

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 // CheckKey reports whether key is a clean relative key (see the package
@@ -125,7 +127,7 @@ func (f *File) Get(ctx context.Context, key string, limit int64) (Object, error)
 	}
 	// The file may grow after the stat: read at most one byte past the
 	// limit, so that growth is seen without reading it all.
-	data := make([]byte, 0, fi.Size()+1)
+	data := mem.Get(int(fi.Size()) + 1)[:0]
 	for int64(len(data)) <= limit {
 		if len(data) == cap(data) {
 			data = append(data, 0)[:len(data)]

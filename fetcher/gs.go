@@ -23,6 +23,8 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 // GCSOptions tunes a gs:// fetcher. Zero fields take their defaults.
@@ -236,7 +238,7 @@ func (g *GCS) readWhole(ctx context.Context, name string, limit int64) (data []b
 			return nil, gz, fmt.Errorf("object of more than %d bytes: %w", limit, ErrTooLarge)
 		}
 	} else {
-		data = make([]byte, size)
+		data = mem.Get(int(size))
 		if _, err := io.ReadFull(r, data); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF

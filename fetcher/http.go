@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+
+	"github.com/volfs/volfs/cache/mem"
 )
 
 // HTTPOptions tunes an HTTP fetcher. Zero fields take their defaults.
@@ -582,7 +584,7 @@ func readBody(r io.Reader, size, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("body of %d bytes: %w (limit %d)", size, ErrTooLarge, limit)
 	}
 	if size >= 0 {
-		data := make([]byte, size)
+		data := mem.Get(int(size))
 		if _, err := io.ReadFull(r, data); err != nil {
 			return nil, bodyError(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/cache/mem"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 )
@@ -251,8 +252,16 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	return untransport(obj, objKey, 0, int(limit))
+	b, err := untransport(obj, objKey, 0, int(limit))
+	if err != nil || !mem.Overlap(b, obj.Data) {
+		mem.Put(obj.Data) // the transport gzip was removed into a buffer of its own
+	}
+	return b, err
 }
+
+// Release gives b, which Get returned and nobody refers to any more, back
+// to the pool that fetchers read objects into.
+func (s *treeSource) Release(b []byte) { mem.Put(b) }
 
 func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	s.last = key
