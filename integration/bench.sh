@@ -16,6 +16,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 go test -run '^$' -bench 'Gunzip' -benchmem -count "$count" ./decode/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ChurnHeap' -benchtime 5x -count "$count" ./cache/ | tee -a "$out" >&2
+go test -run '^$' -bench 'Gate' -count "$count" ./cache/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ReadScale|MountScale' -benchmem -benchtime 20x -count "$count" ./integration/ 2>/dev/null | tee -a "$out" >&2
 go test -run '^$' -bench 'ViewsWalk|ViewsRead' -benchmem -benchtime 5x -count "$count" ./fs/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ViewsMount' -benchtime 5x -count "$count" ./integration/ 2>/dev/null | tee -a "$out" >&2
@@ -31,7 +32,7 @@ def extra(name, unit):
     vals = [float(x) for _, rest in runs[name] for x in re.findall(r"([\d.]+) " + re.escape(unit), rest)]
     return statistics.median(vals) if vals else float("nan")
 print(f"\n{'benchmark':34} {'median ms/op':>12} {'MB/s':>8} {'allocs/op':>10} {'dials/op':>9} {'peak heap/cache':>16}")
-for k in sorted(m for m in med if not m.startswith("Views")):
+for k in sorted(m for m in med if not m.startswith(("Views", "Gate/"))):
     print(f"{k:34} {med[k]/1e6:12.3f} {extra(k, 'MB/s'):8.0f} {extra(k, 'allocs/op'):10.0f} {extra(k, 'dials/op'):9.2f} {extra(k, 'peak-heap/cache'):16.2f}")
 def ratio(label, a, b):
     if a in med and b in med:
@@ -48,6 +49,25 @@ if all(k in med for k in ("MountScale/fuse-cat", "MountScale/fuse-mount-only", "
 if all(k in med for k in ("MountScale/fuse-cat-warm", "MountScale/fuse-mount-only", "MountScale/inprocess")):
     w = med["MountScale/fuse-cat-warm"] - med["MountScale/fuse-mount-only"]
     print(f"{'FUSE cat, chunk cache full (less mount+sh) / in-process cold':60} {w/med['MountScale/inprocess']:6.2f}x")
+# The gate table (cache.BatchInline): ms per batch of k chunk loads by
+# strategy, each strategy's median over the runs, and the medians of the
+# ratios BenchmarkGate measures side by side within each run.
+gate = {}
+for name, vs in runs.items():
+    m = re.match(r"Gate/(\w+)/k=(\d+)$", name)
+    if m:
+        for _, rest in vs:
+            for val, unit in re.findall(r"([\d.]+) (\S+-ms|\S+/inline)", rest):
+                gate.setdefault((m.group(1), int(m.group(2)), unit), []).append(float(val))
+if gate:
+    ks = sorted({k for _, k, _ in gate})
+    print(f"\n{'gate: ms per batch of k loads':30}" + "".join(f"{'k=' + str(k):>9}" for k in ks))
+    for codec in ("none", "raw", "gzip", "zstd"):
+        for unit in ("inline-ms", "pool-ms", "gated-ms", "pool/inline", "gated/inline"):
+            vals = [gate.get((codec, k, unit)) for k in ks]
+            if any(vals):
+                label = f"{codec} {unit.removesuffix('-ms')}"
+                print(f"{label:30}" + "".join(f"{statistics.median(v):9.3f}" if v else f"{'-':>9}" for v in vals))
 views = sorted(m for m in med if m.startswith("Views"))
 if views:
     print(f"\n{'benchmark':34} {'median ms/op':>12} {'MB/s':>8} {'decodes/chunk':>14} {'fetches/chunk':>14}")

@@ -7,19 +7,39 @@
 # loopback Go static server (testdata/origin). Every row is the median of
 # COUNT runs, each through a fresh mount (chunk cache cold) unless it says
 # warm; the page cache of the source files is warm for every reader alike.
+# W1 is also written as zarr with Zstd(level=3) (the zstd twin), read by
+# zarr-python and through volfs; the gzip zarr is read through volfs too,
+# to show that the format does not matter. For each volfs mount the script
+# keeps the peak RSS of the volfs process (VmHWM, read just before
+# unmounting) and the TCP connections it opened (volfs_fetch_dials_total
+# from --metrics-addr), and prints them in tables of their own.
+#
+# Readers other than volfs: zarr-python from disk, and with fsspec over
+# HTTP; rclone mount of the same origin (--vfs-cache-mode off, so rclone
+# streams each object from the origin with its in-memory read buffer and
+# keeps nothing on disk, as volfs with no --cache-dir) with the gunzip in
+# the reader, one python3 process that reads every .gz object and
+# gzip.decompress-es it (zlib's inflate, the one numcodecs' GZip and
+# zarr-python use, so the row differs from zarr-http in the transport, not
+# the decoder); and `volfs cat` of the same files in one process (no FUSE).
+#
 # Usage: integration/bench_w1.sh [COUNT]. Needs root (mount, drop_caches),
-# python3-zarr, and python3-fsspec with python3-aiohttp for the HTTP row
-# of zarr-python (skipped without them).
+# python3-zarr, curl, GNU time (/usr/bin/time); python3-fsspec with
+# python3-aiohttp for the HTTP row of zarr-python, and rclone (with fuse3)
+# for the rclone row, each row skipped without them:
+#   apt-get install -y python3-zarr python3-fsspec python3-aiohttp rclone fuse3 curl time
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-3}
 work=$(mktemp -d /tmp/volfs-w1.XXXXXX)
-mnt=$work/mnt
-mkdir -p "$mnt"
-origin_pid= volfs_pid=
+mnt=$work/mnt mnt2=$work/rclone
+mkdir -p "$mnt" "$mnt2"
+origin_pid= volfs_pid= rclone_pid=
 cleanup() {
 	if mountpoint -q "$mnt"; then umount "$mnt" || umount -l "$mnt"; fi
+	if mountpoint -q "$mnt2"; then umount "$mnt2" || umount -l "$mnt2"; fi
 	[ -n "$volfs_pid" ] && kill "$volfs_pid" 2>/dev/null || true
+	[ -n "$rclone_pid" ] && kill "$rclone_pid" 2>/dev/null || true
 	[ -n "$origin_pid" ] && kill "$origin_pid" 2>/dev/null || true
 	rm -rf "$work"
 }
@@ -32,7 +52,7 @@ go build -o "$work/origin" ./integration/testdata/origin
 /usr/bin/python3 - "$work/data" <<'PY'
 import gzip, json, os, sys
 import numpy as np, zarr
-from numcodecs import GZip
+from numcodecs import GZip, Zstd
 root = sys.argv[1]
 nz, cz, cy, cx = 32, 64, 256, 256          # 32 chunks of 64x256x256 uint8 = 4 MiB
 rng = np.random.default_rng(11)
@@ -42,6 +62,9 @@ data = np.clip(field + rng.normal(0, 12, (nz * cz, cy, cx)), 0, 255).astype(np.u
 z = zarr.open(os.path.join(root, "w1.zarr"), mode="w", shape=data.shape, chunks=(cz, cy, cx),
               dtype="u1", compressor=GZip(level=6))
 z[:] = data
+zs = zarr.open(os.path.join(root, "w1z.zarr"), mode="w", shape=data.shape, chunks=(cz, cy, cx),
+               dtype="u1", compressor=Zstd(level=3))
+zs[:] = data
 pre = os.path.join(root, "w1.precomputed")
 os.makedirs(os.path.join(pre, "s0"))
 json.dump({"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8",
@@ -59,20 +82,37 @@ data=$work/data
 origin_pid=$!
 for _ in $(seq 100); do [ -s "$work/origin.url" ] && break; sleep 0.05; done
 url=$(cat "$work/origin.url")
-results=$work/results
+# Every row is a line "NAME SECONDS" in results; every volfs process a line
+# "NAME PEAK_KIB BUDGET_MIB" in rss (BUDGET_MIB its --cache-size), and every
+# mount a line "NAME DIALS" in dials.
+results=$work/results rss=$work/rss dials=$work/dials
 : > "$results"
+: > "$rss"
+: > "$dials"
+metrics=127.0.0.1:$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+default_cache_mib=512 # cmd/volfs/flags.go: --cache-size 512MiB
 
-# mount SOURCE FLAGS...: serve SOURCE at $mnt in the background.
+# mount SOURCE FLAGS...: serve SOURCE at $mnt in the background, with its
+# metrics at $metrics. FLAGS may set --cache-size in MiB.
 mount_volfs() {
 	local src=$1
 	shift
-	"$work/volfs" mount --log-level warn "$@" "$src" "$mnt" &
+	budget=$default_cache_mib
+	local args=("$@") i
+	for ((i = 0; i < ${#args[@]}; i++)); do
+		if [ "${args[i]}" = --cache-size ]; then budget=${args[i + 1]%MiB}; fi
+	done
+	"$work/volfs" mount --log-level warn --metrics-addr "$metrics" "$@" "$src" "$mnt" &
 	volfs_pid=$!
 	for _ in $(seq 400); do mountpoint -q "$mnt" && return; sleep 0.025; done
 	echo "volfs did not mount" >&2
 	exit 1
 }
+# unmount_volfs NAME: records the peak RSS and the dials of the mount under
+# NAME, then unmounts.
 unmount_volfs() {
+	echo "$1 $(awk '/^VmHWM:/ {print $2}' "/proc/$volfs_pid/status") $budget" >> "$rss"
+	echo "$1 $(curl -sf "http://$metrics/metrics" | awk '/^volfs_fetch_dials_total / {print $2}')" >> "$dials"
 	umount "$mnt"
 	wait "$volfs_pid" || true
 	volfs_pid=
@@ -91,7 +131,21 @@ time_cmd() {
 }
 
 files() { ls "$mnt/s0" | grep "^0-" | sed "s|^|$mnt/s0/|"; }
-cat_all() { cat "$mnt"/s0/0-* > /dev/null; } # the chunks, not the views beside them
+# cat_all [GLOB]: one cat of the chunk files GLOB under the mount (s0/0-*:
+# the precomputed chunks, not the views beside them; [0-9]* for a zarr
+# array's).
+cat_all() {
+	local glob=${1:-s0/0-*}
+	cat "$mnt"/$glob > /dev/null
+}
+# incat NAME SOURCE: `volfs cat` of the chunk files of cat_all, in its order,
+# in one process; records its peak RSS under NAME.
+incat() {
+	local paths
+	mapfile -t paths < <(ls "$data/w1.precomputed/s0" | sed 's/\.gz$//; s|^|s0/|' | sort)
+	/usr/bin/time -f %M -o "$work/time.out" "$work/volfs" cat --log-level warn "$2" "${paths[@]}" > /dev/null
+	echo "$1 $(tail -n 1 "$work/time.out") $default_cache_mib" >> "$rss"
+}
 cat_shuffled() { files | shuf --random-source=<(yes) | xargs cat > /dev/null; }
 cat_readers() {
 	local k=$1 i pids=()
@@ -138,33 +192,80 @@ print(time.perf_counter() - t0)
 PY
 }
 have_fsspec=$(/usr/bin/python3 -c 'import fsspec, aiohttp' 2>/dev/null && echo yes || echo no)
+[ "$have_fsspec" = yes ] || echo "no python3-fsspec or python3-aiohttp: no zarr-http row" >&2
+
+# rclone_gunzip: rclone mount of the origin's precomputed twin, fresh (so
+# nothing is cached), then one python3 process that reads every .gz object
+# of s0 and decompresses it; prints the seconds the reads took, listing
+# included, as zarr_read does.
+have_rclone=$(command -v rclone > /dev/null && command -v fusermount3 > /dev/null && echo yes || echo no)
+[ "$have_rclone" = yes ] || echo "no rclone or fusermount3 (fuse3): no rclone row" >&2
+rclone_gunzip() {
+	rclone mount :http: "$mnt2" --http-url "$url/w1.precomputed" --read-only \
+		--vfs-cache-mode off --log-level ERROR &
+	rclone_pid=$!
+	local i
+	for i in $(seq 400); do mountpoint -q "$mnt2" && break; sleep 0.025; done
+	mountpoint -q "$mnt2" || { echo "rclone did not mount" >&2; exit 1; }
+	/usr/bin/python3 - "$mnt2/s0" <<'PY'
+import gzip, os, sys, time
+d = sys.argv[1]
+t0 = time.perf_counter()
+total = 0
+for n in sorted(os.listdir(d)):
+    if n.endswith(".gz"):
+        with open(os.path.join(d, n), "rb") as f:
+            total += len(gzip.decompress(f.read()))
+t = time.perf_counter() - t0
+assert total == 128 << 20, total
+print(t)
+PY
+	fusermount3 -u "$mnt2"
+	wait "$rclone_pid" || true
+	rclone_pid=
+}
 
 for run in $(seq "$count"); do
 	echo "run $run of $count" >&2
 	record zarr-local "$(zarr_read "$data/w1.zarr")"
+	record zarr-local-zstd3 "$(zarr_read "$data/w1z.zarr")"
 	if [ "$have_fsspec" = yes ]; then record zarr-http "$(zarr_read "$url/w1.zarr")"; fi
+	if [ "$have_rclone" = yes ]; then record rclone-http-cat "$(rclone_gunzip)"; fi
 
 	for src in "$data/w1.precomputed" "$url/w1.precomputed"; do
 		where=local
 		case $src in http*) where=http ;; esac
 		mount_volfs "$src"
 		time_cmd "volfs-$where-cat" cat_all
-		unmount_volfs
+		unmount_volfs "volfs-$where-cat"
 		mount_volfs "$src" --read-ahead 0
 		time_cmd "volfs-$where-cat-ra0" cat_all
-		unmount_volfs
+		unmount_volfs "volfs-$where-cat-ra0"
+		time_cmd "volfs-$where-incat" incat "volfs-$where-incat" "$src"
 	done
+	# The zarr arrays through volfs: gzip (the same codec as the
+	# precomputed twin) and zstd level 3.
+	mount_volfs "$data/w1.zarr"
+	time_cmd volfs-local-cat-zarr cat_all '[0-9]*'
+	unmount_volfs volfs-local-cat-zarr
+	mount_volfs "$data/w1z.zarr"
+	time_cmd volfs-local-cat-zstd3 cat_all '[0-9]*'
+	unmount_volfs volfs-local-cat-zstd3
+	# A chunk cache smaller than W1 (128 MiB), so that its budget binds.
+	mount_volfs "$data/w1.precomputed" --cache-size 64MiB
+	time_cmd volfs-local-cat-cache64m cat_all
+	unmount_volfs volfs-local-cat-cache64m
 	for k in 2 4; do
 		mount_volfs "$data/w1.precomputed"
 		time_cmd "volfs-local-readers$k" cat_readers "$k"
-		unmount_volfs
+		unmount_volfs "volfs-local-readers$k"
 	done
 	mount_volfs "$data/w1.precomputed"
 	time_cmd volfs-local-random cat_shuffled
-	unmount_volfs
+	unmount_volfs volfs-local-random
 	mount_volfs "$data/w1.precomputed" --read-ahead 0
 	time_cmd volfs-local-random-ra0 cat_shuffled
-	unmount_volfs
+	unmount_volfs volfs-local-random-ra0
 
 	# FUSE transfer: the chunk cache warm, the page cache bypassed.
 	mount_volfs "$data/w1.precomputed"
@@ -172,19 +273,19 @@ for run in $(seq "$count"); do
 	direct_all 1048576 > /dev/null # the first O_DIRECT reads of a file are not timed either
 	record volfs-warm-direct-128k "$(direct_all 131072)"
 	record volfs-warm-direct-1m "$(direct_all 1048576)"
-	unmount_volfs
+	unmount_volfs volfs-warm-direct
 
 	# Disk cache: fill it through one mount, then read it through another.
 	rm -rf "$work/dc"
 	mount_volfs "$url/w1.precomputed" --cache-dir "$work/dc"
 	time_cmd volfs-http-cat-fill-disk cat_all
-	unmount_volfs
+	unmount_volfs volfs-http-cat-fill-disk
 	mount_volfs "$url/w1.precomputed" --cache-dir "$work/dc"
 	time_cmd volfs-http-cat-disk-hit cat_all
-	unmount_volfs
+	unmount_volfs volfs-http-cat-disk-hit
 done
 
-/usr/bin/python3 - "$results" <<'PY'
+/usr/bin/python3 - "$results" "$rss" "$dials" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
@@ -202,12 +303,19 @@ def ratio(label, a, b, target=None):
         print(f"{label:62} {r:6.2f}x{t}")
 print()
 ratio("zarr-python local / volfs local cat (speed-up)", "zarr-local", "volfs-local-cat", 2.0)
+ratio("zarr-python zstd-3 local / volfs zstd-3 zarr cat (speed-up)", "zarr-local-zstd3", "volfs-local-cat-zstd3", 1.5)
 ratio("zarr-python+fsspec HTTP / volfs HTTP cat (speed-up)", "zarr-http", "volfs-http-cat", 2.5)
+ratio("rclone mount + gunzip in reader / volfs HTTP cat", "rclone-http-cat", "volfs-http-cat")
+ratio("gzip zarr / precomputed twin, volfs local cat (format)", "volfs-local-cat-zarr", "volfs-local-cat")
+ratio("in-process volfs cat / mount cat, local (target >= 0.8)", "volfs-local-incat", "volfs-local-cat", 0.8)
+ratio("in-process volfs cat / mount cat, HTTP (target >= 0.8)", "volfs-http-incat", "volfs-http-cat", 0.8)
+ratio("in-process volfs cat / mount cat read-ahead 0, local", "volfs-local-incat", "volfs-local-cat-ra0")
 ratio("read-ahead off / on, local cat", "volfs-local-cat-ra0", "volfs-local-cat", 1.5)
 ratio("read-ahead off / on, HTTP cat", "volfs-http-cat-ra0", "volfs-http-cat")
 ratio("1 reader / 2 readers, local", "volfs-local-cat", "volfs-local-readers2", 1.7)
 ratio("1 reader / 4 readers, local", "volfs-local-cat", "volfs-local-readers4")
 ratio("random order: read-ahead off / on (>= 1 is no slower)", "volfs-local-random-ra0", "volfs-local-random", 1.0)
+ratio("--cache-size 64MiB / 512MiB, local cat", "volfs-local-cat-cache64m", "volfs-local-cat")
 ratio("origin / disk-cache hit, HTTP", "volfs-http-cat", "volfs-http-cat-disk-hit")
 ratio("origin + filling the disk cache / origin alone", "volfs-http-cat-fill-disk", "volfs-http-cat")
 for bs in ("128k", "1m"):
@@ -215,4 +323,29 @@ for bs in ("128k", "1m"):
     if k in med:
         gbs = mib * 2**20 / med[k] / 1e9
         print(f"{'FUSE transfer, chunk cache warm, O_DIRECT ' + bs:62} {gbs:6.2f} GB/s" + ("  target 2 GB/s: %s" % ("met" if gbs >= 2 else "missed") if bs == "1m" else ""))
+
+# Peak RSS of each volfs process: the most over the runs.
+peak, budget = {}, {}
+for line in open(sys.argv[2]):
+    k, kib, b = line.split()
+    peak[k] = max(peak.get(k, 0), int(kib) / 1024)
+    budget[k] = int(b)
+print(f"\n{'volfs process (peak RSS, max of runs)':40} {'VmHWM MiB':>9} {'cache+100':>9}  target: under the cache budget plus 100 MiB")
+for k in peak:
+    lim = budget[k] + 100
+    print(f"{k:40} {peak[k]:9.0f} {lim:9d}  {'met' if peak[k] < lim else 'missed'}")
+
+# TCP connections to the origin per HTTP mount (volfs_fetch_dials_total).
+dials = {}
+for line in open(sys.argv[3]):
+    f = line.split()
+    if "http" in f[0]:
+        dials.setdefault(f[0], []).append(int(float(f[1])) if len(f) > 1 else None)
+if dials:
+    print(f"\n{'HTTP mount (TCP connections per run)':40} {'max':>5}  runs  target: at most 16")
+    for k, v in dials.items():
+        got = [x for x in v if x is not None]
+        m = max(got) if got else None
+        print(f"{k:40} {m if m is not None else '-':>5}  " + " ".join(str(x) if x is not None else "-" for x in v) +
+              ("" if m is None else "  " + ("met" if m <= 16 else "missed")))
 PY

@@ -240,4 +240,32 @@ sys.stdout.write(a[:, 0:4, 0:16, 0:32].astype("<u2").tobytes().hex())`, truth)
 	if out, err := runErr(volfsBin, "cat", vol, "s0/nope"); err == nil {
 		t.Errorf("cat of a missing path succeeded: %s", out)
 	}
+
+	// cat of several chunks writes them in the order given, as cat(1) does:
+	// numpy's bytes of each, one after another. The first is stored plain,
+	// the others gzip.
+	names := []string{"51-57_5-21_-3-1", name, "-13-19_21-37_1-5"}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = "s0/" + n
+	}
+	got, err = exec.CommandContext(ctx, volfsBin, append([]string{"cat", vol}, paths...)...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = run(t, python, "-c", `
+import sys, numpy as np
+a = np.load(sys.argv[1] + "/s0.npy")
+parts = [a[:, 0:4, 0:16, 64:70], a[:, 0:4, 0:16, 0:32], a[:, 4:8, 16:32, 0:32]]
+sys.stdout.write(b"".join(p.astype("<u2").tobytes() for p in parts).hex())`, truth)
+	if fmt.Sprintf("%x", got) != want {
+		t.Errorf("cat %v: %d bytes differ from numpy's", names, len(got))
+	}
+	// A missing path among good ones fails before anything is written.
+	cmd := exec.CommandContext(ctx, volfsBin, "cat", vol, paths[0], "s0/nope", paths[1])
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err == nil || stdout.Len() != 0 {
+		t.Errorf("cat with a missing second path: got error %v and %d bytes out, want an error and none", err, stdout.Len())
+	}
 }

@@ -136,8 +136,8 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 			},
 			{
 				Name:      "cat",
-				Usage:     "write the bytes of the mounted file PATH to stdout, without FUSE",
-				ArgsUsage: "SOURCE PATH",
+				Usage:     "write the bytes of the mounted files PATH... to stdout in order, without FUSE",
+				ArgsUsage: "SOURCE PATH...",
 				Flags:     flagsFor(onCat),
 				Action:    runCat,
 			},
@@ -441,39 +441,66 @@ func runInfo(c *cli.Context) error {
 	return w.Flush()
 }
 
+// runCat writes the files PATH... of SOURCE to stdout in order, as
+// cat(1) does, through one tree and so one chunk cache. Every path is
+// resolved before the first byte is written, so a missing path writes
+// nothing; a read that fails stops the command with the bytes before it
+// written.
 func runCat(c *cli.Context) error {
-	if c.NArg() != 2 {
-		return errors.New("usage: volfs cat SOURCE PATH")
+	if c.NArg() < 2 {
+		return errors.New("usage: volfs cat SOURCE PATH...")
 	}
 	tree, err := openTree(c, c.Args().Get(0), false)
 	if err != nil {
 		return err
 	}
 	defer tree.Close()
-	n, err := tree.Resolve(c.Context, c.Args().Get(1))
-	if err != nil {
-		return err
-	}
-	f, ok := n.(fs.File)
-	if !ok {
-		return fmt.Errorf("%s is a directory", c.Args().Get(1))
+	paths := c.Args().Slice()[1:]
+	files := make([]fs.File, len(paths))
+	var total int64
+	for i, p := range paths {
+		n, err := tree.Resolve(c.Context, p)
+		if err != nil {
+			return err
+		}
+		f, ok := n.(fs.File)
+		if !ok {
+			return fmt.Errorf("%s is a directory", p)
+		}
+		files[i] = f
+		total += f.Size()
 	}
 	var out io.Writer = os.Stdout
-	if f.Size() >= progressMinBytes && term.IsTerminal(int(os.Stderr.Fd())) {
-		bar := progressbar.DefaultBytes(f.Size(), c.Args().Get(1))
+	if total >= progressMinBytes && term.IsTerminal(int(os.Stderr.Fd())) {
+		desc := paths[0]
+		if len(paths) > 1 {
+			desc = fmt.Sprintf("%d files", len(paths))
+		}
+		bar := progressbar.DefaultBytes(total, desc)
 		defer bar.Close()
 		out = io.MultiWriter(os.Stdout, bar)
 	}
 	buf := make([]byte, 1<<20)
+	for i, f := range files {
+		if err := copyFile(c.Context, out, f, paths[i], buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFile writes the bytes of f, called name in errors, to w, reading
+// into buf.
+func copyFile(ctx context.Context, w io.Writer, f fs.File, name string, buf []byte) error {
 	for off := int64(0); off < f.Size(); {
-		n, err := f.ReadAt(c.Context, buf, off)
+		n, err := f.ReadAt(ctx, buf, off)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("%s: ends at %d bytes, want %d", c.Args().Get(1), off, f.Size())
+			return fmt.Errorf("%s: ends at %d bytes, want %d", name, off, f.Size())
 		}
-		if _, err := out.Write(buf[:n]); err != nil {
+		if _, err := w.Write(buf[:n]); err != nil {
 			return err
 		}
 		off += int64(n)
@@ -481,8 +508,9 @@ func runCat(c *cli.Context) error {
 	return nil
 }
 
-// progressMinBytes is the smallest file whose `volfs cat` shows a progress
-// bar (on a terminal): a chunk file or two reads in well under a second.
+// progressMinBytes is the fewest bytes for which `volfs cat` shows a
+// progress bar (on a terminal): a chunk file or two reads in well under a
+// second.
 const progressMinBytes = 64 << 20
 
 // parseSize reads a byte count such as "512MiB", "2G" or "1048576".
