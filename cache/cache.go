@@ -78,6 +78,7 @@ type flight struct {
 	finished    bool             // GUARDED_BY(Cache.mu); val and err are set
 	prefetched  bool             // GUARDED_BY(Cache.mu); made by a prefetch
 	demand      bool             // GUARDED_BY(Cache.mu); a reader waits or waited for it
+	wanted      chan struct{}    // closed when demand is first set
 	prefetchRef bool             // GUARDED_BY(Cache.mu); the prefetch's hold is counted in waiters
 	set         *prefetchSet     // GUARDED_BY(Cache.mu); the Prefetch call holding it, until it finishes
 	notify      []chan<- *flight // GUARDED_BY(Cache.mu); batches told when it finishes
@@ -190,7 +191,10 @@ func (c *Cache) lookup(key string, load Loader, notify chan<- *flight) (e entry,
 		c.stats.Misses++
 		f = c.newFlight(key, load)
 	}
-	f.demand = true
+	if !f.demand {
+		f.demand = true
+		close(f.wanted)
+	}
 	f.waiters++
 	if notify != nil {
 		f.notify = append(f.notify, notify)
@@ -219,8 +223,9 @@ func (c *Cache) lookupPrefetch(key string, load Loader) *flight {
 //
 // REQUIRES: c.mu held.
 func (c *Cache) newFlight(key string, load Loader) *flight {
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &flight{key: key, load: load, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	wanted := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), wantedKey{}, wanted))
+	f := &flight{key: key, load: load, ctx: ctx, cancel: cancel, done: make(chan struct{}), wanted: wanted}
 	c.flights[key] = f
 	return f
 }

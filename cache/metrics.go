@@ -50,6 +50,8 @@ func NewCollector(s *Store, b *Budget) *Collector {
 		add("volfs_prefetch_used_total", "Prefetched chunks a reader then read.", counter, cs(func(s Stats) int64 { return s.PrefetchUsed }))
 		add("volfs_prefetch_wasted_total", "Prefetched chunks evicted or cancelled before any reader came.", counter, cs(func(s Stats) int64 { return s.PrefetchWasted }))
 		add("volfs_prefetch_dropped_total", "Prefetches not started because the pool's queue was full.", counter, func() float64 { return float64(s.prefetchDropped.Load()) })
+		add("volfs_prefetch_throttled_total", "Prefetch loads that decoded in a CPU slot (one per core) rather than beside every other load.", counter, func() float64 { return float64(s.throttled.Load()) })
+		add("volfs_prefetch_decoding", "CPU slots held by prefetch loads now.", gauge, func() float64 { return float64(len(s.cpu)) })
 		add("volfs_store_batches_total", "Batches of chunk loads, by where they ran.", counter, func() float64 { return float64(s.batchesInline.Load()) }, "mode", "inline")
 		add("volfs_store_batches_total", "Batches of chunk loads, by where they ran.", counter, func() float64 { return float64(s.batchesPooled.Load()) }, "mode", "pooled")
 		col.batches = prometheus.NewDesc("volfs_store_batch_loads", "Loads a batch had to run (chunks neither in memory nor in flight).", nil, nil)

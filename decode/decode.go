@@ -339,17 +339,29 @@ func (a *Array) StoredLimit(c []int64) int64 { return 2*a.ChunkSize(c) + 1<<20 +
 // chunk that does not decode wraps ErrCorrupt. Errors do not name the
 // object: the caller does.
 func (a *Array) Load(ctx context.Context, src Source, c []int64) ([]byte, error) {
-	limit := a.StoredLimit(c)
-	var stored []byte
-	var err error
-	if a.load != nil {
-		stored, err = a.load(ctx, src, c, limit)
-	} else {
-		stored, err = src.Get(ctx, a.ChunkKey(c), limit)
-	}
+	stored, err := a.Fetch(ctx, src, c)
 	if err != nil {
 		return nil, err
 	}
+	return a.DecodeFrom(src, stored, c)
+}
+
+// Fetch is the first half of Load: it reads the stored bytes of the chunk
+// at c through src (for a sharded array, the chunk's part of its shard),
+// for DecodeFrom. A caller that splits Load does so to treat the two
+// halves differently (DecodeFrom is bound by CPU, Fetch mostly by I/O).
+func (a *Array) Fetch(ctx context.Context, src Source, c []int64) ([]byte, error) {
+	limit := a.StoredLimit(c)
+	if a.load != nil {
+		return a.load(ctx, src, c, limit)
+	}
+	return src.Get(ctx, a.ChunkKey(c), limit)
+}
+
+// DecodeFrom is the second half of Load: it decodes stored, which Fetch
+// read through src for the chunk at c, as Decode does, then gives stored
+// back to src (Release) unless the decoded chunk shares its memory.
+func (a *Array) DecodeFrom(src Source, stored []byte, c []int64) ([]byte, error) {
 	out, err := a.decodeInto(nil, stored, c)
 	if a.load == nil && (err != nil || !mem.Overlap(out, stored)) {
 		src.Release(stored)

@@ -68,6 +68,7 @@ type Options struct {
 // Tree is the directory tree of one source. It is safe for concurrent use.
 type Tree struct {
 	src   fetcher.Fetcher
+	local bool         // src reads local files: a fetch costs CPU, not waiting
 	store *cache.Store // decoded chunks, and the pool that loads them
 	// budget is the global cap of read-ahead, shared by every reader.
 	budget  *cache.Budget
@@ -146,7 +147,8 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 			return nil, fmt.Errorf("fs: unknown format %q", f)
 		}
 	}
-	t := &Tree{src: src, opts: opts, log: opts.Log}
+	_, local := src.(*fetcher.File)
+	t := &Tree{src: src, local: local, opts: opts, log: opts.Log}
 	if t.log == nil {
 		t.log = slog.Default()
 	}

@@ -195,18 +195,37 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 // for the compression. A missing chunk is not kept on disk. A failed
 // write is counted by the disk cache and otherwise ignored: the chunk is
 // still served.
+//
+// A prefetch takes a slot of Store.Throttle for the part of its load that
+// is bound by CPU: all of it from a local source (reading a file is a
+// copy), and from a remote one everything after the bytes arrive
+// (removing transport gzip, decoding), so that fetches overlap freely
+// while decodes go one per core, nearest first.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 	return func(ctx context.Context) ([]byte, error) {
+		src := &treeSource{t: t, last: key}
+		defer src.unthrottle()
+		if t.local {
+			if err := src.throttle(ctx); err != nil {
+				return nil, err
+			}
+		}
 		dkey := t.diskKey(key)
 		if t.opts.Disk != nil {
 			if b, ok := t.opts.Disk.Get(dkey); ok && int64(len(b)) == a.ChunkSize(c) {
 				return b, nil
 			}
 		}
-		src := &treeSource{t: t, last: key}
 		start := time.Now()
-		b, err := a.Load(ctx, src, c)
-		t.loads.observe(a.Encoding, time.Since(start), err)
+		stored, err := a.Fetch(ctx, src, c)
+		if err == nil {
+			err = src.throttle(ctx)
+		}
+		var b []byte
+		if err == nil {
+			b, err = a.DecodeFrom(src, stored, c)
+		}
+		t.loads.observe(a.Encoding, time.Since(start)-src.waited, err)
 		if err != nil && !isMissing(err) {
 			return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 		}
@@ -242,8 +261,33 @@ func (t *Tree) diskKey(key string) string { return t.src.String() + "\x00" + key
 // with transport gzip removed, and its memo cache. It is used by one
 // goroutine.
 type treeSource struct {
-	t    *Tree
-	last string // the key of the object fetched last, for error messages
+	t      *Tree
+	last   string        // the key of the object fetched last, for error messages
+	slot   func()        // gives back the Throttle slot, once taken
+	waited time.Duration // spent waiting for the slot
+}
+
+// throttle takes the load's Throttle slot, unless it has one.
+func (s *treeSource) throttle(ctx context.Context) error {
+	if s.slot != nil {
+		return nil
+	}
+	start := time.Now()
+	slot, err := s.t.store.Throttle(ctx)
+	s.waited += time.Since(start)
+	if err != nil {
+		return err
+	}
+	s.slot = slot
+	return nil
+}
+
+// unthrottle gives back the Throttle slot, if taken.
+func (s *treeSource) unthrottle() {
+	if s.slot != nil {
+		s.slot()
+		s.slot = nil
+	}
 }
 
 func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
@@ -251,6 +295,12 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 	s.last = objKey
 	if err != nil {
 		return nil, err
+	}
+	if gz, _ := decode.TransportGzip(obj.ContentEncoding, objKey); gz {
+		if err := s.throttle(ctx); err != nil {
+			mem.Put(obj.Data)
+			return nil, err
+		}
 	}
 	b, err := untransport(obj, objKey, 0, int(limit))
 	if err != nil || !mem.Overlap(b, obj.Data) {

@@ -1,0 +1,134 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestThrottle checks Store.Throttle's contract: prefetches hold at most
+// GOMAXPROCS slots at once, a demand load never waits for one, a prefetch
+// waiting for a slot goes on as soon as a reader waits for it, and the
+// end of the load's context ends the wait.
+func TestThrottle(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	s := NewStore(Options{MaxBytes: 1 << 30, Workers: procs + 4})
+	defer s.Close()
+
+	// Outside a load it does not wait.
+	if release, err := s.Throttle(context.Background()); err != nil {
+		t.Fatal(err)
+	} else {
+		release()
+	}
+
+	// procs+2 prefetches that each hold their slot until told.
+	var holding, peak atomic.Int32
+	hold := make(chan struct{})
+	throttled := func(ctx context.Context) ([]byte, error) {
+		release, err := s.Throttle(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		n := holding.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-hold
+		holding.Add(-1)
+		return []byte("p"), nil
+	}
+	keys := make([]string, procs+2)
+	for i := range keys {
+		keys[i] = fmt.Sprint("p", i)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if n := s.Prefetch(ctx, keys, func(int) Loader { return throttled }); n != len(keys) {
+		t.Fatalf("Prefetch started %d loads, want %d", n, len(keys))
+	}
+	waitFor(t, func() bool { return holding.Load() == int32(procs) })
+	time.Sleep(50 * time.Millisecond) // the other two stay waiting
+	if got := peak.Load(); got != int32(procs) {
+		t.Fatalf("%d prefetches held a slot at once, want %d", got, procs)
+	}
+
+	// A demand load goes ahead with every slot taken.
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Get(context.Background(), "demand", func(ctx context.Context) ([]byte, error) {
+			release, err := s.Throttle(ctx)
+			if err != nil {
+				return nil, err
+			}
+			release()
+			return []byte("d"), nil
+		})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a demand load waited for a throttle slot")
+	}
+
+	// A reader joining a waiting prefetch lets it go on without a slot.
+	last := keys[len(keys)-1]
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := s.Get(context.Background(), last, throttled)
+		got <- b
+	}()
+	waitFor(t, func() bool { return holding.Load() > int32(procs) })
+	close(hold)
+	if b := <-got; string(b) != "p" {
+		t.Fatalf("the joined prefetch returned %q", b)
+	}
+}
+
+// TestThrottleCancel checks that a prefetch waiting for a slot gives up
+// when its prefetch is cancelled.
+func TestThrottleCancel(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	s := NewStore(Options{MaxBytes: 1 << 30, Workers: procs + 1})
+	defer s.Close()
+	hold := make(chan struct{})
+	defer close(hold)
+	errs := make(chan error, procs+1)
+	var holding atomic.Int32
+	load := func(ctx context.Context) ([]byte, error) {
+		release, err := s.Throttle(ctx)
+		if err != nil {
+			errs <- err
+			return nil, err
+		}
+		defer release()
+		holding.Add(1)
+		<-hold
+		return nil, nil
+	}
+	keys := make([]string, procs)
+	for i := range keys {
+		keys[i] = fmt.Sprint("held", i)
+	}
+	s.Prefetch(context.Background(), keys, func(int) Loader { return load })
+	waitFor(t, func() bool { return holding.Load() == int32(procs) })
+	ctx, cancel := context.WithCancel(context.Background())
+	s.Prefetch(ctx, []string{"waiting"}, func(int) Loader { return load })
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-errs:
+		if err != context.Canceled {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled prefetch kept waiting for a slot")
+	}
+}
