@@ -426,12 +426,17 @@ func (c *Cache) addProbation(key string, e entry) {
 }
 
 // memHeadroom is the memory beyond the cache that MemoryLimit leaves for
-// loads in flight, HTTP buffers and go-fuse's request buffers.
-const memHeadroom = 256 << 20
+// loads in flight, the idle buffers of cache/mem (at most 32 MiB), HTTP
+// buffers and go-fuse's request buffers. Loads in flight are few since
+// prefetches decode one per core (Store.Throttle), so a small headroom
+// holds: W1 with a 64 MiB cache peaked at 166-170 MiB of RSS with 64 MiB,
+// 199-212 MiB with 256 MiB, at the same speed (docs/PERFORMANCE.md,
+// "Memory").
+const memHeadroom = 64 << 20
 
 // MemoryLimit returns a soft memory limit (runtime/debug.SetMemoryLimit)
 // for a process whose heap is mostly a cache of maxBytes: 1.25 x maxBytes
-// plus a fixed headroom. Without a limit the collector lets the heap grow
+// plus a fixed headroom (memHeadroom). Without a limit the collector lets the heap grow
 // to about twice the live data before it runs, so a full cache would cost
 // twice its size (BenchmarkChurnHeap).
 func MemoryLimit(maxBytes int64) int64 { return maxBytes + maxBytes/4 + memHeadroom }

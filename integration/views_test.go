@@ -93,7 +93,7 @@ const (
 // TestViewsMemory reads one 576 MB section of a large, mostly missing
 // layer through the volfs binary with a 32 MiB cache, and checks that the
 // process's peak resident memory stays under the soft memory limit volfs
-// sets for that cache (cache.MemoryLimit: 1.25 x cache + 256 MiB, where the
+// sets for that cache (cache.MemoryLimit: 1.25 x cache + 64 MiB, where the
 // collector holds the heap) plus one batch: the section is streamed, never
 // held. It runs the binary as a subprocess,
 // which the race detector would make many times larger, so it is skipped

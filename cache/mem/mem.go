@@ -27,7 +27,7 @@ const MinPooled = 256 << 10
 // in flight hold theirs outside the pool, so this only bounds what the
 // pool keeps between loads: a few chunks' worth, enough for the pool's
 // workers to reuse rather than allocate.
-const MaxPooled = 64 << 20
+const MaxPooled = 32 << 20
 
 // Size classes: four per doubling, so a buffer is at most 25% larger than
 // asked for.
