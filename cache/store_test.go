@@ -88,14 +88,19 @@ func TestGetBatchFirstError(t *testing.T) {
 	s := NewStore(Options{MaxBytes: 1 << 20, Workers: 4})
 	defer s.Close()
 	errBroken := errors.New("broken")
-	var cancelled sync.WaitGroup
+	var started, cancelled sync.WaitGroup
+	started.Add(3)
 	cancelled.Add(3)
 	keys := []string{"slow1", "slow2", "slow3", "bad"}
 	loadFor := func(i int) Loader {
 		return func(ctx context.Context) ([]byte, error) {
 			if keys[i] == "bad" {
+				// Fail once the others run: a load still queued when
+				// the batch fails is dropped unrun, not cancelled.
+				started.Wait()
 				return nil, errBroken
 			}
+			started.Done()
 			<-ctx.Done() // never finishes on its own: only the cancel ends it
 			cancelled.Done()
 			return nil, ctx.Err()
