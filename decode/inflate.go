@@ -450,7 +450,7 @@ func (s *inflateState) dynamicHeader() error {
 func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint32, dt *[distTableSize]uint32) (int, error) {
 	// The state lives in locals, which the compiler keeps in registers.
 	src, in := s.src, s.in
-	bitbuf, bitsleft := s.bitbuf, s.bitsleft
+	bitbuf, bitsleft := s.bitbuf, uint8(s.bitsleft)
 	// Fast loop: room for two literals and a match, input for two
 	// 8-byte loads, so that nothing but the distance needs checking.
 	for in <= len(src)-fastInMargin && o <= len(out)-fastOutMargin {
@@ -462,19 +462,19 @@ func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint
 		if e&entryLiteral != 0 {
 			// Up to three literals of at most 15 bits from one refill.
 			bitbuf >>= e & 63
-			bitsleft -= uint(e & 63)
+			bitsleft -= uint8(e)
 			out[o] = byte(e >> 16)
 			o++
 			e = lt[bitbuf&(1<<litlenBits-1)]
 			if e&entryLiteral != 0 {
 				bitbuf >>= e & 63
-				bitsleft -= uint(e & 63)
+				bitsleft -= uint8(e)
 				out[o] = byte(e >> 16)
 				o++
 				e = lt[bitbuf&(1<<litlenBits-1)]
 				if e&entryLiteral != 0 {
 					bitbuf >>= e & 63
-					bitsleft -= uint(e & 63)
+					bitsleft -= uint8(e)
 					out[o] = byte(e >> 16)
 					o++
 					continue
@@ -492,8 +492,8 @@ func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint
 					return 0, errInflateSymbol
 				}
 				bitbuf >>= e & 63
-				bitsleft -= uint(e & 63)
-				s.in, s.bitbuf, s.bitsleft = in, bitbuf, bitsleft
+				bitsleft -= uint8(e)
+				s.in, s.bitbuf, s.bitsleft = in, bitbuf, uint(bitsleft)
 				return o, nil
 			}
 			bitbuf >>= litlenBits
@@ -501,7 +501,7 @@ func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint
 			e = lt[(e>>16)+uint32(bitbuf&(1<<((e>>8)&15)-1))]
 			if e&entryLiteral != 0 {
 				bitbuf >>= e & 63
-				bitsleft -= uint(e & 63)
+				bitsleft -= uint8(e)
 				out[o] = byte(e >> 16)
 				o++
 				continue
@@ -511,8 +511,8 @@ func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint
 					return 0, errInflateSymbol
 				}
 				bitbuf >>= e & 63
-				bitsleft -= uint(e & 63)
-				s.in, s.bitbuf, s.bitsleft = in, bitbuf, bitsleft
+				bitsleft -= uint8(e)
+				s.in, s.bitbuf, s.bitsleft = in, bitbuf, uint(bitsleft)
 				return o, nil
 			}
 		}
@@ -520,7 +520,7 @@ func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint
 		// distance's 15+13.
 		saved := bitbuf
 		bitbuf >>= e & 63
-		bitsleft -= uint(e & 63)
+		bitsleft -= uint8(e)
 		length := int(e>>16) + int((saved&(1<<(e&63)-1))>>((e>>8)&15))
 
 		d := dt[bitbuf&(1<<distBits-1)]
@@ -537,7 +537,7 @@ func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint
 		}
 		saved = bitbuf
 		bitbuf >>= d & 63
-		bitsleft -= uint(d & 63)
+		bitsleft -= uint8(d)
 		dist := int(d>>16) + int((saved&(1<<(d&63)-1))>>((d>>8)&15))
 		if dist > o {
 			return 0, errInflateDistance
@@ -565,7 +565,7 @@ func (s *inflateState) huffmanBlock(out []byte, o int, lt *[litlenTableSize]uint
 		}
 		o += length
 	}
-	s.in, s.bitbuf, s.bitsleft = in, bitbuf, bitsleft
+	s.in, s.bitbuf, s.bitsleft = in, bitbuf, uint(bitsleft)
 	return s.huffmanBlockSlow(out, o, lt, dt)
 }
 

@@ -75,7 +75,7 @@ func inflateInputs(t testing.TB) map[string][]byte {
 	for i := range 40 {
 		switch i % 4 {
 		case 0:
-			mixed = append(mixed, random(r.IntN(70000))...)
+			mixed = append(mixed, random(r.IntN(20000))...)
 		case 1:
 			mixed = append(mixed, text(r.IntN(20000))...)
 		case 2:
@@ -144,7 +144,7 @@ func checkInflate(t *testing.T, name string, z, want []byte, tail int) {
 	if used != len(z)-tail {
 		t.Errorf("%s: stream of %d bytes, reported %d", name, len(z)-tail, used)
 	}
-	if len(want) > 0 {
+	if len(want) > 0 && len(want) < 1<<20 {
 		if _, _, err := inflate(make([]byte, len(want)-1), z); err != errInflateFull {
 			t.Errorf("%s: into a buffer one byte short: %v, want errInflateFull", name, err)
 		}
@@ -158,7 +158,7 @@ func TestInflateDifferential(t *testing.T) {
 	inputs := inflateInputs(t)
 	for name, raw := range inputs {
 		for _, level := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2} {
-			if len(raw) >= 1<<20 && level != 6 && level != 0 {
+			if len(raw) > 70000 && level != 0 && level != 6 && level != -2 {
 				continue // keep the test fast: big inputs at a few levels
 			}
 			z := deflateStd(t, raw, level, 0)
@@ -170,7 +170,7 @@ func TestInflateDifferential(t *testing.T) {
 		}
 		// Flushes make blocks of every kind, with matches across them.
 		for _, every := range []int{1, 100, 5000} {
-			if len(raw)/every > 70000 {
+			if len(raw)/every > 3000 {
 				continue
 			}
 			z := deflateStd(t, raw, 6, every)
@@ -456,7 +456,7 @@ func TestInflateDynamicCodes(t *testing.T) {
 // nor returns bytes.
 func TestInflateTruncated(t *testing.T) {
 	inputs := inflateInputs(t)
-	for _, name := range []string{"text1M", "rand9", "abc", "period3", "mixed", "one", "empty", "text32769"} {
+	for _, name := range []string{"rand9", "abc", "period3", "mixed", "one", "empty", "text32769", "rand65537"} {
 		raw := inputs[name]
 		for _, level := range []int{0, 1, 6, -2} {
 			z := deflateStd(t, raw, level, 1000)
@@ -492,7 +492,7 @@ func TestGzipBitFlips(t *testing.T) {
 		zw.Close()
 		for codec, z := range map[string][]byte{"gzip": gz.Bytes(), "zlib": zl.Bytes()} {
 			decode := mustCodec(t, codec)
-			step := max(1, len(z)*8/20000)
+			step := max(1, len(z)*8/3000)
 			for bit := 0; bit < len(z)*8; bit += step {
 				c := append([]byte{}, z...)
 				c[bit/8] ^= 1 << (bit % 8)
@@ -525,8 +525,8 @@ import gzip, zlib, hashlib, random, sys, io
 random.seed(3)
 def emit(codec, raw, z):
     print(codec, hashlib.sha256(raw).hexdigest(), len(raw), z.hex())
-smooth = bytes((128 + 40 * ((i >> 6) % 7) + random.randrange(24)) & 255 for i in range(300000))
-text = (b"The quick brown fox jumps over the lazy dog. " * 4000)[:150000]
+smooth = bytes((128 + 40 * ((i >> 6) % 7) + random.randrange(24)) & 255 for i in range(150000))
+text = (b"The quick brown fox jumps over the lazy dog. " * 4000)[:100000]
 noise = bytes(random.randrange(256) for _ in range(70000))
 inputs = [b"", b"a", text, smooth, noise, text[:300] + noise[:40000] + bytes(5000) + smooth[:100000]]
 strategies = [zlib.Z_DEFAULT_STRATEGY, zlib.Z_FILTERED, zlib.Z_HUFFMAN_ONLY, zlib.Z_RLE, zlib.Z_FIXED]
