@@ -37,13 +37,15 @@ func TransportGzip(contentEncoding, key string) (bool, error) {
 // Gunzip decompresses the gzip stream src (all members). want is the
 // expected decoded size, used to allocate once (0 takes it from the
 // stream's trailer, which a single-member stream of less than 4 GiB states
-// exactly); output longer than limit bytes is refused so that a small
-// object cannot expand without bound. Errors wrap ErrCorrupt.
+// exactly); a stream that turns out longer is decoded again into a buffer
+// at least twice as large. Output longer than limit bytes is refused so
+// that a small object cannot expand without bound. Errors wrap
+// ErrCorrupt.
 func Gunzip(src []byte, want, limit int) ([]byte, error) {
 	return gunzip(nil, src, want, limit)
 }
 
-// gunzip is Gunzip appending to dst[:0].
+// gunzip is Gunzip decoding into dst's array when it holds the size.
 func gunzip(dst, src []byte, want, limit int) ([]byte, error) {
 	limit = max(limit, 0)
 	isize := 0
