@@ -9,9 +9,7 @@ import (
 	"hash/adler32"
 	"hash/crc32"
 	"io"
-	"sync"
 
-	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
@@ -73,22 +71,11 @@ func readAllLimit(dst []byte, r io.Reader, limit int, probe []byte) ([]byte, err
 	}
 }
 
-// inflater is a pooled raw deflate reader with the bytes.Reader it reads
-// from: both are reset per stream, so a zlib stream decodes without
-// allocating (the zlib package's Reset allocates its checksum).
-type inflater struct {
-	src     bytes.Reader
-	fr      io.ReadCloser
-	scratch [4]byte
-}
-
-// inflaters pools inflaters: each holds a 32 KiB window and Huffman
-// tables that are costly to allocate per chunk.
-var inflaters sync.Pool
-
 // zlibInflate decodes the zlib stream (RFC 1950) src into dst[:0], at most
 // limit bytes, and checks its Adler-32. Bytes after the checksum are
-// ignored, as zlib's own decoder and Python's do.
+// ignored, as zlib's own decoder and Python's do. When dst holds less than
+// limit it allocates limit bytes once: chunks nearly always decode to
+// exactly the size their metadata promises.
 func zlibInflate(dst, src []byte, limit int) ([]byte, error) {
 	if len(src) < 2 {
 		return nil, io.ErrUnexpectedEOF
@@ -100,29 +87,21 @@ func zlibInflate(dst, src []byte, limit int) ([]byte, error) {
 	case flg&0x20 != 0:
 		return nil, errors.New("zlib stream needs a preset dictionary")
 	}
-	in, _ := inflaters.Get().(*inflater)
-	if in == nil {
-		in = new(inflater)
-		in.src.Reset(src[2:])
-		in.fr = flate.NewReader(&in.src)
-	} else {
-		in.src.Reset(src[2:])
-		if err := in.fr.(flate.Resetter).Reset(&in.src, nil); err != nil {
-			return nil, err
-		}
+	limit = max(limit, 0)
+	out := dst[:0]
+	if cap(out) < limit {
+		out = mem.Make(limit)[:0]
 	}
-	defer inflaters.Put(in)
-	out, err := readAllLimit(dst, in.fr, limit, in.scratch[:1])
-	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	n, used, err := inflate(out[:limit], src[2:])
+	switch {
+	case err == errInflateFull:
+		return nil, errTooLong
+	case err != nil:
 		return nil, err
 	}
-	// The flate reader reads byte by byte from a bytes.Reader, so what is
-	// left is exactly what follows the deflate stream.
-	sum := in.scratch[:4]
-	if _, err := io.ReadFull(&in.src, sum); err != nil {
+	out = out[:n]
+	sum := src[2+used:]
+	if len(sum) < 4 {
 		return nil, fmt.Errorf("zlib checksum: %w", io.ErrUnexpectedEOF)
 	}
 	if got, want := adler32.Checksum(out), binary.BigEndian.Uint32(sum); got != want {

@@ -3,12 +3,11 @@ package decode
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
-	"sync"
-
-	"github.com/klauspost/compress/gzip"
 
 	"github.com/volfs/volfs/cache/mem"
 )
@@ -18,10 +17,6 @@ func init() {
 		return gunzip(dst, src, limit, limit)
 	})
 }
-
-// gzipReaders pools gzip readers: each holds a 32 KiB window and Huffman
-// tables that are costly to allocate per chunk.
-var gzipReaders sync.Pool
 
 // TransportGzip reports whether an object fetched from key with the declared
 // Content-Encoding is gzip-compressed as transport, on top of the format's
@@ -42,53 +37,132 @@ func TransportGzip(contentEncoding, key string) (bool, error) {
 // Gunzip decompresses the gzip stream src (all members). want is the
 // expected decoded size, used to allocate once (0 takes it from the
 // stream's trailer, which a single-member stream of less than 4 GiB states
-// exactly); output longer than limit bytes is refused so that a small
-// object cannot expand without bound. Errors wrap ErrCorrupt.
+// exactly); a stream that turns out longer is decoded again into a buffer
+// at least twice as large. Output longer than limit bytes is refused so
+// that a small object cannot expand without bound. Errors wrap
+// ErrCorrupt.
 func Gunzip(src []byte, want, limit int) ([]byte, error) {
 	return gunzip(nil, src, want, limit)
 }
 
-// gunzip is Gunzip appending to dst[:0].
+// gunzip is Gunzip decoding into dst's array when it holds the size.
 func gunzip(dst, src []byte, want, limit int) ([]byte, error) {
-	if want <= 0 && len(src) >= 18 {
-		want = int(binary.LittleEndian.Uint32(src[len(src)-4:]))
+	limit = max(limit, 0)
+	isize := 0
+	if len(src) >= 18 {
+		isize = int(binary.LittleEndian.Uint32(src[len(src)-4:]))
 	}
-	br := bytes.NewReader(src)
-	zr, _ := gzipReaders.Get().(*gzip.Reader)
-	var err error
-	if zr == nil {
-		zr, err = gzip.NewReader(br)
-	} else {
-		err = zr.Reset(br)
+	size := want
+	if size <= 0 {
+		size = isize
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
-	}
-	defer gzipReaders.Put(zr)
-	// One spare byte lets a stream of exactly want bytes hit EOF without a
-	// regrow.
-	out := dst[:0]
-	if cap(out) < min(want, limit)+1 {
-		out = mem.Make(min(want, limit) + 1)[:0]
-	}
+	size = max(0, min(size, limit))
 	for {
-		if len(out) == cap(out) {
-			if len(out) > limit {
-				return nil, fmt.Errorf("%w: gzip: stream expands beyond %d bytes", ErrCorrupt, limit)
-			}
-			out = append(out, 0)[:len(out)]
+		out := dst[:0]
+		if cap(out) < size {
+			out = mem.Make(size)[:0]
 		}
-		n, err := zr.Read(out[len(out):cap(out)])
-		out = out[:len(out)+n]
-		if err == io.EOF {
-			break
+		n, err := gunzipMembers(out[:size], src)
+		switch {
+		case err == errInflateFull && size < limit:
+			// want was short: start over in a larger buffer, which is
+			// rarer and simpler than resuming a stream.
+			size = min(limit, max(2*size, isize, 4096))
+			continue
+		case err == errInflateFull:
+			return nil, fmt.Errorf("%w: gzip: stream expands beyond %d bytes", ErrCorrupt, limit)
+		case err != nil:
+			return nil, corrupt("gzip", err)
 		}
+		return out[:n], nil
+	}
+}
+
+// gunzipMembers decodes the gzip members that make up src, one after the
+// other, into out and returns how many bytes they decode to. Each member's
+// CRC-32 and size are checked; anything after a member but another member
+// is an error, as it is to gzip(1). A stream too large for out fails with
+// errInflateFull.
+func gunzipMembers(out, src []byte) (int, error) {
+	o := 0
+	for {
+		h, err := gzipHeaderLen(src)
 		if err != nil {
-			return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+			return 0, err
+		}
+		n, used, err := inflate(out[o:], src[h:])
+		if err != nil {
+			return 0, err
+		}
+		trailer := src[h+used:]
+		if len(trailer) < 8 {
+			return 0, fmt.Errorf("trailer: %w", io.ErrUnexpectedEOF)
+		}
+		if got, want := crc32.ChecksumIEEE(out[o:o+n]), binary.LittleEndian.Uint32(trailer); got != want {
+			return 0, fmt.Errorf("checksum %08x, stored %08x", got, want)
+		}
+		if got, want := uint32(n), binary.LittleEndian.Uint32(trailer[4:]); got != want {
+			return 0, fmt.Errorf("decoded %d bytes, trailer says %d", got, want)
+		}
+		o += n
+		if src = trailer[8:]; len(src) == 0 {
+			return o, nil
 		}
 	}
-	if len(out) > limit {
-		return nil, fmt.Errorf("%w: gzip: stream expands beyond %d bytes", ErrCorrupt, limit)
+}
+
+// gzip header flags (RFC 1952 2.3.1).
+const (
+	gzipFHCRC    = 1 << 1
+	gzipFEXTRA   = 1 << 2
+	gzipFNAME    = 1 << 3
+	gzipFCOMMENT = 1 << 4
+	gzipReserved = 0xe0
+)
+
+// errGzipHeaderTruncated reports a gzip member header cut short.
+var errGzipHeaderTruncated = fmt.Errorf("header: %w", io.ErrUnexpectedEOF)
+
+// gzipHeaderLen checks the gzip member header at the start of src (RFC
+// 1952) and returns its length: where the deflate stream starts.
+func gzipHeaderLen(src []byte) (int, error) {
+	if len(src) < 10 {
+		return 0, errGzipHeaderTruncated
 	}
-	return out, nil
+	if src[0] != 0x1f || src[1] != 0x8b || src[2] != 8 {
+		return 0, errors.New("not a gzip member (bad magic or method)")
+	}
+	flg := src[3]
+	if flg&gzipReserved != 0 {
+		return 0, fmt.Errorf("reserved header flags %#x", flg)
+	}
+	p := 10
+	if flg&gzipFEXTRA != 0 {
+		if len(src)-p < 2 {
+			return 0, errGzipHeaderTruncated
+		}
+		p += 2 + int(binary.LittleEndian.Uint16(src[p:]))
+		if p > len(src) {
+			return 0, errGzipHeaderTruncated
+		}
+	}
+	for _, f := range []byte{gzipFNAME, gzipFCOMMENT} {
+		if flg&f != 0 {
+			i := bytes.IndexByte(src[p:], 0)
+			if i < 0 {
+				return 0, errGzipHeaderTruncated
+			}
+			p += i + 1
+		}
+	}
+	if flg&gzipFHCRC != 0 {
+		if len(src)-p < 2 {
+			return 0, errGzipHeaderTruncated
+		}
+		if got, want := uint16(crc32.ChecksumIEEE(src[:p])), binary.LittleEndian.Uint16(src[p:]); got != want {
+			return 0, fmt.Errorf("header checksum %04x, stored %04x", got, want)
+		}
+		p += 2
+	}
+	return p, nil
 }
