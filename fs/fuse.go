@@ -42,6 +42,14 @@ type MountOptions struct {
 	AllowOther bool
 	UID, GID   uint32 // owner shown for every file
 	Debug      bool   // log every FUSE request
+	// DirectIO serves reads of files (chunks and views) without the
+	// kernel's page cache (FOPEN_DIRECT_IO), as rclone's --direct-io
+	// does: every read comes to volfs and is answered from the chunk
+	// cache, so decoded bytes are held once rather than twice and a first
+	// read skips filling page-cache pages, at the price of repeated small
+	// reads each making a round trip. Shared mmap still works on kernels
+	// that grant FUSE_DIRECT_IO_ALLOW_MMAP (6.6 and later).
+	DirectIO bool
 }
 
 // Mount serves t at mountpoint and returns the running server; call its
@@ -54,6 +62,10 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 		return nil, err
 	}
 	ino := &inodes{tree: t, opts: opts, mtime: time.Now(), inos: newInoTable()}
+	var caps uint64
+	if opts.DirectIO {
+		caps |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
+	}
 	mountOpts := []string{"ro"}
 	if opts.AllowOther {
 		ino.modes, _ = t.src.(moder)
@@ -81,6 +93,8 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 			MaxWrite:      maxRead,
 			MaxReadAhead:  maxRead,
 			MaxBackground: 64,
+			// Granted by kernels that know it; others ignore it.
+			ExtraCapabilities: caps,
 			// Reads are answered from memory; splicing buys nothing and
 			// costs a pipe per request.
 			DisableSplice: true,
@@ -343,9 +357,19 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 		if caller, ok := fuse.FromContext(ctx); ok {
 			h.pid = caller.Pid
 		}
-		return h, fuse.FOPEN_KEEP_CACHE, 0
+		return h, n.m.openFlags(), 0
 	}
-	return nil, fuse.FOPEN_KEEP_CACHE, 0
+	return nil, n.m.openFlags(), 0
+}
+
+// openFlags are the FUSE open flags of every file: the page cache kept
+// across opens (the bytes of a file never change while mounted), or
+// bypassed with MountOptions.DirectIO.
+func (m *inodes) openFlags() uint32 {
+	if m.opts.DirectIO {
+		return fuse.FOPEN_DIRECT_IO
+	}
+	return fuse.FOPEN_KEEP_CACHE
 }
 
 // Release closes a handle. A reader's read-ahead is not stopped with its

@@ -251,6 +251,13 @@ for run in $(seq "$count"); do
 	mount_volfs "$data/w1z.zarr"
 	time_cmd volfs-local-cat-zstd3 cat_all '[0-9]*'
 	unmount_volfs volfs-local-cat-zstd3
+	# Without the page cache: decoded bytes held once, by volfs.
+	mount_volfs "$data/w1.precomputed" --direct-io
+	time_cmd volfs-local-cat-dio cat_all
+	unmount_volfs volfs-local-cat-dio
+	mount_volfs "$data/w1z.zarr" --direct-io
+	time_cmd volfs-local-cat-zstd3-dio cat_all '[0-9]*'
+	unmount_volfs volfs-local-cat-zstd3-dio
 	# A chunk cache smaller than W1 (128 MiB), so that its budget binds.
 	mount_volfs "$data/w1.precomputed" --cache-size 64MiB
 	time_cmd volfs-local-cat-cache64m cat_all
@@ -303,7 +310,9 @@ def ratio(label, a, b, target=None):
         print(f"{label:62} {r:6.2f}x{t}")
 print()
 ratio("zarr-python local / volfs local cat (speed-up)", "zarr-local", "volfs-local-cat", 2.0)
+ratio("zarr-python local / volfs local cat --direct-io (speed-up)", "zarr-local", "volfs-local-cat-dio", 2.0)
 ratio("zarr-python zstd-3 local / volfs zstd-3 zarr cat (speed-up)", "zarr-local-zstd3", "volfs-local-cat-zstd3", 1.5)
+ratio("zarr-python zstd-3 local / volfs zstd-3 cat --direct-io", "zarr-local-zstd3", "volfs-local-cat-zstd3-dio", 1.5)
 ratio("zarr-python+fsspec HTTP / volfs HTTP cat (speed-up)", "zarr-http", "volfs-http-cat", 2.5)
 ratio("rclone mount + gunzip in reader / volfs HTTP cat", "rclone-http-cat", "volfs-http-cat")
 ratio("gzip zarr / precomputed twin, volfs local cat (format)", "volfs-local-cat-zarr", "volfs-local-cat")

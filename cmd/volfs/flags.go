@@ -52,6 +52,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "cache-dir", Usage: "keep decoded chunks in this directory across restarts (zstd-compressed; off when empty)"}},
 		{onSource, &cli.StringFlag{Name: "disk-cache-size", Value: "10GiB", Usage: "bound of --cache-dir (least recently used out first)"}},
 		{onFUSE, &cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics at http://ADDR/metrics (e.g. localhost:9090; off when empty)"}},
+		{onFUSE, &cli.BoolFlag{Name: "direct-io", Usage: "serve reads without the kernel's page cache: decoded chunks held once, faster first reads, but every read asks volfs"}},
 		{onFUSE, &cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"}},
 		{onFUSE, &cli.IntFlag{Name: "uid", Value: os.Getuid(), DefaultText: "the caller's", Usage: "owner uid shown for every file"}},
 		{onFUSE, &cli.IntFlag{Name: "gid", Value: os.Getgid(), DefaultText: "the caller's", Usage: "owner gid shown for every file"}},

@@ -328,6 +328,7 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		UID:        uint32(c.Int("uid")),
 		GID:        uint32(c.Int("gid")),
 		Debug:      c.Bool("debug-fuse"),
+		DirectIO:   c.Bool("direct-io"),
 	})
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", mountpoint, err)
