@@ -5,8 +5,12 @@ import (
 	"compress/zlib"
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/volfs/volfs/cache"
 )
 
 // TestPooledBuffersNeverShared reads chunks whose stored objects are read
@@ -87,5 +91,68 @@ func TestPooledBuffersNeverShared(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestLoadSecondsExcludeThrottleWait checks that the time a prefetch from
+// a local source waits for a Throttle slot, which it takes before the
+// load's clock starts, is not subtracted from the load's time: the
+// volfs_chunk_load_seconds_total counter must never go down.
+func TestLoadSecondsExcludeThrottleWait(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	tree, _ := newTree(t, layerFiles(t), Options{Workers: procs + 2})
+	defer tree.Close()
+	ctx := context.Background()
+
+	// Prefetches that hold every Throttle slot until told.
+	hold := make(chan struct{})
+	defer func() {
+		select {
+		case <-hold:
+		default:
+			close(hold)
+		}
+	}()
+	took := make(chan struct{}, procs)
+	blockers := make([]string, procs)
+	for i := range blockers {
+		blockers[i] = fmt.Sprintf("blocker%d", i)
+	}
+	tree.store.Prefetch(ctx, blockers, func(int) cache.Loader {
+		return func(ctx context.Context) ([]byte, error) {
+			release, err := tree.store.Throttle(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+			took <- struct{}{}
+			<-hold
+			return []byte{0}, nil
+		}
+	})
+	for range procs {
+		<-took
+	}
+
+	node, err := tree.Resolve(ctx, "layer/s0/0-4_0-4_0-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := node.(*chunkFile)
+	tree.store.Prefetch(ctx, []string{f.key}, func(int) cache.Loader { return f.load })
+	time.Sleep(300 * time.Millisecond) // the prefetch waits for a slot
+	close(hold)
+	if _, err := f.chunk(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	tree.loads.mu.Lock()
+	e := tree.loads.byEnc[f.a.Encoding]
+	tree.loads.mu.Unlock()
+	if e == nil || e.loads != 1 {
+		t.Fatalf("loads of %q: got %+v, want 1", f.a.Encoding, e)
+	}
+	if e.seconds < 0 {
+		t.Errorf("load seconds: got %v, want >= 0", e.seconds)
 	}
 }

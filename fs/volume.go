@@ -216,6 +216,9 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 				return b, nil
 			}
 		}
+		// The clock starts here: a wait for the slot before it (a local
+		// source's) is not part of the time, so it is not taken off it.
+		src.waited = 0
 		start := time.Now()
 		stored, err := a.Fetch(ctx, src, c)
 		if err == nil {
