@@ -34,6 +34,11 @@ type Options struct {
 	// Workers is the number of persistent workers of a Store's pool. Zero
 	// means runtime.GOMAXPROCS(0). The Cache alone ignores it.
 	Workers int
+	// CPUSlots is the number of Store.Throttle's slots: the prefetch
+	// decodes that run at once, one per core. Zero means
+	// runtime.GOMAXPROCS(0); a process that runs more Ps than cores (see
+	// cmd/volfs) passes its core count.
+	CPUSlots int
 }
 
 // Cache is a byte-bounded LRU of decoded chunks with in-flight dedupe.

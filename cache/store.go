@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -89,7 +90,7 @@ func NewStore(opts Options) *Store {
 		c:        New(opts),
 		demand:   make(chan *flight, demandQueue),
 		prefetch: make(chan *flight, prefetchQueue),
-		cpu:      make(chan struct{}, runtime.GOMAXPROCS(0)),
+		cpu:      make(chan struct{}, cmp.Or(opts.CPUSlots, runtime.GOMAXPROCS(0))),
 		quit:     make(chan struct{}),
 	}
 	s.workers.Add(opts.Workers)
@@ -106,7 +107,7 @@ type wantedKey struct{}
 // Throttle bounds the CPU that read-ahead takes. A loader calls it before
 // the part of its load that is bound by CPU (decoding; for a local source,
 // reading too): a load that no reader waits for, a prefetch, then waits
-// for one of GOMAXPROCS slots, so that prefetches decode nearest first
+// for one of Options.CPUSlots slots (the cores), so that prefetches decode nearest first
 // (the order they were queued in), one per core, instead of all the
 // workers' loads sharing the cores and finishing late together, each
 // holding its buffers. A load a reader waits for is never held back, nor

@@ -10,12 +10,21 @@ import (
 )
 
 // TestThrottle checks Store.Throttle's contract: prefetches hold at most
-// GOMAXPROCS slots at once, a demand load never waits for one, a prefetch
+// Options.CPUSlots slots at once, a demand load never waits for one, a prefetch
 // waiting for a slot goes on as soon as a reader waits for it, and the
 // end of the load's context ends the wait.
 func TestThrottle(t *testing.T) {
-	procs := runtime.GOMAXPROCS(0)
-	s := NewStore(Options{MaxBytes: 1 << 30, Workers: procs + 4})
+	for _, slots := range []int{0, 1, 3} { // 0: GOMAXPROCS
+		t.Run(fmt.Sprint("slots", slots), func(t *testing.T) { testThrottle(t, slots) })
+	}
+}
+
+func testThrottle(t *testing.T, slots int) {
+	procs := slots
+	if procs == 0 {
+		procs = runtime.GOMAXPROCS(0)
+	}
+	s := NewStore(Options{MaxBytes: 1 << 30, Workers: procs + 4, CPUSlots: slots})
 	defer s.Close()
 
 	// Outside a load it does not wait.

@@ -56,6 +56,9 @@ type Options struct {
 	// Workers is the size of the chunk store's pool of decoders (batches
 	// and prefetches); 0 means GOMAXPROCS.
 	Workers int
+	// CPUSlots is how many prefetches decode at once (cache.Options);
+	// 0 means GOMAXPROCS.
+	CPUSlots int
 	// ReadAhead caps the bytes one reader may have prefetched and not yet
 	// read, and all readers together (see readers); 0 turns read-ahead
 	// off.
@@ -158,6 +161,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 		// of a hole does not cost a round trip.
 		KeepError: isMissing,
 		Workers:   opts.Workers,
+		CPUSlots:  opts.CPUSlots,
 	})
 	t.budget = cache.NewBudget(opts.ReadAhead)
 	t.diskSlots = make(chan struct{}, diskWriters)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -36,7 +37,29 @@ import (
 	"github.com/volfs/volfs/fs"
 )
 
+// decodeCores is the number of cores volfs decodes on: GOMAXPROCS as the
+// runtime chose it (the process's CPUs, or its cgroup's quota), before
+// spareProcs raises it.
+var decodeCores = runtime.GOMAXPROCS(0)
+
+// spareProcs runs twice as many Ps as cores, unless GOMAXPROCS is set.
+// go-fuse serves each request on a goroutine of its own; with one P per
+// core and every P busy decoding, a request waits for the next preemption
+// (Go's time slice is 10 ms) before it is even read, and the program
+// reading the mount stalls with it. Prefetch decodes stay at one per core
+// (the chunk store's CPU slots are decodeCores), so the spare Ps only let
+// request goroutines run at once, interleaved with the decoders by the
+// kernel's scheduler, which favours a thread that just woke. W1 through a
+// mount on 2 cores: 0.79-0.85 s with 2 Ps, 0.68-0.70 s with 4
+// (docs/PERFORMANCE.md, "Spare Ps").
+func spareProcs() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2 * decodeCores)
+	}
+}
+
 func main() {
+	spareProcs()
 	args := os.Args
 	helper := isMountHelper(os.Args[0])
 	if helper {
@@ -179,7 +202,7 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 		return nil, err
 	}
 	slog.SetDefault(log)
-	opts := fs.Options{Log: log}
+	opts := fs.Options{Log: log, CPUSlots: decodeCores}
 	if opts.CacheBytes, err = parseSize(c.String("cache-size")); err != nil {
 		return nil, fmt.Errorf("--cache-size: %w", err)
 	}
