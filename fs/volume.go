@@ -299,17 +299,22 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	if gz, _ := decode.TransportGzip(obj.ContentEncoding, objKey); gz {
-		if err := s.throttle(ctx); err != nil {
-			mem.Put(obj.Data)
-			return nil, err
-		}
+	gz, err := decode.TransportGzip(obj.ContentEncoding, objKey)
+	if err != nil {
+		mem.Put(obj.Data)
+		return nil, err
 	}
-	b, err := untransport(obj, objKey, 0, int(limit))
-	if err != nil || !mem.Overlap(b, obj.Data) {
-		mem.Put(obj.Data) // the transport gzip was removed into a buffer of its own
+	if !gz {
+		return obj.Data, nil
 	}
-	return b, err
+	// Removing transport gzip is decoding: a prefetch does it in its
+	// slot. The object goes back to the pool either way, since Gunzip
+	// decodes into a buffer of its own.
+	defer mem.Put(obj.Data)
+	if err := s.throttle(ctx); err != nil {
+		return nil, err
+	}
+	return decode.Gunzip(obj.Data, 0, int(limit))
 }
 
 // Release gives b, which Get returned and nobody refers to any more, back
