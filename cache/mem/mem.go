@@ -41,11 +41,11 @@ var pool struct {
 
 // classAtLeast returns the smallest class size of at least n bytes.
 func classAtLeast(n int) int {
-	for c := classAtMost(n); ; c = nextClass(c) {
-		if c >= n {
-			return c
-		}
+	c := classAtMost(n)
+	if c < n {
+		c = nextClass(c)
 	}
+	return c
 }
 
 // classAtMost returns the largest class size of at most n bytes (n >=
