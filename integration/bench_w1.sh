@@ -23,7 +23,11 @@
 # zarr-python use, so the row differs from zarr-http in the transport, not
 # the decoder); and `volfs cat` of the same files in one process (no FUSE).
 #
-# Usage: integration/bench_w1.sh [COUNT]. Needs root (mount, drop_caches),
+# With BASE=REV set, the volfs of git revision REV is built too and read
+# W1 through a fresh mount beside this tree's in every run (rows base-*),
+# so that a change is measured against its parent in one run.
+#
+# Usage: [BASE=REV] integration/bench_w1.sh [COUNT]. Needs root (mount, drop_caches),
 # python3-zarr, curl, GNU time (/usr/bin/time); python3-fsspec with
 # python3-aiohttp for the HTTP row of zarr-python, and rclone (with fuse3)
 # for the rclone row, each row skipped without them:
@@ -47,6 +51,11 @@ trap cleanup EXIT
 export LC_ALL=C
 
 go build -o "$work/volfs" ./cmd/volfs
+if [ -n "${BASE:-}" ]; then
+	git worktree add -q --detach "$work/base" "$BASE"
+	(cd "$work/base" && go build -o "$work/volfs-base" ./cmd/volfs)
+	git worktree remove --force "$work/base"
+fi
 go build -o "$work/origin" ./integration/testdata/origin
 
 /usr/bin/python3 - "$work/data" <<'PY'
@@ -85,7 +94,8 @@ url=$(cat "$work/origin.url")
 # Every row is a line "NAME SECONDS" in results; every volfs process a line
 # "NAME PEAK_KIB BUDGET_MIB" in rss (BUDGET_MIB its --cache-size), and every
 # mount a line "NAME DIALS" in dials.
-results=$work/results rss=$work/rss dials=$work/dials
+results=$work/results rss=$work/rss dials=$work/dials cpu=$work/cpu
+: > "$cpu"
 : > "$results"
 : > "$rss"
 : > "$dials"
@@ -102,7 +112,7 @@ mount_volfs() {
 	for ((i = 0; i < ${#args[@]}; i++)); do
 		if [ "${args[i]}" = --cache-size ]; then budget=${args[i + 1]%MiB}; fi
 	done
-	"$work/volfs" mount --log-level warn --metrics-addr "$metrics" "$@" "$src" "$mnt" &
+	"${bin:-$work/volfs}" mount --log-level warn --metrics-addr "$metrics" "$@" "$src" "$mnt" &
 	volfs_pid=$!
 	for _ in $(seq 400); do mountpoint -q "$mnt" && return; sleep 0.025; done
 	echo "volfs did not mount" >&2
@@ -112,6 +122,8 @@ mount_volfs() {
 # NAME, then unmounts.
 unmount_volfs() {
 	echo "$1 $(awk '/^VmHWM:/ {print $2}' "/proc/$volfs_pid/status") $budget" >> "$rss"
+	# utime + stime, in clock ticks (fields 14 and 15 of /proc/PID/stat).
+	echo "$1 $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$volfs_pid/stat")" >> "$cpu"
 	echo "$1 $(curl -sf "http://$metrics/metrics" | awk '/^volfs_fetch_dials_total / {print $2}')" >> "$dials"
 	umount "$mnt"
 	wait "$volfs_pid" || true
@@ -232,6 +244,11 @@ for run in $(seq "$count"); do
 	if [ "$have_fsspec" = yes ]; then record zarr-http "$(zarr_read "$url/w1.zarr")"; fi
 	if [ "$have_rclone" = yes ]; then record rclone-http-cat "$(rclone_gunzip)"; fi
 
+	if [ -n "${BASE:-}" ]; then
+		bin=$work/volfs-base mount_volfs "$data/w1.precomputed"
+		time_cmd base-local-cat cat_all
+		unmount_volfs base-local-cat
+	fi
 	for src in "$data/w1.precomputed" "$url/w1.precomputed"; do
 		where=local
 		case $src in http*) where=http ;; esac
@@ -292,7 +309,7 @@ for run in $(seq "$count"); do
 	unmount_volfs volfs-http-cat-disk-hit
 done
 
-/usr/bin/python3 - "$results" "$rss" "$dials" <<'PY'
+/usr/bin/python3 - "$results" "$rss" "$dials" "$cpu" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
@@ -311,6 +328,7 @@ def ratio(label, a, b, target=None):
 print()
 ratio("zarr-python local / volfs local cat (speed-up)", "zarr-local", "volfs-local-cat", 2.0)
 ratio("zarr-python local / volfs local cat --direct-io (speed-up)", "zarr-local", "volfs-local-cat-dio", 2.0)
+ratio("BASE volfs / this volfs, local cat (speed-up)", "base-local-cat", "volfs-local-cat")
 ratio("zarr-python zstd-3 local / volfs zstd-3 zarr cat (speed-up)", "zarr-local-zstd3", "volfs-local-cat-zstd3", 1.5)
 ratio("zarr-python zstd-3 local / volfs zstd-3 cat --direct-io", "zarr-local-zstd3", "volfs-local-cat-zstd3-dio", 1.5)
 ratio("zarr-python+fsspec HTTP / volfs HTTP cat (speed-up)", "zarr-http", "volfs-http-cat", 2.5)
@@ -357,4 +375,13 @@ if dials:
         m = max(got) if got else None
         print(f"{k:40} {m if m is not None else '-':>5}  " + " ".join(str(x) if x is not None else "-" for x in v) +
               ("" if m is None else "  " + ("met" if m <= 16 else "missed")))
+
+# CPU of the volfs process (user + system) per mount.
+cpu = {}
+for line in open(sys.argv[4]):
+    k, v = line.split()
+    cpu.setdefault(k, []).append(float(v))
+print(f"\n{'volfs process (CPU s, user + system)':40} {'median':>6}  runs")
+for k, v in cpu.items():
+    print(f"{k:40} {statistics.median(v):6.2f}  " + " ".join(f"{x:.2f}" for x in v))
 PY
