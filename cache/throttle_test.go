@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,19 +37,27 @@ func testThrottle(t *testing.T, slots int) {
 
 	// procs+2 prefetches that each hold their slot until told.
 	var holding, peak atomic.Int32
+	var going sync.Map // keys whose load got past Throttle
 	hold := make(chan struct{})
-	throttled := func(ctx context.Context) ([]byte, error) {
-		release, err := s.Throttle(ctx)
-		if err != nil {
-			return nil, err
+	var unhold sync.Once
+	// Deferred after s.Close, so it runs first: a failing test ends
+	// instead of waiting for loads that hold their slots.
+	defer unhold.Do(func() { close(hold) })
+	throttled := func(key string) Loader {
+		return func(ctx context.Context) ([]byte, error) {
+			release, err := s.Throttle(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+			going.Store(key, true)
+			n := holding.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			<-hold
+			holding.Add(-1)
+			return []byte("p"), nil
 		}
-		defer release()
-		n := holding.Add(1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		<-hold
-		holding.Add(-1)
-		return []byte("p"), nil
 	}
 	keys := make([]string, procs+2)
 	for i := range keys {
@@ -56,7 +65,7 @@ func testThrottle(t *testing.T, slots int) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if n := s.Prefetch(ctx, keys, func(int) Loader { return throttled }); n != len(keys) {
+	if n := s.Prefetch(ctx, keys, func(i int) Loader { return throttled(keys[i]) }); n != len(keys) {
 		t.Fatalf("Prefetch started %d loads, want %d", n, len(keys))
 	}
 	waitFor(t, func() bool { return holding.Load() == int32(procs) })
@@ -88,14 +97,21 @@ func testThrottle(t *testing.T, slots int) {
 	}
 
 	// A reader joining a waiting prefetch lets it go on without a slot.
-	last := keys[len(keys)-1]
+	// Workers take queued prefetches in no fixed order: join one that
+	// has no slot.
+	var waiting string
+	for _, k := range keys {
+		if _, ok := going.Load(k); !ok {
+			waiting = k
+		}
+	}
 	got := make(chan []byte, 1)
 	go func() {
-		b, _ := s.Get(context.Background(), last, throttled)
+		b, _ := s.Get(context.Background(), waiting, throttled(waiting))
 		got <- b
 	}()
 	waitFor(t, func() bool { return holding.Load() > int32(procs) })
-	close(hold)
+	unhold.Do(func() { close(hold) })
 	if b := <-got; string(b) != "p" {
 		t.Fatalf("the joined prefetch returned %q", b)
 	}
