@@ -8,16 +8,15 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
-// fixtures is ../shared/fixtures seen from the project root: buffers and
-// arrays written by other implementations (see its README).
-const fixtures = "../../shared/fixtures"
-
-// readFixture returns a fixture file, failing the test when it is missing.
+// readFixture returns a file of the fixtures written by other
+// implementations (testenv.Fixtures), failing the test when it is missing.
 func readFixture(t testing.TB, rel string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtures, rel))
+	b, err := os.ReadFile(filepath.Join(testenv.Fixtures(t), rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +27,7 @@ func readFixture(t testing.TB, rel string) []byte {
 // with every inner codec, byte shuffle and bitshuffle: each must be the
 // int32 little-endian sequence 0..999999.
 func TestBloscCompat(t *testing.T) {
+	fixtures := testenv.Fixtures(t)
 	files, err := filepath.Glob(filepath.Join(fixtures, "blosc-compat", "*.cdata"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no blosc-compat fixtures in %s: %v", fixtures, err)

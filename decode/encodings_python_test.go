@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // debianPython is Debian's interpreter, which has numpy and PIL; a pyenv shim on
@@ -52,10 +54,7 @@ type pythonManifest struct {
 func writeWithPython(t *testing.T) (string, *pythonManifest) {
 	t.Helper()
 	if err := exec.Command(debianPython, "-c", "import numpy, PIL").Run(); err != nil {
-		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("%s with numpy and PIL required: %v", debianPython, err)
-		}
-		t.Skipf("%s with numpy and PIL unavailable: %v", debianPython, err)
+		testenv.Unavailable(t, "%s with numpy and PIL unavailable: %v", debianPython, err)
 	}
 	dir := t.TempDir()
 	if out, err := exec.Command(debianPython, "testdata/precomputed_writer.py", dir).CombinedOutput(); err != nil {

@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	kflate "github.com/klauspost/compress/flate"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // inflateInputs returns named test inputs: empty, tiny, text, random,
@@ -514,10 +516,7 @@ func TestGzipBitFlips(t *testing.T) {
 // (levels 1 and 9, with a name, and concatenated members). Each output is
 // checked against a SHA-256 of the input computed by the same program.
 func TestGzipIndependent(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	python := testenv.LookPath(t, "python3", "apt-get install python3")
 	// The script prints, per stream: codec, sha256 of the input, input
 	// length and the stream, hex encoded.
 	script := `

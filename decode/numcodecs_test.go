@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // numcodecsScript writes buffers with numcodecs (Debian's python3-numcodecs,
@@ -70,7 +72,7 @@ for n in [0, 1, 1000, 300001]:
 func TestNumcodecs(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import numcodecs, numpy").Run(); err != nil {
-		t.Skipf("needs %s with numcodecs and numpy (Debian: apt-get install python3-numcodecs): %v", python, err)
+		testenv.Unavailable(t, "needs %s with numcodecs and numpy (Debian: apt-get install python3-numcodecs): %v", python, err)
 	}
 	dir := t.TempDir()
 	script := filepath.Join(dir, "write.py")

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // panicky is a directory whose children panic when looked up or read.
@@ -38,10 +39,7 @@ func (panickyFile) ReadAt(context.Context, []byte, int64) (int, error) {
 // with cat: each panic is an EIO with a log line, and the mount stays up.
 func TestPanicDoesNotKillMount(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("FUSE required but unavailable (/dev/fuse: %v, euid %d)", err, os.Geteuid())
-		}
-		t.Skip("needs /dev/fuse and root")
+		testenv.Unavailable(t, "needs /dev/fuse and root (/dev/fuse: %v, euid %d)", err, os.Geteuid())
 	}
 	var logs syncBuffer
 	src, err := fetcher.NewFile(t.TempDir())

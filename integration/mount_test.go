@@ -16,6 +16,7 @@ import (
 
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // python is Debian's interpreter, which has numpy; a pyenv shim on PATH may
@@ -34,23 +35,16 @@ func requireFUSE(t *testing.T) {
 			why = "not root and no fusermount3"
 		}
 	}
-	if why == "" {
-		return
+	if why != "" {
+		testenv.Unavailable(t, "FUSE unavailable: %s", why)
 	}
-	if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-		t.Fatalf("FUSE required (VOLFS_REQUIRE_FUSE is set) but unavailable: %s", why)
-	}
-	t.Skipf("FUSE unavailable: %s", why)
 }
 
 // requirePython skips (or, with VOLFS_REQUIRE_FUSE, fails) without numpy.
 func requirePython(t *testing.T) {
 	t.Helper()
 	if err := exec.Command(python, "-c", "import numpy").Run(); err != nil {
-		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("python3 with numpy required: %v", err)
-		}
-		t.Skipf("python3 with numpy unavailable: %v", err)
+		testenv.Unavailable(t, "python3 with numpy unavailable: %v", err)
 	}
 }
 

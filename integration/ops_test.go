@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // corruptChunk is an s0 chunk that mkprecomputed.py stores as .gz, so that
@@ -153,12 +155,7 @@ func newTestUser(t *testing.T, dir string) *testUser {
 		t.Skip("needs root, to create a user")
 	}
 	for _, tool := range []string{"useradd", "userdel", "setpriv", "fusermount3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-				t.Fatalf("%s required: %v", tool, err)
-			}
-			t.Skipf("%s unavailable: %v", tool, err)
-		}
+		testenv.LookPath(t, tool, "bash .ci/run installs it")
 	}
 	const name = "volfs-test"
 	if _, err := runErr("id", "-u", name); err != nil {
@@ -821,18 +818,11 @@ func flagNames(t *testing.T, cmd string) []string {
 	return names
 }
 
-// requireTool skips without a program, unless VOLFS_REQUIRE_FUSE (set by
-// CI, which installs it) is set.
+// requireTool returns the path of a program that .ci/run installs, or ends
+// the test with testenv.Unavailable.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("%s required: %v", name, err)
-		}
-		t.Skipf("%s unavailable: %v", name, err)
-	}
-	return p
+	return testenv.LookPath(t, name, "bash .ci/run installs it")
 }
 
 // TestManPage renders `volfs man` with man(1) and checks that it documents

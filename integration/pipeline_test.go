@@ -19,6 +19,7 @@ import (
 
 	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // The read pipeline through real mounts: read-ahead across chunk files,
@@ -308,10 +309,7 @@ func TestCatProgress(t *testing.T) {
 	if stdout.Len() != 64<<20 || stderr.Len() != 0 {
 		t.Errorf("volfs cat into pipes: got %d bytes out and stderr %q, want %d bytes and no stderr", stdout.Len(), stderr.String(), 64<<20)
 	}
-	script, err := exec.LookPath("script")
-	if err != nil {
-		t.Skipf("no script(1) to give volfs cat a terminal: %v", err)
-	}
+	script := testenv.LookPath(t, "script", "util-linux; for a terminal to give volfs cat")
 	// Inside script, stderr is the terminal and stdout goes to /dev/null.
 	out, err := exec.Command(script, "-qec", volfsBin+" cat --log-level warn "+src+" big >/dev/null", "/dev/null").CombinedOutput()
 	if err != nil {

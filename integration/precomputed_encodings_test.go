@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // encodingsManifest is what testdata/mkencodings.py writes.
@@ -60,10 +61,7 @@ func writeEncodings(t *testing.T) (string, *encodingsManifest) {
 	t.Helper()
 	requirePython(t)
 	if out, err := runErr(python, "-c", "import PIL"); err != nil {
-		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("python3 with PIL required: %v\n%s", err, out)
-		}
-		t.Skipf("python3 with PIL unavailable: %v", err)
+		testenv.Unavailable(t, "python3 with PIL unavailable: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
 	run(t, python, "testdata/mkencodings.py", dir)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // requireViewTools skips (or, with VOLFS_REQUIRE_FUSE, fails) without the
@@ -28,13 +29,9 @@ func requireViewTools(t *testing.T) {
 			missing += " " + tool
 		}
 	}
-	if missing == "" {
-		return
+	if missing != "" {
+		testenv.Unavailable(t, "view checkers missing: %s", missing)
 	}
-	if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-		t.Fatalf("view checkers required: missing %s", missing)
-	}
-	t.Skipf("view checkers missing: %s", missing)
 }
 
 // TestViewsThroughMount writes precomputed (8-bit; 16-bit with two
@@ -146,7 +143,7 @@ print(total)`, section, section, memSide, memChunk, memReal))
 // by numpy and tifffile, with the values the fixtures' README lists.
 func TestViewsFixtures(t *testing.T) {
 	requireViewTools(t)
-	mnt := mountSource(t, fixtures(t), fs.Options{})
+	mnt := mountSource(t, testenv.Fixtures(t), fs.Options{})
 	script := `
 import os, sys, numpy as np, tifffile
 mnt, bad = sys.argv[1], []

@@ -8,21 +8,8 @@ import (
 	"testing"
 
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/internal/testenv"
 )
-
-// fixtures returns the directory of data written by other implementations
-// (../shared/fixtures beside the project root).
-func fixtures(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../../shared/fixtures")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("fixtures: %v", err)
-	}
-	return dir
-}
 
 // requireZarr skips (or, with VOLFS_REQUIRE_FUSE, fails) without Debian's
 // python3-zarr.
@@ -30,10 +17,7 @@ func requireZarr(t *testing.T) {
 	t.Helper()
 	requirePython(t)
 	if out, err := runErr(python, "-c", "import zarr, numcodecs, PIL"); err != nil {
-		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("python3-zarr, python3-pil required: %v\n%s", err, out)
-		}
-		t.Skipf("python3-zarr unavailable: %v", err)
+		testenv.Unavailable(t, "python3-zarr, python3-numcodecs or python3-pil unavailable: %v\n%s", err, out)
 	}
 }
 
@@ -43,8 +27,8 @@ func requireZarr(t *testing.T) {
 // with no codec left for the reader to apply.
 func TestZarrFixtures(t *testing.T) {
 	requireZarr(t)
-	mnt := mountSource(t, fixtures(t), fs.Options{})
-	run(t, python, "testdata/zarrcheck.py", "fixtures", mnt)
+	mnt := mountSource(t, testenv.Fixtures(t), fs.Options{})
+	t.Log(strings.TrimSpace(run(t, python, "testdata/zarrcheck.py", "fixtures", mnt)))
 }
 
 // TestZarrWrittenByZarrPython writes arrays with every compressor (blosc
@@ -64,7 +48,7 @@ func TestZarrWrittenByZarrPython(t *testing.T) {
 // the one chunk of a zarr array and reads it: int32 0..999999 every time.
 func TestBloscCompat(t *testing.T) {
 	requirePython(t)
-	cdata, err := filepath.Glob(filepath.Join(fixtures(t), "blosc-compat", "*.cdata"))
+	cdata, err := filepath.Glob(filepath.Join(testenv.Fixtures(t), "blosc-compat", "*.cdata"))
 	if err != nil || len(cdata) == 0 {
 		t.Fatalf("no blosc-compat fixtures: %v", err)
 	}
@@ -117,10 +101,7 @@ func TestZarrita(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(modules, "zarrita")); err != nil {
-		if os.Getenv("VOLFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("zarrita is not installed in %s (bash .ci/run installs it): %v", modules, err)
-		}
-		t.Skipf("zarrita is not installed in %s: %v", modules, err)
+		testenv.Unavailable(t, "zarrita is not installed in %s (bash .ci/run installs it): %v", modules, err)
 	}
 	// Node resolves an ES module's imports from its own directory.
 	dir := t.TempDir()

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 func open(t *testing.T, dir string, max int64) *Cache {
@@ -74,10 +76,7 @@ func TestFileFormat(t *testing.T) {
 		t.Errorf("key and payload %q, want 123456789", raw[headerSize:])
 	}
 
-	zstdTool, err := exec.LookPath("zstd")
-	if err != nil {
-		t.Skip("zstd tool not installed: the compressed payload is not checked")
-	}
+	zstdTool := testenv.LookPath(t, "zstd", "apt-get install zstd; bash .ci/run installs it")
 	data := bytes.Repeat([]byte("voxels "), 5000)
 	if err := c.PutCompressed("z", data); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // lruChunks is an LRU of a fixed number of decoded chunks in front of
@@ -178,9 +180,7 @@ func TestSectionReadMemory(t *testing.T) {
 // missing chunks read as).
 func TestLargeSectionIsBigTIFF(t *testing.T) {
 	for _, tool := range []string{"tiffinfo", "tiffdump"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is missing: apt-get install -y libtiff-tools", tool)
-		}
+		testenv.LookPath(t, tool, "apt-get install -y libtiff-tools")
 	}
 	g := Grid{Shape: []int64{70000, 70000, 2}, Chunk: []int64{1024, 1024, 1}, Type: Uint8,
 		Layout: func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }}

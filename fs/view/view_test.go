@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // python is Debian's python3, which has numpy, tifffile and PIL (the
@@ -70,7 +72,7 @@ var viewCases = []viewCase{
 func genReference(t testing.TB, c viewCase, dir string) (string, []byte) {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
-		t.Skipf("no %s: apt-get install python3-numpy", python)
+		testenv.Unavailable(t, "no %s: apt-get install python3-numpy", python)
 	}
 	spec, err := json.Marshal(map[string]any{
 		"shape": c.shape, "channels": max(c.channels, 1), "dtype": c.typ.String(), "seed": len(c.name),
@@ -390,15 +392,13 @@ func writeFile(t *testing.T, path string, data []byte) {
 // plastimatch and numpy.memmap against numpy's reference.
 func TestViewsWithOtherPrograms(t *testing.T) {
 	for _, tool := range []string{"tiffinfo", "tiffdump", "gdalinfo", "teem-unu", "plastimatch", "java"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is missing: apt-get install -y libtiff-tools gdal-bin teem-apps plastimatch imagej", tool)
-		}
+		testenv.LookPath(t, tool, "apt-get install -y libtiff-tools gdal-bin teem-apps plastimatch imagej")
 	}
 	if _, err := os.Stat("/usr/share/java/ij.jar"); err != nil {
-		t.Skip("ImageJ is missing: apt-get install -y imagej")
+		testenv.Unavailable(t, "ImageJ is missing: apt-get install -y imagej")
 	}
 	if err := exec.Command(python, "-c", "import numpy, tifffile, PIL").Run(); err != nil {
-		t.Skipf("%s lacks numpy, tifffile or PIL: apt-get install -y python3-numpy python3-tifffile python3-pil", python)
+		testenv.Unavailable(t, "%s lacks numpy, tifffile or PIL: apt-get install -y python3-numpy python3-tifffile python3-pil", python)
 	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(1, 2))
