@@ -24,82 +24,25 @@ import (
 	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	"github.com/volfs/volfs/internal/gcsfake"
 )
 
 // fastGCS keeps the back-off of failing tests short; Anonymous so that no
 // test looks for credentials.
 var fastGCS = GCSOptions{Anonymous: true, BaseBackoff: time.Microsecond, MaxBackoff: time.Millisecond}
 
-// emulator is a fake-gcs-server on loopback whose handler is wrapped to
-// count what it serves.
-type emulator struct {
-	srv      *fakestorage.Server
-	url      string       // http://127.0.0.1:PORT
-	lists    atomic.Int64 // object listing requests
-	gzRanges atomic.Int64 // Range headers on downloads of gzip-encoded objects
-	served   atomic.Int64 // bytes of download bodies
-}
-
-func newEmulator(t testing.TB, objects []fakestorage.Object) *emulator {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The XML API (the library's downloads) is routed by host: the public
-	// host must be the address the client dials.
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
-		NoListener: true, Scheme: "http", PublicHost: l.Addr().String(), InitialObjects: objects,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &emulator{srv: srv}
-	gz := make(map[string]bool)
-	for _, o := range objects {
-		if o.ContentEncoding == "gzip" {
-			gz["/"+o.BucketName+"/"+o.Name] = true
-		}
-	}
-	h := srv.HTTPHandler()
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/o") && r.Method == http.MethodGet {
-			e.lists.Add(1)
-		}
-		if gz[r.URL.Path] && r.Header.Get("Range") != "" {
-			e.gzRanges.Add(1)
-		}
-		h.ServeHTTP(&countingWriter{ResponseWriter: w, n: &e.served}, r)
-	}))
-	hs.Listener.Close()
-	hs.Listener = l
-	hs.Start()
-	t.Cleanup(hs.Close)
-	e.url = hs.URL
-	return e
-}
-
-// fetcher returns a GCS fetcher over gs://bucket/prefix of e.
-func (e *emulator) fetcher(t testing.TB, bucketAndPrefix string) *GCS {
+// gcsFetcher returns a GCS fetcher over gs://bucketAndPrefix of the
+// emulator e.
+func gcsFetcher(t testing.TB, e *gcsfake.Server, bucketAndPrefix string) *GCS {
 	t.Helper()
 	opts := fastGCS
-	opts.Endpoint = e.url + "/storage/v1/"
+	opts.Endpoint = e.URL + "/storage/v1/"
 	g, err := NewGCS("gs://"+bucketAndPrefix, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return g
-}
-
-type countingWriter struct {
-	http.ResponseWriter
-	n *atomic.Int64
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	w.n.Add(int64(n))
-	return n, err
 }
 
 func TestGCSContract(t *testing.T) {
@@ -117,7 +60,7 @@ func TestGCSContract(t *testing.T) {
 			fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "pre/fixed"}, Content: []byte("x")},
 			fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "other"}, Content: []byte("x")},
 		)
-		return newEmulator(t, objs).fetcher(t, "bkt/pre/fix")
+		return gcsFetcher(t, gcsfake.Start(t, gcsfake.Options{Objects: objs}), "bkt/pre/fix")
 	})
 }
 
@@ -139,14 +82,14 @@ func gzipBytes(t *testing.T, data []byte) []byte {
 func TestGCSGzipEncoded(t *testing.T) {
 	plain := seq(100_000)
 	stored := gzipBytes(t, plain)
-	e := newEmulator(t, []fakestorage.Object{{
+	e := gcsfake.Start(t, gcsfake.Options{Objects: []fakestorage.Object{{
 		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "v/chunk", ContentEncoding: "gzip"},
 		Content:     stored,
-	}})
+	}}})
 	ctx := context.Background()
 	for _, listFirst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("listFirst=%v", listFirst), func(t *testing.T) {
-			g := e.fetcher(t, "bkt/v") // a new fetcher: nothing remembered
+			g := gcsFetcher(t, e, "bkt/v") // a new fetcher: nothing remembered
 			if listFirst {
 				entries, err := g.List(ctx, "")
 				if err != nil || len(entries) != 1 || entries[0].Size != int64(len(stored)) {
@@ -172,7 +115,7 @@ func TestGCSGzipEncoded(t *testing.T) {
 			}
 		})
 	}
-	if n := e.gzRanges.Load(); n != 0 {
+	if n := e.GzRanges.Load(); n != 0 {
 		t.Errorf("%d Range requests on the gzip-encoded object, want 0", n)
 	}
 }
@@ -193,8 +136,8 @@ func TestGCSListPages(t *testing.T) {
 			Content:     seq(i % 7),
 		})
 	}
-	e := newEmulator(t, objs)
-	g := e.fetcher(t, "bkt")
+	e := gcsfake.Start(t, gcsfake.Options{Objects: objs})
+	g := gcsFetcher(t, e, "bkt")
 	entries, err := g.List(context.Background(), "big")
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +157,7 @@ func TestGCSListPages(t *testing.T) {
 			t.Errorf("entry %+v: want a file of %d bytes", en, i%7)
 		}
 	}
-	if got := e.lists.Load(); got < (n+gcsPageSize-1)/gcsPageSize {
+	if got := e.Lists.Load(); got < (n+gcsPageSize-1)/gcsPageSize {
 		t.Errorf("%d listing requests, want at least %d pages", got, (n+gcsPageSize-1)/gcsPageSize)
 	}
 }
@@ -542,8 +485,8 @@ func TestGCSRangeIgnoredOnGzip(t *testing.T) {
 // TestGCSEmulatorHost checks that STORAGE_EMULATOR_HOST, as the storage
 // client reads it, points a fetcher at the emulator with no credentials.
 func TestGCSEmulatorHost(t *testing.T) {
-	e := newEmulator(t, []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "a/b"}, Content: []byte("hello")}})
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(e.url, "http://"))
+	e := gcsfake.Start(t, gcsfake.Options{Objects: []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "a/b"}, Content: []byte("hello")}}})
+	t.Setenv("STORAGE_EMULATOR_HOST", e.Host)
 	g, err := NewGCS("gs://bkt/a", GCSOptions{}) // not Anonymous: the emulator makes it so
 	if err != nil {
 		t.Fatal(err)
@@ -590,9 +533,9 @@ func TestGCSDials(t *testing.T) {
 			Content:     seq(64 << 10),
 		})
 	}
-	e := newEmulator(t, objs)
+	e := gcsfake.Start(t, gcsfake.Options{Objects: objs})
 	opts := fastGCS
-	opts.Endpoint, opts.Conns = e.url+"/storage/v1/", conns
+	opts.Endpoint, opts.Conns = e.URL+"/storage/v1/", conns
 	g, err := NewGCS("gs://bkt", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -630,8 +573,8 @@ func TestGCSDials(t *testing.T) {
 // concurrent goroutines.
 func BenchmarkGCSGet(b *testing.B) {
 	const size = 1 << 20
-	e := newEmulator(b, []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "k"}, Content: seq(size)}})
-	g := e.fetcher(b, "bkt")
+	e := gcsfake.Start(b, gcsfake.Options{Objects: []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "k"}, Content: seq(size)}}})
+	g := gcsFetcher(b, e, "bkt")
 	b.SetBytes(size)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -648,8 +591,8 @@ func BenchmarkGCSGet(b *testing.B) {
 // 16 MiB plain object.
 func BenchmarkGCSGetRange(b *testing.B) {
 	const size, piece = 16 << 20, 128 << 10
-	e := newEmulator(b, []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "k"}, Content: seq(size)}})
-	g := e.fetcher(b, "bkt")
+	e := gcsfake.Start(b, gcsfake.Options{Objects: []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "k"}, Content: seq(size)}}})
+	g := gcsFetcher(b, e, "bkt")
 	b.SetBytes(piece)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,87 +15,27 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	"github.com/volfs/volfs/internal/gcsfake"
 )
 
-// gcsEmulator is fake-gcs-server serving on loopback from this (the test)
-// process, its handler wrapped to count what it serves. The volfs binary,
-// a subprocess, reaches it through STORAGE_EMULATOR_HOST.
-type gcsEmulator struct {
-	srv      *fakestorage.Server
-	lists    atomic.Int64 // object listing requests
-	others   atomic.Int64 // every other request
-	served   atomic.Int64 // body bytes of downloads
-	gzRanges atomic.Int64 // Range headers on gzip-encoded objects
-	gzPaths  sync.Map     // URL path of each gzip-encoded object -> true
-}
-
-// startGCSEmulator starts the emulator, on a file-backed store (its
-// in-memory one adds objects in quadratic time), and points
-// STORAGE_EMULATOR_HOST at it for the rest of the test.
-func startGCSEmulator(t *testing.T) *gcsEmulator {
+// startGCSEmulator starts fake-gcs-server (gcsfake), on a file-backed
+// store in memory, and points STORAGE_EMULATOR_HOST at it for the rest of
+// the test, for the volfs binary to find.
+func startGCSEmulator(t *testing.T) *gcsfake.Server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
-		NoListener: true, Scheme: "http", PublicHost: l.Addr().String(), StorageRoot: shmDir(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &gcsEmulator{srv: srv}
-	h := srv.HTTPHandler()
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/o") {
-			e.lists.Add(1)
-		} else {
-			e.others.Add(1)
-		}
-		if _, gz := e.gzPaths.Load(r.URL.Path); gz && r.Header.Get("Range") != "" {
-			e.gzRanges.Add(1)
-		}
-		h.ServeHTTP(&countWriter{ResponseWriter: w, n: &e.served}, r)
-	}))
-	hs.Listener.Close()
-	hs.Listener = l
-	hs.Start()
-	t.Cleanup(hs.Close)
-	t.Setenv("STORAGE_EMULATOR_HOST", l.Addr().String())
+	e := gcsfake.Start(t, gcsfake.Options{Root: shmDir(t)})
+	t.Setenv("STORAGE_EMULATOR_HOST", e.Host)
 	return e
-}
-
-// put stores an object.
-func (e *gcsEmulator) put(bucket, name string, data []byte, encoding string) {
-	e.srv.CreateObject(fakestorage.Object{
-		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: bucket, Name: name, ContentEncoding: encoding},
-		Content:     data,
-	})
-	if encoding == "gzip" {
-		e.gzPaths.Store("/"+bucket+"/"+name, true)
-	}
-}
-
-type countWriter struct {
-	http.ResponseWriter
-	n *atomic.Int64
-}
-
-func (w *countWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	w.n.Add(int64(n))
-	return n, err
 }
 
 // putLayer uploads the layer in dir below prefix: with gzipEncoded, each
 // "X.gz" file becomes object X stored with Content-Encoding: gzip, as
 // CloudVolume uploads; otherwise every file is uploaded as it is.
-func (e *gcsEmulator) putLayer(t *testing.T, bucket, prefix, dir string, gzipEncoded bool) []string {
+func putLayer(t *testing.T, e *gcsfake.Server, bucket, prefix, dir string, gzipEncoded bool) []string {
 	t.Helper()
 	var names []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -114,7 +53,7 @@ func (e *gcsEmulator) putLayer(t *testing.T, bucket, prefix, dir string, gzipEnc
 				name, enc = plain, "gzip"
 			}
 		}
-		e.put(bucket, name, data, enc)
+		e.Put(bucket, name, data, enc)
 		names = append(names, name)
 		return nil
 	})
@@ -192,9 +131,9 @@ func TestGCSMount(t *testing.T) {
 	e := startGCSEmulator(t)
 
 	const bucket = "vols"
-	e.srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: bucket})
-	names := e.putLayer(t, bucket, "layers/encoded", vol, true)
-	names = append(names, e.putLayer(t, bucket, "layers/gzobjects", vol, false)...)
+	e.Store.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: bucket})
+	names := putLayer(t, e, bucket, "layers/encoded", vol, true)
+	names = append(names, putLayer(t, e, bucket, "layers/gzobjects", vol, false)...)
 	plain := map[string][]byte{
 		"files/empty":          {},
 		"files/one":            {42},
@@ -205,12 +144,12 @@ func TestGCSMount(t *testing.T) {
 		"top-level":            []byte("at the root\n"),
 	}
 	for name, data := range plain {
-		e.put(bucket, name, data, "")
+		e.Put(bucket, name, data, "")
 		names = append(names, name)
 	}
 	// A pass-through object stored gzip-encoded shows its stored bytes.
 	gzText := gzipOf(t, bytes.Repeat([]byte("stored with Content-Encoding: gzip\n"), 1000))
-	e.put(bucket, "files/encoded.txt", gzText, "gzip")
+	e.Put(bucket, "files/encoded.txt", gzText, "gzip")
 	names = append(names, "files/encoded.txt")
 
 	s := startVolfs(t, "mount", "--anonymous", "gs://"+bucket)
@@ -221,10 +160,10 @@ func TestGCSMount(t *testing.T) {
 		// plus the kernel's read-ahead, not the object. First, before
 		// any other read of it fills the page cache.
 		const skip = 5000 // 4 KiB blocks: offset 20 MB
-		before := e.served.Load()
+		before := e.Served.Load()
 		out := filepath.Join(t.TempDir(), "piece")
 		run(t, "dd", "if="+filepath.Join(mnt, "files/large.bin"), "of="+out, "bs=4096", "count=1", fmt.Sprintf("skip=%d", skip))
-		moved := e.served.Load() - before
+		moved := e.Served.Load() - before
 		got, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)
@@ -241,7 +180,7 @@ func TestGCSMount(t *testing.T) {
 	t.Run("volumes", func(t *testing.T) {
 		check(t, truth, filepath.Join(mnt, "layers/encoded"), vol)
 		check(t, truth, filepath.Join(mnt, "layers/gzobjects"), vol)
-		if n := e.gzRanges.Load(); n != 0 {
+		if n := e.GzRanges.Load(); n != 0 {
 			t.Errorf("%d Range requests on gzip-encoded objects, want 0", n)
 		}
 	})
@@ -329,12 +268,12 @@ func TestGCSListing(t *testing.T) {
 	requireFUSE(t)
 	e := startGCSEmulator(t)
 	const n = 20_000
-	e.srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "many"})
+	e.Store.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "many"})
 	for i := range n {
-		e.put("many", fmt.Sprintf("big/%05d", i), []byte(strconv.Itoa(i)), "")
+		e.Put("many", fmt.Sprintf("big/%05d", i), []byte(strconv.Itoa(i)), "")
 	}
 	s := startVolfs(t, "mount", "gs://many/big")
-	lists, others := e.lists.Load(), e.others.Load()
+	lists, others := e.Lists.Load(), e.Others.Load()
 	out := run(t, "ls", "-l", s.mnt)
 	lines := strings.Split(strings.TrimSpace(out), "\n")[1:] // after "total"
 	if len(lines) != n {
@@ -347,11 +286,11 @@ func TestGCSListing(t *testing.T) {
 		}
 	}
 	// The mount may have listed the root already, when it started.
-	if pages := e.lists.Load(); pages < n/1000 {
+	if pages := e.Lists.Load(); pages < n/1000 {
 		t.Errorf("%d listing requests in all, want at least %d pages of at most 1000", pages, n/1000)
 	}
-	t.Logf("listing requests: %d at mount, %d for ls -l", lists, e.lists.Load()-lists)
-	if got := e.others.Load() - others; got != 0 {
+	t.Logf("listing requests: %d at mount, %d for ls -l", lists, e.Lists.Load()-lists)
+	if got := e.Others.Load() - others; got != 0 {
 		t.Errorf("ls -l of %d objects made %d requests other than listings, want 0", n, got)
 	}
 	if got := run(t, "cat", filepath.Join(s.mnt, "12345")); got != "12345" {
