@@ -9,11 +9,15 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -86,4 +90,74 @@ func SharedFixtures() string {
 		return ""
 	}
 	return dir
+}
+
+// nobody is the uid and gid of the unprivileged user a test reruns as:
+// Debian's nobody and nogroup, which need no entry to be used by number.
+const nobody = 65534
+
+// RerunAsNobody runs the calling top-level test again as an unprivileged
+// user, when the tests run as root (as CI does), for a test of what root is
+// allowed and others are not. It reports whether it did: the caller then
+// returns, the rerun's result being reported as its own. Where the tests do
+// not run as root it returns false and the caller goes on as it is.
+//
+// The rerun is a copy of the test binary in a new directory that the user
+// can read, run with setpriv(1) and -test.run matching the test's name
+// alone; it must pass, not skip.
+func RerunAsNobody(t *testing.T) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
+	setpriv := LookPath(t, "setpriv", "util-linux")
+	dir, err := os.MkdirTemp("", "volfs-nobody-")
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tmp := filepath.Join(dir, "tmp")
+	bin := filepath.Join(dir, filepath.Base(os.Args[0]))
+	if err := copyFile(bin, os.Args[0]); err != nil {
+		t.Fatalf("testenv: copying the test binary: %v", err)
+	}
+	if err := errors.Join(os.Chmod(dir, 0o755), os.Mkdir(tmp, 0o700), os.Chown(tmp, nobody, nobody)); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	cmd := exec.Command(setpriv, fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups", "--",
+		bin, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s as uid %d: %v\n%s", t.Name(), nobody, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()+" ") {
+		t.Fatalf("%s as uid %d did not pass:\n%s", t.Name(), nobody, out)
+	}
+	t.Logf("ran as uid %d: %s", nobody, lastLine(out))
+	return true
+}
+
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// lastLine returns the last non-empty line of out.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
 }
