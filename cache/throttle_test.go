@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // TestThrottle checks Store.Throttle's contract: prefetches hold at most
@@ -69,7 +71,7 @@ func testThrottle(t *testing.T, slots int) {
 		t.Fatalf("Prefetch started %d loads, want %d", n, len(keys))
 	}
 	waitFor(t, func() bool { return holding.Load() == int32(procs) })
-	time.Sleep(50 * time.Millisecond) // the other two stay waiting
+	testenv.WaitBlocked(t, throttleFunc, 2) // the other two wait for a slot
 	if got := peak.Load(); got != int32(procs) {
 		t.Fatalf("%d prefetches held a slot at once, want %d", got, procs)
 	}
@@ -117,8 +119,12 @@ func testThrottle(t *testing.T, slots int) {
 	}
 }
 
+// throttleFunc is Store.Throttle as a stack trace names it.
+const throttleFunc = "github.com/volfs/volfs/cache.(*Store).Throttle"
+
 // TestThrottleCancel checks that a prefetch waiting for a slot gives up
-// when its prefetch is cancelled.
+// when its prefetch is cancelled: its load gets context.Canceled, without
+// a slot, while the slots stay held.
 func TestThrottleCancel(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	s := NewStore(Options{MaxBytes: 1 << 30, Workers: procs + 1})
@@ -146,14 +152,20 @@ func TestThrottleCancel(t *testing.T) {
 	waitFor(t, func() bool { return holding.Load() == int32(procs) })
 	ctx, cancel := context.WithCancel(context.Background())
 	s.Prefetch(ctx, []string{"waiting"}, func(int) Loader { return load })
-	time.Sleep(20 * time.Millisecond)
+	testenv.WaitBlocked(t, throttleFunc, 1)
 	cancel()
 	select {
 	case err := <-errs:
 		if err != context.Canceled {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("a cancelled prefetch kept waiting for a slot")
+	}
+	if got := holding.Load(); got != int32(procs) {
+		t.Errorf("%d loads hold a slot, want %d", got, procs)
+	}
+	if got := s.throttled.Load(); got != int64(procs) {
+		t.Errorf("%d slots taken, want %d: the cancelled prefetch took one", got, procs)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Required reports whether VOLFS_REQUIRE_FUSE is set: everything a test
@@ -160,4 +161,42 @@ func copyFile(dst, src string) error {
 func lastLine(out []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1]
+}
+
+// WaitBlocked waits until at least n goroutines are blocked — in a select,
+// a channel operation or on a lock — with function fn on their stack, fn
+// being its name as a stack trace prints it (for example
+// "github.com/volfs/volfs/cache.(*Store).Throttle"). It is how a test waits
+// for a goroutine to reach a wait it cannot otherwise observe, instead of
+// sleeping. It fails the test after a minute.
+func WaitBlocked(t testing.TB, fn string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	buf := make([]byte, 1<<20)
+	for {
+		for {
+			if m := runtime.Stack(buf, true); m < len(buf) {
+				buf = buf[:m]
+				break
+			}
+			buf = make([]byte, 2*cap(buf))
+		}
+		got := 0
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			_, state, _ := strings.Cut(g, " [")
+			blocked := strings.HasPrefix(state, "select") || strings.HasPrefix(state, "chan ") ||
+				strings.HasPrefix(state, "sync.") || strings.HasPrefix(state, "semacquire")
+			if blocked && strings.Contains(g, "\n"+fn+"(") {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: %d goroutines blocked in %s after a minute, want %d", got, fn, n)
+		}
+		buf = buf[:cap(buf)]
+		time.Sleep(time.Millisecond)
+	}
 }
