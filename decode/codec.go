@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 )
 
@@ -47,18 +46,6 @@ func LookupCodec(name string) (Codec, bool) {
 	defer codecs.RUnlock()
 	c, ok := codecs.byName[name]
 	return c, ok
-}
-
-// CodecNames returns the registered codec names, sorted.
-func CodecNames() []string {
-	codecs.RLock()
-	defer codecs.RUnlock()
-	names := make([]string, 0, len(codecs.byName))
-	for n := range codecs.byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // codecFor returns the codec called name, or an error wrapping
