@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -102,17 +101,6 @@ func withParents(names []string) map[string]bool {
 	return set
 }
 
-func gzipOf(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	zw.Write(data)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // pattern returns n bytes that differ at every offset within a 1 MiB
 // window and between objects (seed).
 func pattern(n int, seed byte) []byte {
@@ -148,7 +136,7 @@ func TestGCSMount(t *testing.T) {
 		names = append(names, name)
 	}
 	// A pass-through object stored gzip-encoded shows its stored bytes.
-	gzText := gzipOf(t, bytes.Repeat([]byte("stored with Content-Encoding: gzip\n"), 1000))
+	gzText := gzipBytes(t, bytes.Repeat([]byte("stored with Content-Encoding: gzip\n"), 1000))
 	e.Put(bucket, "files/encoded.txt", gzText, "gzip")
 	names = append(names, "files/encoded.txt")
 
