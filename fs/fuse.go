@@ -272,7 +272,10 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if err := n.m.attr(ctx, child, p, &out.Attr); err != nil {
 		return nil, n.m.tree.errno(ctx, err, "lookup", p)
 	}
-	ino := n.m.inos.of(child, p)
+	ino, err := n.m.inos.of(child, p)
+	if err != nil {
+		return nil, n.m.tree.errno(ctx, err, "lookup", p)
+	}
 	out.Attr.Ino = ino
 	if d, ok := child.(Dir); ok {
 		return n.NewInode(ctx, n.m.newDir(d, p), gofs.StableAttr{Mode: fuse.S_IFDIR, Ino: ino}), 0
