@@ -1,0 +1,81 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Integrity and memory of the tree itself (issue 15, items 2-4; issue 16,
+// item 11): inode numbers, symbolic links, what the mount holds in memory
+// under scans and stat storms. Each through a real mount read by
+// subprocesses, with the volfs process's peak resident memory asserted.
+
+// TestInodeRangesWrap: five scales of 2^62 one-voxel chunks, whose inode
+// ranges, reserved with unchecked arithmetic, wrapped past 2^64 so that
+// the first chunk of s4 shared its number with the first chunk of s0 (and
+// go-fuse served one's bytes for the other). Each reads its own bytes, and
+// every chunk file stats with its own number.
+func TestInodeRangesWrap(t *testing.T) {
+	src := t.TempDir()
+	var scales []string
+	for i := range 5 {
+		scales = append(scales, fmt.Sprintf(`{"key": "s%d", "size": [4611686018427387904, 1, 1], "resolution": [1, 1, 1], "chunk_sizes": [[1, 1, 1]], "encoding": "raw"}`, i))
+	}
+	writeFile(t, filepath.Join(src, "info"), []byte(`{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1, "scales": [`+strings.Join(scales, ",")+`]}`))
+	// The first eight chunks of each scale and its last: whatever the
+	// order of lookups, s4's first chunks landed on s0's first numbers.
+	keys := []string{"4611686018427387903-4611686018427387904_0-1_0-1"}
+	for x := range 8 {
+		keys = append(keys, fmt.Sprintf("%d-%d_0-1_0-1", x, x+1))
+	}
+	want := map[string]byte{}
+	for i := range 5 {
+		os.Mkdir(filepath.Join(src, fmt.Sprintf("s%d", i)), 0o755)
+		for j, k := range keys {
+			p := fmt.Sprintf("s%d/%s", i, k)
+			want[p] = byte(16*i + j + 1)
+			writeFile(t, filepath.Join(src, p), []byte{want[p]})
+		}
+	}
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
+	var paths []string
+	for p := range want {
+		paths = append(paths, filepath.Join(s.mnt, p))
+	}
+	// One process reads every file, in an order that looks up s0's first
+	// so that a colliding s4 file would find its inode live.
+	const readAll = `
+import os, sys
+for p in sorted(sys.argv[1:]):
+    with open(p, "rb") as f:
+        print(p, os.fstat(f.fileno()).st_ino, f.read().hex())
+`
+	out, err := runBounded(t, time.Minute, python, append([]string{"-c", readAll}, paths...)...)
+	if err != nil {
+		t.Fatalf("reading the chunks: %v\n%s", err, out)
+	}
+	inos := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		var p, ino, hex string
+		if _, err := fmt.Sscan(line, &p, &ino, &hex); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		rel, _ := filepath.Rel(s.mnt, p)
+		if w := fmt.Sprintf("%02x", want[rel]); hex != w {
+			t.Errorf("%s: got bytes %s, want %s", rel, hex, w)
+		}
+		if prev, ok := inos[ino]; ok {
+			t.Errorf("%s and %s share inode number %s", prev, rel, ino)
+		}
+		inos[ino] = rel
+	}
+	if len(inos) != len(want) {
+		t.Errorf("read %d files, want %d:\n%s", len(inos), len(want), out)
+	}
+	checkAlive(t, s.mnt, "s0/0-1_0-1_0-1", []byte{1})
+	checkPeak(t, s)
+}
