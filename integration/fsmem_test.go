@@ -76,6 +76,6 @@ for p in sorted(sys.argv[1:]):
 	if len(inos) != len(want) {
 		t.Errorf("read %d files, want %d:\n%s", len(inos), len(want), out)
 	}
-	checkAlive(t, s.mnt, "s0/0-1_0-1_0-1", []byte{1})
+	checkAlive(t, s.mnt, "s0/0-1_0-1_0-1", []byte{want["s0/0-1_0-1_0-1"]})
 	checkPeak(t, s)
 }
