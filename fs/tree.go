@@ -558,6 +558,9 @@ func (t *Tree) Walk(ctx context.Context, depth int, fn func(dir string, vol *dec
 				continue
 			}
 			child, err := d.Lookup(ctx, name)
+			if errors.Is(err, fetcher.ErrPermission) {
+				continue // a link the source does not follow: logged once by the fetcher
+			}
 			if err != nil {
 				return err
 			}

@@ -121,3 +121,68 @@ func TestStatStorm(t *testing.T) {
 		t.Errorf("volfs peak resident memory: got %d MiB, want at most %d MiB", peak>>20, stormPeak>>20)
 	}
 }
+
+// TestSymlinkedScale: a scale directory that is a symbolic link to
+// another disk (here another directory) reads as it does on disk by
+// default, exact bytes and the fill for a chunk it lacks; under
+// --allow-other links stay inside the source, and both chunks read as
+// EACCES, never as zeros, with one log line saying how to allow them;
+// --allow-other --follow-symlinks follows them.
+func TestSymlinkedScale(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: --allow-other without user_allow_other")
+	}
+	disk := t.TempDir()
+	src := t.TempDir()
+	keys, chunks := writeLayer(t, disk, 2, nil)
+	os.Remove(filepath.Join(disk, keys[1])) // missing in the linked directory
+	writeFile(t, filepath.Join(src, "info"), readFile(t, filepath.Join(disk, "info")))
+	if err := os.Symlink(filepath.Join(disk, "s0"), filepath.Join(src, "s0")); err != nil {
+		t.Fatal(err)
+	}
+	zeros := string(make([]byte, hostileChunk))
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  []string // what keys[0] and keys[1] read as
+	}{
+		{"default", nil, []string{string(chunks[0]), zeros}},
+		{"allow-other", []string{"--allow-other"}, []string{"Permission denied", "Permission denied"}},
+		{"allow-other follow-symlinks", []string{"--allow-other", "--follow-symlinks"}, []string{string(chunks[0]), zeros}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startVolfs(t, append(append([]string{"mount", "--cache-size", "16MiB"}, tc.flags...), src)...)
+			for i, key := range keys {
+				out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, key))
+				if tc.want[i] == "Permission denied" {
+					if err == nil || !strings.Contains(out, "Permission denied") {
+						t.Errorf("cat %s: got %v, %d bytes %.60q, want EACCES", key, err, len(out), out)
+					}
+				} else if err != nil || out != tc.want[i] {
+					t.Errorf("cat %s: got %v, %d bytes, want %d bytes of the source", key, err, len(out), len(tc.want[i]))
+				}
+			}
+			// ls shows the scale in every case.
+			if out, err := runBounded(t, time.Minute, "ls", s.mnt); err != nil || !strings.Contains(out, "s0") {
+				t.Errorf("ls: got %v %q, want s0 listed", err, out)
+			}
+			refused := strings.Count(s.stderr.String(), filepath.Join(disk, "s0"))
+			if want := map[bool]int{true: 1, false: 0}[tc.want[0] == "Permission denied"]; refused != want {
+				t.Errorf("log lines about the link: got %d, want %d:\n%s", refused, want, s.stderr.String())
+			} else if want == 1 && !strings.Contains(s.stderr.String(), "--follow-symlinks") {
+				t.Errorf("the log line does not say how to allow the link:\n%s", s.stderr.String())
+			}
+			checkPeak(t, s)
+		})
+	}
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
