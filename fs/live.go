@@ -48,7 +48,6 @@ type liveFiles struct {
 	mu      sync.Mutex
 	lru     *simplelru.LRU[uint64, liveFile] // GUARDED_BY(mu); by inode number
 	pending []liveFile                       // GUARDED_BY(mu); pushed out, to be dropped
-	dropped int64                            // GUARDED_BY(mu); entries dropped, for tests
 	wake    chan struct{}                    // a token when pending is not empty
 }
 
@@ -114,9 +113,6 @@ func (l *liveFiles) run(stop <-chan struct{}) {
 				// ENOENT: the kernel had dropped it already.
 				f.dir.NotifyEntry(f.name)
 			}
-			l.mu.Lock()
-			l.dropped += int64(len(batch))
-			l.mu.Unlock()
 		}
 	}
 }
