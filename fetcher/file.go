@@ -228,6 +228,9 @@ func (f *File) resolve(p string) (string, error) {
 					}
 					break
 				}
+				if dir == f.root {
+					break
+				}
 			}
 		}
 		return "", fileError("resolve", p, err)
