@@ -11,9 +11,18 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// entryCost is the bookkeeping charged per entry on top of its bytes, so that
-// many empty values (cached misses) are bounded too.
-const entryCost = 128
+// entryCost is the bookkeeping charged per entry on top of its value and
+// key, so that many empty values (kept misses) are bounded by what they
+// hold: the LRU's element (144 bytes with the entry), its map slot (about
+// 30 with the map's slack) and the rounding of the key's allocation.
+// TestEntryCost measures it: a kept miss with a shared error and a key of
+// 24 bytes holds 190 to 200 bytes and is charged 280.
+const entryCost = 176
+
+// errCost is charged on top for a kept error: its message, and the values
+// that wrap it. An error shared by many entries (a sentinel) costs less
+// than this, but the cache cannot tell.
+const errCost = 64
 
 // Loader produces the value of a key. It must honour ctx.
 type Loader func(ctx context.Context) ([]byte, error)
@@ -58,13 +67,24 @@ type Cache struct {
 }
 
 type entry struct {
-	val []byte
-	err error
+	val    []byte
+	err    error
+	charge int64 // set by charged when kept
 }
 
-// cost charges the capacity of a value, not its length: a decoder's pooled
-// buffer may be larger than the chunk, and the memory it pins is what counts.
-func (e entry) cost() int64 { return int64(cap(e.val)) + entryCost }
+// charged returns e with its charge set for key: the capacity of its
+// value, not its length (a decoder's pooled buffer may be larger than the
+// chunk, and the memory it pins is what counts), its key, its error's
+// message, and the bookkeeping of an entry.
+func (e entry) charged(key string) entry {
+	e.charge = int64(cap(e.val)) + int64(len(key)) + entryCost
+	if e.err != nil {
+		e.charge += int64(len(e.err.Error())) + errCost
+	}
+	return e
+}
+
+func (e entry) cost() int64 { return e.charge }
 
 // flight is one load, queued or in progress.
 type flight struct {
@@ -357,7 +377,7 @@ func (c *Cache) finish(f *flight, val []byte, err error) {
 	if c.flights[f.key] == f {
 		delete(c.flights, f.key)
 	}
-	e := entry{val, err}
+	e := entry{val: val, err: err}
 	f.stable = err != nil && f.ctx.Err() == nil && c.opts.KeepError != nil && c.opts.KeepError(err)
 	keep := err == nil || f.stable
 	if keep {
@@ -389,6 +409,7 @@ func (c *Cache) finish(f *flight, val []byte, err error) {
 //
 // REQUIRES: c.mu held.
 func (c *Cache) addMain(key string, e entry) {
+	e = e.charged(key)
 	cost := e.cost()
 	if cost > c.opts.MaxBytes || c.main.Contains(key) || c.prob.Contains(key) {
 		// Too big, or a flight that was abandoned and redone raced this
@@ -415,6 +436,7 @@ func (c *Cache) addMain(key string, e entry) {
 //
 // REQUIRES: c.mu held.
 func (c *Cache) addProbation(key string, e entry) {
+	e = e.charged(key)
 	cost := e.cost()
 	if cost > c.probMax || c.main.Contains(key) || c.prob.Contains(key) {
 		c.stats.PrefetchWasted++

@@ -23,18 +23,18 @@ func value(n int, b byte) Loader {
 
 func TestBoundInBytes(t *testing.T) {
 	const size = 1000
-	c := New(Options{MaxBytes: 3 * (size + entryCost)})
+	c := New(Options{MaxBytes: 3 * (size + 1 + entryCost)})
 	ctx := context.Background()
 	for i := range 10 {
 		if _, err := c.Get(ctx, fmt.Sprint(i), value(size, byte(i))); err != nil {
 			t.Fatal(err)
 		}
-		if got, max := c.Stats().Bytes, int64(3*(size+entryCost)); got > max {
+		if got, max := c.Stats().Bytes, int64(3*(size+1+entryCost)); got > max {
 			t.Fatalf("after %d inserts: holds %d bytes, want at most %d", i+1, got, max)
 		}
 	}
 	s := c.Stats()
-	if got, want := s.Bytes, int64(3*(size+entryCost)); got != want {
+	if got, want := s.Bytes, int64(3*(size+1+entryCost)); got != want {
 		t.Errorf("got %d bytes held, want %d", got, want)
 	}
 	if got, want := s.Evictions, int64(7); got != want {
@@ -221,7 +221,7 @@ func TestChargesCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.Stats().Bytes, int64(4096+entryCost); got != want {
+	if got, want := c.Stats().Bytes, int64(4096+1+entryCost); got != want {
 		t.Errorf("got %d bytes charged, want %d (cap + entry cost)", got, want)
 	}
 }
@@ -230,7 +230,7 @@ func TestChargesCapacity(t *testing.T) {
 // prefetched value, and prefetched values are bounded on their own.
 func TestProbation(t *testing.T) {
 	const size = 1000
-	cost := int64(size + entryCost)
+	cost := int64(size + len("hot1") + entryCost) // every key is 4 bytes
 	c := New(Options{MaxBytes: 4 * cost, ProbationBytes: 2 * cost})
 	ctx := context.Background()
 	var loads atomic.Int64
@@ -249,7 +249,7 @@ func TestProbation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, k := range []string{"p1", "p2", "p3", "p4"} {
+	for _, k := range []string{"pre1", "pre2", "pre3", "pre4"} {
 		prefetch(k)
 	}
 	s := c.Stats()
@@ -257,7 +257,7 @@ func TestProbation(t *testing.T) {
 		t.Errorf("got %d bytes (%d probation), want at most %d with %d probation", s.Bytes, s.ProbationBytes, 4*cost, cost)
 	}
 	loads.Store(0)
-	for _, k := range []string{"hot1", "hot2", "hot3", "p4"} {
+	for _, k := range []string{"hot1", "hot2", "hot3", "pre4"} {
 		if _, err := c.Get(ctx, k, counting); err != nil {
 			t.Fatal(err)
 		}
@@ -269,13 +269,13 @@ func TestProbation(t *testing.T) {
 	if s.ProbationBytes != 0 || s.PrefetchUsed != 1 || s.PrefetchWasted != 3 {
 		t.Errorf("got probation %d, used %d, wasted %d; want 0, 1, 3", s.ProbationBytes, s.PrefetchUsed, s.PrefetchWasted)
 	}
-	// p4 was promoted: it now counts as read, and a fifth read value
+	// pre4 was promoted: it now counts as read, and a fifth read value
 	// evicts the least recent read value, hot1.
 	if _, err := c.Get(ctx, "hot5", counting); err != nil {
 		t.Fatal(err)
 	}
 	loads.Store(0)
-	for _, k := range []string{"p4", "hot3", "hot2"} {
+	for _, k := range []string{"pre4", "hot3", "hot2"} {
 		c.Get(ctx, k, counting)
 	}
 	if got := loads.Load(); got != 0 {

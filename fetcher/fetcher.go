@@ -39,6 +39,7 @@ package fetcher
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Sentinel errors; see the package documentation for when each is returned.
@@ -49,6 +50,11 @@ var (
 	ErrInvalidKey   = errors.New("fetcher: invalid key")
 	ErrNotSupported = errors.New("fetcher: operation not supported by this source")
 	ErrTooLarge     = errors.New("fetcher: object larger than allowed")
+	// ErrOutsideSource is the ErrPermission of an object that a local
+	// source reaches only through a symbolic link it does not follow
+	// (FileOptions.FollowSymlinks). The fetcher logs the first; callers
+	// need not log each.
+	ErrOutsideSource = fmt.Errorf("fetcher: a symbolic link leaves the source: %w", ErrPermission)
 )
 
 // Object is the body of an object as stored.

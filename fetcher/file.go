@@ -48,16 +48,21 @@ func CheckKey(key string) error {
 
 // FileOptions configures a File fetcher.
 type FileOptions struct {
-	// FollowSymlinks follows symbolic links wherever they point. By
-	// default a link is followed only when its target, resolved, lies
-	// under the root: a link that leaves the source (to /etc/shadow, say)
-	// reads as absent, so that a source cannot hand out files its owner
-	// could not put in it.
+	// FollowSymlinks follows symbolic links wherever they point. Without
+	// it, the fetcher is confined to the root: a link is followed only
+	// when its target, resolved, lies under the root, and an object
+	// reached through a link that leaves the source (to /etc/shadow, say,
+	// or a scale directory on another disk) is refused with ErrPermission,
+	// so that a source cannot hand out files its owner could not put in
+	// it. Such an object exists, so it is never reported missing.
 	FollowSymlinks bool
-	// Log receives one line, the first time a link is not followed, so
-	// that a layout built with links to other disks is not silently
-	// empty; nil means slog.Default().
+	// Log receives one line, the first time a link is not followed,
+	// saying how to allow it; nil means slog.Default().
 	Log *slog.Logger
+	// Exclude names directories that are never read, wherever links
+	// lead, even with FollowSymlinks: the mountpoint that serves the
+	// source, which the server must never read.
+	Exclude []string
 }
 
 // File is a Fetcher over a directory on local disk. A key names the path
@@ -68,11 +73,12 @@ type FileOptions struct {
 // check; even then the open does not block). A context is checked before
 // each call; a read that has started runs to its end.
 type File struct {
-	root   string // absolute and clean, as given
-	real   string // root with its symbolic links resolved
-	follow bool
-	log    *slog.Logger
-	warned atomic.Bool // a link not followed has been logged
+	root    string // absolute and clean, as given
+	real    string // root with its symbolic links resolved
+	follow  bool
+	exclude []string // resolved FileOptions.Exclude
+	log     *slog.Logger
+	warned  atomic.Bool // a link not followed has been logged
 }
 
 // NewFile returns a File fetcher rooted at root, which must be an existing
@@ -101,7 +107,17 @@ func NewFileWith(root string, opts FileOptions) (*File, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &File{root: abs, real: real, follow: opts.FollowSymlinks, log: log}, nil
+	f := &File{root: abs, real: real, follow: opts.FollowSymlinks, log: log}
+	for _, x := range opts.Exclude {
+		if x, err = filepath.Abs(x); err == nil {
+			x, err = filepath.EvalSymlinks(x)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fetcher: %w", err)
+		}
+		f.exclude = append(f.exclude, x)
+	}
+	return f, nil
 }
 
 // Root returns the absolute, clean directory that f reads.
@@ -192,14 +208,31 @@ func regular(fi fs.FileInfo) error {
 }
 
 // resolve returns p with its symbolic links resolved, refusing with an
-// error wrapping ErrNotExist a p that resolves outside the root unless f
-// follows every link. When f does, it returns p unresolved.
+// error wrapping ErrPermission a p that resolves outside the root unless f
+// follows every link, or into an excluded directory. When f follows every
+// link and excludes nothing, it returns p unresolved. A p that does
+// not exist is refused the same way when its nearest existing directory
+// resolves outside the root: what lies behind a link that leaves the
+// source is neither shown nor reported missing.
 func (f *File) resolve(p string) (string, error) {
-	if f.follow {
+	if f.follow && len(f.exclude) == 0 {
 		return p, nil
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
+		if !f.follow && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+			for dir := filepath.Dir(p); len(dir) >= len(f.root); dir = filepath.Dir(dir) {
+				if r, derr := filepath.EvalSymlinks(dir); derr == nil {
+					if ierr := f.inside(dir, r); ierr != nil {
+						return "", ierr
+					}
+					break
+				}
+				if dir == f.root {
+					break
+				}
+			}
+		}
 		return "", fileError("resolve", p, err)
 	}
 	if err := f.inside(p, real); err != nil {
@@ -209,24 +242,31 @@ func (f *File) resolve(p string) (string, error) {
 }
 
 // inside refuses real, the resolved path of p, when it is not under the
-// root.
+// root (unless f follows every link) or is under an excluded directory,
+// with an error wrapping ErrPermission; the first refusal of a link that
+// leaves the root is logged.
 func (f *File) inside(p, real string) error {
-	if real == f.real || f.real == "/" || strings.HasPrefix(real, f.real+"/") {
+	for _, x := range f.exclude {
+		if real == x || x == "/" || strings.HasPrefix(real, x+"/") {
+			return fmt.Errorf("fetcher: %s: leads to %s, inside the mountpoint %s, which volfs never reads: %w", p, real, x, ErrPermission)
+		}
+	}
+	if f.follow || real == f.real || f.real == "/" || strings.HasPrefix(real, f.real+"/") {
 		return nil
 	}
 	if !f.warned.Swap(true) {
-		f.log.Warn("fetcher: a symbolic link leaves the source and is not followed; it and any like it read as absent (FollowSymlinks, volfs --follow-symlinks, follows them)",
+		f.log.Warn("fetcher: a symbolic link leaves the source and is not followed: what it leads to reads as permission denied (EACCES); volfs confines links to the source under --allow-other, and --follow-symlinks follows them (FollowSymlinks)",
 			"link", p, "target", real, "source", f.real)
 	}
-	return fmt.Errorf("fetcher: %s: a symbolic link leads to %s, outside the source %s (FollowSymlinks, volfs --follow-symlinks, follows it): %w",
-		p, real, f.real, ErrNotExist)
+	return fmt.Errorf("fetcher: %s: leads to %s, outside the source %s (--follow-symlinks follows it): %w",
+		p, real, f.real, ErrOutsideSource)
 }
 
 // checkOpen refuses an open file that is not under the root, unless f
-// follows every link. The kernel names the file behind the descriptor in
+// follows every link, and one under an excluded directory. The kernel names the file behind the descriptor in
 // /proc/self/fd.
 func (f *File) checkOpen(fh *os.File, p string) error {
-	if f.follow {
+	if f.follow && len(f.exclude) == 0 {
 		return nil
 	}
 	rc, err := fh.SyscallConn()
@@ -317,11 +357,12 @@ func (f *File) Mode(ctx context.Context, key string) (fs.FileMode, error) {
 }
 
 // List returns the entries of the directory prefix. A symbolic link is
-// described by its target; a dangling link, a link that Get would not
-// follow, and a name that no key can address (one holding a backslash,
-// say) are left out because nothing could read them. Directories have
-// Size -1. A FIFO, device or socket is listed (with its size, 0), though
-// it reads as absent.
+// described by its target's type; a link that Get would not follow is
+// listed with Size -1 (reading it is ErrPermission). A dangling link and a
+// name that no key can address (one holding a backslash, say) are left out
+// because nothing could read them. Directories have Size -1. A FIFO,
+// device or socket is listed (with its size, 0), though it reads as
+// absent.
 func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
 	dir := f.root
 	if prefix != "" {
@@ -346,9 +387,13 @@ func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
 			continue
 		}
 		fi, err := de.Info()
+		refused := false
 		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			p := filepath.Join(dir, de.Name())
-			if _, err = f.resolve(p); err == nil {
+			if _, err = f.resolve(p); errors.Is(err, ErrPermission) {
+				refused = true
+			}
+			if err == nil || refused {
 				fi, err = os.Stat(p)
 			}
 		}
@@ -356,7 +401,7 @@ func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
 			continue
 		}
 		e := Entry{Name: de.Name(), IsDir: fi.IsDir(), Size: fi.Size()}
-		if e.IsDir {
+		if e.IsDir || refused {
 			e.Size = -1
 		}
 		entries = append(entries, e)

@@ -138,9 +138,10 @@ func TestFileListNotExist(t *testing.T) {
 	}
 }
 
-// TestFileSymlinkOutside: a link whose target leaves the root reads as
-// absent and is not listed, wherever it points and however it is spelled,
-// unless FollowSymlinks; links that stay inside still work.
+// TestFileSymlinkOutside: what a link whose target leaves the root leads
+// to is refused (ErrPermission, never ErrNotExist: it exists), wherever it
+// points and however it is spelled, a missing object behind it too, unless
+// FollowSymlinks; the link is listed; links that stay inside still work.
 func TestFileSymlinkOutside(t *testing.T) {
 	outside := writeTree(t, map[string][]byte{"secret": []byte("shh"), "dir/x": []byte("x")})
 	dir := writeTree(t, map[string][]byte{"in/a": []byte("abc")})
@@ -162,22 +163,25 @@ func TestFileSymlinkOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"abs", "rel", "in/up", "absdir/x"} {
-		if obj, err := f.Get(ctx, key, 1<<20); !errors.Is(err, ErrNotExist) || !strings.Contains(fmt.Sprint(err), "outside the source") {
-			t.Errorf("Get(%q): got %q, %v, want %v saying why", key, obj.Data, err, ErrNotExist)
+	for _, key := range []string{"abs", "rel", "in/up", "absdir/x", "absdir/missing", "absdir/no/such"} {
+		if obj, err := f.Get(ctx, key, 1<<20); !errors.Is(err, ErrPermission) || !strings.Contains(fmt.Sprint(err), "outside the source") {
+			t.Errorf("Get(%q): got %q, %v, want %v saying why", key, obj.Data, err, ErrPermission)
 		}
-		if _, err := f.GetRange(ctx, key, 0, 10); !errors.Is(err, ErrNotExist) {
-			t.Errorf("GetRange(%q): got %v, want %v", key, err, ErrNotExist)
+		if _, err := f.GetRange(ctx, key, 0, 10); !errors.Is(err, ErrPermission) {
+			t.Errorf("GetRange(%q): got %v, want %v", key, err, ErrPermission)
 		}
-		if _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
-			t.Errorf("Stat(%q): got %v, want %v", key, err, ErrNotExist)
+		if _, err := f.Stat(ctx, key); !errors.Is(err, ErrPermission) {
+			t.Errorf("Stat(%q): got %v, want %v", key, err, ErrPermission)
 		}
-		if _, err := f.Mode(ctx, key); !errors.Is(err, ErrNotExist) {
-			t.Errorf("Mode(%q): got %v, want %v", key, err, ErrNotExist)
+		if _, err := f.Mode(ctx, key); !errors.Is(err, ErrPermission) {
+			t.Errorf("Mode(%q): got %v, want %v", key, err, ErrPermission)
 		}
 	}
-	if _, err := f.List(ctx, "absdir"); !errors.Is(err, ErrNotExist) {
-		t.Errorf("List(absdir): got %v, want %v", err, ErrNotExist)
+	if _, err := f.List(ctx, "absdir"); !errors.Is(err, ErrPermission) {
+		t.Errorf("List(absdir): got %v, want %v", err, ErrPermission)
+	}
+	if _, err := f.Get(ctx, "in/missing", 1<<20); !errors.Is(err, ErrNotExist) {
+		t.Errorf("Get of a missing object inside: got %v, want %v", err, ErrNotExist)
 	}
 	if obj, err := f.Get(ctx, "absinside", 1<<20); err != nil || string(obj.Data) != "abc" {
 		t.Errorf("Get of an absolute link inside: got %q, %v, want %q", obj.Data, err, "abc")
@@ -195,7 +199,7 @@ func TestFileSymlinkOutside(t *testing.T) {
 		slices.Sort(n)
 		return n
 	}
-	if got, want := names(f, ""), []string{"absinside", "in"}; !slices.Equal(got, want) {
+	if got, want := names(f, ""), []string{"abs", "absdir", "absinside", "in", "rel"}; !slices.Equal(got, want) {
 		t.Errorf("List: got %v, want %v", got, want)
 	}
 	if got := strings.Count(logs.String(), "not followed"); got != 1 {
@@ -213,6 +217,22 @@ func TestFileSymlinkOutside(t *testing.T) {
 	}
 	if got, want := names(follow, ""), []string{"abs", "absdir", "absinside", "in", "rel"}; !slices.Equal(got, want) {
 		t.Errorf("FollowSymlinks: List: got %v, want %v", got, want)
+	}
+
+	// An excluded directory (the mountpoint) is never read, even when
+	// every link is followed.
+	excl, err := NewFileWith(dir, FileOptions{FollowSymlinks: true, Exclude: []string{filepath.Join(outside, "dir")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := excl.Get(ctx, "absdir/x", 1<<20); !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "mountpoint") {
+		t.Errorf("Exclude: Get(absdir/x): got %v, want %v naming the mountpoint", err, ErrPermission)
+	}
+	if _, err := excl.List(ctx, "absdir"); !errors.Is(err, ErrPermission) {
+		t.Errorf("Exclude: List(absdir): got %v, want %v", err, ErrPermission)
+	}
+	if obj, err := excl.Get(ctx, "abs", 1<<20); err != nil || string(obj.Data) != "shh" {
+		t.Errorf("Exclude: Get(abs): got %q, %v, want %q", obj.Data, err, "shh")
 	}
 }
 
@@ -260,14 +280,18 @@ func TestFileNotRegular(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, key := range []string{"fifo", "zero", "sock", "sub"} {
-			if _, err := f.Get(ctx, key, 1<<20); !errors.Is(err, ErrNotExist) {
-				t.Errorf("%+v: Get(%q): got %v, want %v", opts, key, err, ErrNotExist)
+			want := ErrNotExist
+			if key == "zero" && !opts.FollowSymlinks {
+				want = ErrPermission // a link out of the source, refused before the type is looked at
 			}
-			if _, err := f.GetRange(ctx, key, 0, 1<<20); !errors.Is(err, ErrNotExist) {
-				t.Errorf("%+v: GetRange(%q): got %v, want %v", opts, key, err, ErrNotExist)
+			if _, err := f.Get(ctx, key, 1<<20); !errors.Is(err, want) {
+				t.Errorf("%+v: Get(%q): got %v, want %v", opts, key, err, want)
 			}
-			if _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
-				t.Errorf("%+v: Stat(%q): got %v, want %v", opts, key, err, ErrNotExist)
+			if _, err := f.GetRange(ctx, key, 0, 1<<20); !errors.Is(err, want) {
+				t.Errorf("%+v: GetRange(%q): got %v, want %v", opts, key, err, want)
+			}
+			if _, err := f.Stat(ctx, key); !errors.Is(err, want) {
+				t.Errorf("%+v: Stat(%q): got %v, want %v", opts, key, err, want)
 			}
 		}
 	}

@@ -62,9 +62,12 @@
 //
 // # Inode numbers
 //
-// Every node has a stable inode number (inoTable): st_ino does not change
-// when the kernel forgets a node and looks it up again, and concurrent
-// lookups of one name share one go-fuse inode.
+// Every node has an inode number that no other node of the mount ever
+// had (inoTable), so concurrent lookups of one name share one go-fuse
+// inode and two files never do. A chunk file's number is fixed by its
+// array's range and grid index, so st_ino does not change when the kernel
+// forgets it and looks it up again; other nodes keep theirs while among
+// the most recently looked up (inode.go says how many).
 //
 // A chunk the source does not have (or that its shard lacks) reads as the
 // array's fill value at its full size, as zarr and tensorstore do; with

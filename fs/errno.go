@@ -22,6 +22,11 @@ func (t *Tree) errno(ctx context.Context, err error, op, path string) syscall.Er
 		return 0
 	case errors.Is(err, fetcher.ErrNotExist), errors.Is(err, fetcher.ErrInvalidKey):
 		return syscall.ENOENT
+	case errors.Is(err, fetcher.ErrOutsideSource):
+		// A symbolic link the source does not follow: the fetcher has
+		// said so once, with how to allow it; a scan of a linked scale
+		// must not log a line per chunk.
+		return syscall.EACCES
 	case errors.Is(err, fetcher.ErrPermission):
 		// The source refused: say so once, as for EIO, with the fetcher's
 		// advice (which credentials were used and how to change that).

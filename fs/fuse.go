@@ -61,7 +61,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 	if err := checkOutsideSource(mountpoint, t); err != nil {
 		return nil, err
 	}
-	ino := &inodes{tree: t, opts: opts, mtime: time.Now(), inos: newInoTable()}
+	ino := &inodes{tree: t, opts: opts, mtime: time.Now(), inos: newInoTable(), live: newLiveFiles(maxLiveFiles)}
 	var caps uint64
 	if opts.DirectIO {
 		caps |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
@@ -76,7 +76,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 	if ttl := t.opts.MetadataTTL; ttl > 0 {
 		et, at, nt = min(et, ttl), min(at, ttl), min(nt, ttl)
 	}
-	return gofs.Mount(mountpoint, root, &gofs.Options{
+	srv, err := gofs.Mount(mountpoint, root, &gofs.Options{
 		EntryTimeout:    &et,
 		AttrTimeout:     &at,
 		NegativeTimeout: &nt,
@@ -111,6 +111,11 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 			},
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	ino.live.start(srv)
+	return srv, nil
 }
 
 // checkOutsideSource refuses a mountpoint at or below the root of a local
@@ -163,6 +168,7 @@ type inodes struct {
 	mtime time.Time // shown for every file: the data has no other
 	modes moder     // the source's modes, shown with AllowOther; nil for 0444/0555
 	inos  *inoTable
+	live  *liveFiles // nil when not mounted (tests)
 }
 
 // moder is a source that reports the permissions of its objects and
@@ -272,12 +278,19 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if err := n.m.attr(ctx, child, p, &out.Attr); err != nil {
 		return nil, n.m.tree.errno(ctx, err, "lookup", p)
 	}
-	ino := n.m.inos.of(child, p)
+	ino, err := n.m.inos.of(child, p)
+	if err != nil {
+		return nil, n.m.tree.errno(ctx, err, "lookup", p)
+	}
 	out.Attr.Ino = ino
 	if d, ok := child.(Dir); ok {
 		return n.NewInode(ctx, n.m.newDir(d, p), gofs.StableAttr{Mode: fuse.S_IFDIR, Ino: ino}), 0
 	}
-	return n.NewInode(ctx, &fileInode{m: n.m, file: child.(File), path: p}, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino}), 0
+	f := &fileInode{m: n.m, file: child.(File), path: p}
+	if n.m.live != nil {
+		n.m.live.add(ino, liveFile{dir: n, name: name, node: f})
+	}
+	return n.NewInode(ctx, f, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino}), 0
 }
 
 func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
@@ -328,12 +341,20 @@ type fileInode struct {
 }
 
 var (
-	_ gofs.NodeOpener    = (*fileInode)(nil)
-	_ gofs.NodeReader    = (*fileInode)(nil)
-	_ gofs.NodeGetattrer = (*fileInode)(nil)
-	_ gofs.NodeFlusher   = (*fileInode)(nil)
-	_ gofs.NodeReleaser  = (*fileInode)(nil)
+	_ gofs.NodeOpener      = (*fileInode)(nil)
+	_ gofs.NodeReader      = (*fileInode)(nil)
+	_ gofs.NodeGetattrer   = (*fileInode)(nil)
+	_ gofs.NodeFlusher     = (*fileInode)(nil)
+	_ gofs.NodeReleaser    = (*fileInode)(nil)
+	_ gofs.NodeOnForgetter = (*fileInode)(nil)
 )
+
+// OnForget tells the mount's liveFiles that go-fuse let the file go.
+func (n *fileInode) OnForget() {
+	if n.m.live != nil {
+		n.m.live.forget(n.StableAttr().Ino, n)
+	}
+}
 
 // chunkHandle is an open chunk file. Its first read is its reader's touch
 // of the chunk, for read-ahead (see readers): the reader is the process

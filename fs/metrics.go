@@ -1,8 +1,10 @@
 package fs
 
 import (
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,6 +25,30 @@ type encLoads struct {
 	seconds       float64
 }
 
+// Label values come from metadata (an encoding is the codec chain as the
+// metadata names it, blosc's cname included), so they are bounded: at most
+// maxLabelBytes of valid UTF-8 each, and at most maxEncodings distinct
+// values; loads of further encodings are counted under otherEncoding.
+const (
+	maxLabelBytes = 64
+	maxEncodings  = 32
+	otherEncoding = "other"
+)
+
+// label returns v as a bounded label value: invalid UTF-8 replaced, and
+// cut at a character boundary to at most maxLabelBytes, marked with "...".
+func label(v string) string {
+	v = strings.ToValidUTF8(v, "\uFFFD")
+	if len(v) <= maxLabelBytes {
+		return v
+	}
+	cut := maxLabelBytes - len("...")
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + "..."
+}
+
 // observe counts one load of encoding enc that took d. A missing chunk is
 // a load like any other; other errors are counted apart too.
 func (s *loadStats) observe(enc string, d time.Duration, err error) {
@@ -33,8 +59,15 @@ func (s *loadStats) observe(enc string, d time.Duration, err error) {
 	}
 	e := s.byEnc[enc]
 	if e == nil {
-		e = &encLoads{}
-		s.byEnc[enc] = e
+		enc = label(enc)
+		if e = s.byEnc[enc]; e == nil && len(s.byEnc) >= maxEncodings-1 {
+			enc = otherEncoding
+			e = s.byEnc[enc]
+		}
+		if e == nil {
+			e = &encLoads{}
+			s.byEnc[enc] = e
+		}
 	}
 	e.loads++
 	e.seconds += d.Seconds()

@@ -39,8 +39,13 @@ import (
 // (decode.Array.Index), which a reader that walks the grid follows.
 const maxLexicalNames = 1 << 17
 
-// maxSeqs bounds the key directories whose sorted names are kept.
-const maxSeqs = 64
+// maxSeqs bounds the key directories whose sorted names are kept, and
+// maxSeqBytes their names' bytes (with each string's header): at most a
+// few directories of maxLexicalNames names.
+const (
+	maxSeqs     = 64
+	maxSeqBytes = 16 << 20
+)
 
 // keySeq is the order in which a reader is expected to read chunk files.
 type keySeq struct {
@@ -78,9 +83,10 @@ func (s *keySeq) coords(p int64) ([]int64, bool) {
 type readers struct {
 	t *Tree
 
-	mu   sync.Mutex
-	m    map[readerKey]*reader // GUARDED_BY(mu)
-	seqs map[string]*keySeq    // GUARDED_BY(mu); by keySeq.id
+	mu       sync.Mutex
+	m        map[readerKey]*reader // GUARDED_BY(mu)
+	seqs     map[string]*keySeq    // GUARDED_BY(mu); by keySeq.id
+	seqBytes int64                 // GUARDED_BY(mu); bytes of the names in seqs
 }
 
 type readerKey struct {
@@ -138,10 +144,12 @@ func (rs *readers) seqOf(d *keyDir) *keySeq {
 		return s
 	}
 	s = &keySeq{id: id, a: d.a, node: d.node}
+	size := int64(0)
 	if n <= maxLexicalNames {
 		s.names = make([]string, n)
 		for i := range n {
 			s.names[i], _ = d.a.KeyEntry(d.node, i)
+			size += int64(len(s.names[i])) + 16
 		}
 		slices.Sort(s.names)
 	}
@@ -150,10 +158,13 @@ func (rs *readers) seqOf(d *keyDir) *keySeq {
 	if prev, ok := rs.seqs[id]; ok {
 		return prev
 	}
-	if len(rs.seqs) >= maxSeqs {
-		clear(rs.seqs) // readers keep theirs; only the lookup is lost
+	if len(rs.seqs) >= maxSeqs || rs.seqBytes+size > maxSeqBytes {
+		// Readers keep theirs; only the lookup is lost.
+		clear(rs.seqs)
+		rs.seqBytes = 0
 	}
 	rs.seqs[id] = s
+	rs.seqBytes += size
 	return s
 }
 

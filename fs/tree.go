@@ -84,9 +84,11 @@ type Tree struct {
 	// memo holds shard and minishard indexes (decode.Source.Memo),
 	// apart from chunks so that a scan of chunks cannot evict them.
 	memo *cache.Cache
-	opts Options
-	log  *slog.Logger
-	root Dir
+	// lists bounds the source listings kept.
+	lists *listBudget
+	opts  Options
+	log   *slog.Logger
+	root  Dir
 
 	errLog errorLog
 }
@@ -167,6 +169,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	t.diskSlots = make(chan struct{}, diskWriters)
 	t.readers.init(t)
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
+	t.lists = newListBudget(max(opts.CacheBytes/8, 8<<20))
 	root, err := t.openDir(ctx, "", true)
 	if err != nil {
 		t.store.Close()
@@ -351,9 +354,10 @@ type listFlight struct {
 
 func (d *sourceDir) IsDir() bool { return true }
 
-// list returns the source's listing of d. A directory is listed once; a
-// listing that failed other than with ErrNotSupported is tried again by
-// the next caller.
+// list returns the source's listing of d. A directory is listed once, or
+// again when its listing was dropped to keep the tree's listings within
+// their budget (listBudget); a listing that failed other than with
+// ErrNotSupported is tried again by the next caller.
 func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, error) {
 	d.mu.Lock()
 	f := d.listing
@@ -374,6 +378,9 @@ func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, 
 	}
 	select {
 	case <-f.done:
+		if f.err == nil {
+			d.t.lists.touch(d)
+		}
 		return f.entries, f.byName, f.err
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
@@ -396,6 +403,9 @@ func (d *sourceDir) runList(ctx context.Context, f *listFlight) {
 		d.mu.Unlock()
 	}
 	close(f.done)
+	if f.err == nil {
+		d.t.lists.keep(d, f)
+	}
 }
 
 func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
@@ -558,6 +568,9 @@ func (t *Tree) Walk(ctx context.Context, depth int, fn func(dir string, vol *dec
 				continue
 			}
 			child, err := d.Lookup(ctx, name)
+			if errors.Is(err, fetcher.ErrPermission) {
+				continue // a link the source does not follow: logged once by the fetcher
+			}
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,12 @@ import (
 // origSuffix names the original metadata file beside the rewritten one.
 const origSuffix = ".orig"
 
+// errChunkMissing is what the load of a chunk that the source does not
+// have returns, the same value for every chunk, so that the many a scan of
+// a sparse volume keeps cost no memory each. The chunk file names the key
+// where it reports one.
+var errChunkMissing = fmt.Errorf("fs: chunk missing: %w", fetcher.ErrNotExist)
+
 // volumeDir is a directory that holds a volume: its rewritten metadata, the
 // original metadata, one key directory per array (or the chunk keys of an
 // array that is the directory itself, as in zarr and N5), and everything
@@ -229,7 +235,12 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 			b, err = a.DecodeFrom(src, stored, c)
 		}
 		t.loads.observe(a.Encoding, time.Since(start)-src.waited, err)
-		if err != nil && !isMissing(err) {
+		if isMissing(err) {
+			// Kept by the cache for every hole of a sparse volume: one
+			// shared error, not the fetcher's of each chunk.
+			return nil, errChunkMissing
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 		}
 		if err == nil && t.opts.Disk != nil {

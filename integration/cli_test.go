@@ -45,6 +45,7 @@ type serving struct {
 	mnt    string
 	stdout *bytes.Buffer // read only after wait
 	done   chan error
+	stderr logBuffer // every line volfs has logged so far
 }
 
 // startVolfs runs `volfs args... MOUNTPOINT` and returns once it reports
@@ -71,7 +72,7 @@ func startVolfs(t *testing.T, args ...string) *serving {
 		sc := bufio.NewScanner(stderr)
 		up := false
 		for sc.Scan() {
-			fmt.Fprintln(os.Stderr, "volfs:", sc.Text())
+			fmt.Fprintln(&s.stderr, "volfs:", sc.Text())
 			if !up && strings.Contains(sc.Text(), "msg=mounted") {
 				up = true
 				ready <- true

@@ -39,7 +39,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "cache-size", Value: "512MiB", Usage: "memory for decoded chunks (e.g. 256MiB, 2GiB)"}},
 		{onSource, &cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"}},
 		{onSource, &cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool), and the chunk loads run at once by the pool for read-ahead and batches"}},
-		{onSource, &cli.BoolFlag{Name: "follow-symlinks", Usage: "follow symlinks of a local source that lead outside it (by default they read as absent)"}},
+		{onSource, &cli.BoolFlag{Name: "follow-symlinks", Usage: "follow symlinks of a local source that lead outside it (default: yes, except with --allow-other, where they read as permission denied)"}},
 		{onSource, &cli.BoolFlag{Name: "follow-redirects", Usage: "follow HTTP redirects to another scheme, host or port than the source's (by default refused)"}},
 		{onSource, &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "an HTTP attempt that makes no progress this long is retried"}},
 		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried"}},

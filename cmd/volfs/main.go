@@ -195,8 +195,10 @@ func logFlags(c *cli.Context, background bool) logConfig {
 }
 
 // openTree opens source with the tree flags of c, logging as they say.
-// background is set in a --daemon child. Network work starts here.
-func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) {
+// background is set in a --daemon child; mountpoint, when not empty, is
+// where the tree will be mounted, which a local source never reads through
+// its links. Network work starts here.
+func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.Tree, error) {
 	log, err := newLogger(logFlags(c, background))
 	if err != nil {
 		return nil, err
@@ -229,12 +231,16 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 	if err != nil || minRate <= 0 {
 		return nil, fmt.Errorf("--min-rate: want a positive size per second, got %q", c.String("min-rate"))
 	}
+	var exclude []string
+	if mountpoint != "" {
+		exclude = []string{mountpoint}
+	}
 	src, err := fetcher.Open(source, fetcher.Options{
 		HTTP: fetcher.HTTPOptions{
 			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
 			FollowRedirects: c.Bool("follow-redirects"), Log: log,
 		},
-		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks"), Log: log},
+		File: fetcher.FileOptions{FollowSymlinks: followSymlinks(c), Log: log, Exclude: exclude},
 		GCS:  fetcher.GCSOptions{Conns: c.Int("workers"), Anonymous: c.Bool("anonymous")},
 	})
 	if err != nil {
@@ -256,6 +262,20 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 	defer cancel()
 	return fs.New(ctx, src, opts)
+}
+
+// followSymlinks reports whether a local source follows symbolic links
+// that lead out of it: as --follow-symlinks says when given; otherwise
+// yes, unless --allow-other. A mount that only its owner can read exposes
+// nothing through a link that the owner could not read anyway, and a lab
+// layout with scale directories linked from other disks reads as it does
+// on disk; a mount that other users read confines links to the source, so
+// that a link cannot hand them a file of the owner's.
+func followSymlinks(c *cli.Context) bool {
+	if c.IsSet("follow-symlinks") {
+		return c.Bool("follow-symlinks")
+	}
+	return !c.Bool("allow-other")
 }
 
 // serveMetrics serves the tree's Prometheus metrics at addr/metrics, with
@@ -336,7 +356,7 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 	if err := checkMountpoint(c, source, mountpoint); err != nil {
 		return err
 	}
-	tree, err := openTree(c, source, rep.child)
+	tree, err := openTree(c, source, mountpoint, rep.child)
 	if err != nil {
 		return err
 	}
@@ -429,7 +449,7 @@ func runInfo(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return errors.New("usage: volfs info SOURCE")
 	}
-	tree, err := openTree(c, c.Args().First(), false)
+	tree, err := openTree(c, c.Args().First(), "", false)
 	if err != nil {
 		return err
 	}
@@ -474,7 +494,7 @@ func runCat(c *cli.Context) error {
 	if c.NArg() < 2 {
 		return errors.New("usage: volfs cat SOURCE PATH [PATH ...]")
 	}
-	tree, err := openTree(c, c.Args().Get(0), false)
+	tree, err := openTree(c, c.Args().Get(0), "", false)
 	if err != nil {
 		return err
 	}
