@@ -161,10 +161,10 @@ func TestFileSymlinkOutside(t *testing.T) {
 		if obj, err := f.Get(ctx, key, 1<<20); !errors.Is(err, ErrNotExist) || !strings.Contains(fmt.Sprint(err), "outside the source") {
 			t.Errorf("Get(%q): got %q, %v, want %v saying why", key, obj.Data, err, ErrNotExist)
 		}
-		if _, err := f.GetRange(ctx, key, 0, 10); !errors.Is(err, ErrNotExist) {
+		if _, _, err := f.GetRange(ctx, key, 0, 10); !errors.Is(err, ErrNotExist) {
 			t.Errorf("GetRange(%q): got %v, want %v", key, err, ErrNotExist)
 		}
-		if _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
+		if _, _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
 			t.Errorf("Stat(%q): got %v, want %v", key, err, ErrNotExist)
 		}
 		if _, err := f.Mode(ctx, key); !errors.Is(err, ErrNotExist) {
@@ -258,10 +258,10 @@ func TestFileNotRegular(t *testing.T) {
 			if _, err := f.Get(ctx, key, 1<<20); !errors.Is(err, ErrNotExist) {
 				t.Errorf("%+v: Get(%q): got %v, want %v", opts, key, err, ErrNotExist)
 			}
-			if _, err := f.GetRange(ctx, key, 0, 1<<20); !errors.Is(err, ErrNotExist) {
+			if _, _, err := f.GetRange(ctx, key, 0, 1<<20); !errors.Is(err, ErrNotExist) {
 				t.Errorf("%+v: GetRange(%q): got %v, want %v", opts, key, err, ErrNotExist)
 			}
-			if _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
+			if _, _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
 				t.Errorf("%+v: Stat(%q): got %v, want %v", opts, key, err, ErrNotExist)
 			}
 		}

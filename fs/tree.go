@@ -471,7 +471,7 @@ func (l entryListing) Entry(i int64) (string, bool) { return l[i].Name, l[i].IsD
 func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error) {
 	if size < 0 {
 		var err error
-		if size, err = t.src.Stat(ctx, key); err != nil {
+		if size, _, err = t.src.Stat(ctx, key); err != nil {
 			return nil, err
 		}
 	}
@@ -492,7 +492,7 @@ func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 	if off >= f.size {
 		return 0, nil
 	}
-	b, err := f.t.src.GetRange(ctx, f.key, off, min(int64(len(p)), f.size-off))
+	b, _, err := f.t.src.GetRange(ctx, f.key, off, min(int64(len(p)), f.size-off))
 	return copy(p, b), err
 }
 

@@ -323,7 +323,8 @@ func (s *treeSource) Release(b []byte) { mem.Put(b) }
 
 func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	s.last = key
-	return s.t.src.GetRange(ctx, key, off, n)
+	b, _, err := s.t.src.GetRange(ctx, key, off, n)
+	return b, err
 }
 
 func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
