@@ -77,6 +77,9 @@ type Tree struct {
 	budget  *cache.Budget
 	readers readers
 	loads   loadStats
+	// ids is what the tree knows of its objects' identities, for the
+	// disk cache's checks.
+	ids identities
 	// diskSlots and diskWrites bound and track the writes to the disk
 	// cache running behind loads (writeBehind).
 	diskSlots  chan struct{}
@@ -166,6 +169,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	t.budget = cache.NewBudget(opts.ReadAhead)
 	t.diskSlots = make(chan struct{}, diskWriters)
 	t.readers.init(t)
+	t.ids.init(t)
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
 	root, err := t.openDir(ctx, "", true)
 	if err != nil {
