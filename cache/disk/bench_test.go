@@ -81,7 +81,10 @@ func BenchmarkDiskHit(b *testing.B) {
 		{"gzip/decode", func(b *testing.B) []byte { return gunzip(b, gz.Bytes()) }},
 		{"gzip/disk", func(b *testing.B) []byte { return gunzip(b, get(b, "gzip")) }},
 		{"zstd1/disk", func(b *testing.B) []byte { return get(b, "zstd1") }},
-		{"zstd3/disk", func(b *testing.B) []byte { v, _ := c3.Get("zstd3", int64(len(raw)), func([]byte) error { return nil }); return v }},
+		{"zstd3/disk", func(b *testing.B) []byte {
+			v, _ := c3.Get("zstd3", int64(len(raw)), func([]byte) error { return nil })
+			return v
+		}},
 		{"raw/disk", func(b *testing.B) []byte { return get(b, "raw") }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
