@@ -36,7 +36,8 @@
 //	16     4    key length, little-endian
 //	20     4    identity length, little-endian
 //	24     32   HMAC-SHA256, under the secret, of bytes 0-23, the key,
-//	            the identity and the payload
+//	            the identity and the CRC-32C (Castagnoli) of the payload,
+//	            little-endian
 //	56     k    the key
 //	56+k   i    the identity
 //	56+k+i      the payload
@@ -48,7 +49,11 @@
 // The MAC covers the key and the identity with the payload: a file copied
 // from another key's name, or written by anyone who does not hold the
 // secret (a well-formed entry planted by hand), is refused as corrupt,
-// like a damaged one.
+// like a damaged one. The payload enters the MAC through its CRC-32C, which
+// catches damage at 5-17 GB/s where SHA-256 runs at 0.4-2 (a 1 MiB raw hit
+// took 1.8 ms instead of 0.3): forging a payload with the same CRC needs
+// the genuine entry, and whoever can read entries in a directory of mode
+// 0700 can read the secret too.
 //
 // A file is written to a temporary name ("tmp-PID-RANDOM") in the same
 // directory and renamed into place, so a reader sees a whole file or none,
@@ -87,6 +92,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -567,19 +573,31 @@ func parse(secret []byte, key string, size int64, raw []byte) (ident, payload []
 		n > uint64(payloadBound(form, size)) || uint64(len(raw)) != headerSize+klen+ilen+n {
 		return nil, nil, 0, fmt.Errorf("%w: lengths", errCorrupt)
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(raw[:macOffset])
-	mac.Write(raw[headerSize:])
-	if !hmac.Equal(mac.Sum(nil), raw[macOffset:headerSize]) {
+	body := raw[headerSize:]
+	if !hmac.Equal(entryMAC(secret, raw[:macOffset], body[:klen+ilen], body[klen+ilen:]), raw[macOffset:headerSize]) {
 		return nil, nil, 0, fmt.Errorf("%w: MAC", errCorrupt)
 	}
-	body := raw[headerSize:]
 	if string(body[:klen]) != key {
 		// A SHA-256 collision: not this key's.
 		return nil, nil, 0, fmt.Errorf("%w: key", errCorrupt)
 	}
 	return body[klen : klen+ilen], body[klen+ilen:], form, nil
 }
+
+// entryMAC returns the MAC of an entry whose header starts with head,
+// whose key and identity are all of parts but the last (in order), and
+// whose payload is the last.
+func entryMAC(secret, head []byte, parts ...[]byte) []byte {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(head)
+	for _, p := range parts[:len(parts)-1] {
+		mac.Write(p)
+	}
+	mac.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(parts[len(parts)-1], crcTable)))
+	return mac.Sum(nil)
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // unpack returns the size bytes that payload of form holds.
 func unpack(form byte, payload []byte, size int64) ([]byte, error) {
@@ -648,12 +666,7 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	binary.LittleEndian.PutUint64(hdr[8:], uint64(len(payload)))
 	binary.LittleEndian.PutUint32(hdr[16:], uint32(len(key)))
 	binary.LittleEndian.PutUint32(hdr[20:], uint32(len(ident)))
-	mac := hmac.New(sha256.New, c.secret)
-	mac.Write(hdr[:macOffset])
-	mac.Write([]byte(key))
-	mac.Write(ident)
-	mac.Write(payload)
-	mac.Sum(hdr[macOffset:macOffset])
+	copy(hdr[macOffset:], entryMAC(c.secret, hdr[:macOffset], []byte(key), ident, payload))
 
 	name := fileName(key)
 	if err := c.write(name, hdr[:], []byte(key), ident, payload); err != nil {

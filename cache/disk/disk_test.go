@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,11 +93,17 @@ func TestFileFormat(t *testing.T) {
 	if err != nil || len(secret) != 32 {
 		t.Fatalf("secret: %d bytes, %v; want 32", len(secret), err)
 	}
+	// The CRC-32C check value of "56789" is not a published one; that of
+	// "123456789" is 0xE3069283 (the iSCSI and Castagnoli references).
+	if got := crc32.Checksum([]byte("123456789"), crc32.MakeTable(crc32.Castagnoli)); got != 0xE3069283 {
+		t.Fatalf("CRC-32C(123456789) = %#x, want 0xE3069283", got)
+	}
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(raw[:24])
-	mac.Write(raw[56:])
+	mac.Write(raw[56 : 56+4+2])
+	binary.Write(mac, binary.LittleEndian, crc32.Checksum(raw[56+4+2:], crc32.MakeTable(crc32.Castagnoli)))
 	if !bytes.Equal(mac.Sum(nil), raw[24:56]) {
-		t.Errorf("MAC % x, want HMAC-SHA256 of the header's first 24 bytes, key, identity and payload", raw[24:56])
+		t.Errorf("MAC % x, want HMAC-SHA256 of the header's first 24 bytes, key, identity and the payload's CRC-32C", raw[24:56])
 	}
 
 	zstdTool, err := exec.LookPath("zstd")

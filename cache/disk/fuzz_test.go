@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"hash/crc32"
 	"testing"
 )
 
@@ -22,7 +23,7 @@ func file(key, ident string, form byte, payload []byte) []byte {
 	mac := hmac.New(sha256.New, fuzzSecret)
 	mac.Write(b.Bytes())
 	mac.Write([]byte(key + ident))
-	mac.Write(payload)
+	binary.Write(mac, binary.LittleEndian, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
 	b.Write(mac.Sum(nil))
 	b.WriteString(key + ident)
 	b.Write(payload)
