@@ -608,8 +608,10 @@ func unpack(form byte, payload []byte, size int64) ([]byte, error) {
 		}
 		return payload, nil
 	case formZstd:
+		// The frame states its size unless it is tiny (klauspost leaves
+		// it out below 256 bytes).
 		var h zstd.Header
-		if err := h.Decode(payload); err != nil || !h.HasFCS || h.FrameContentSize != uint64(size) {
+		if err := h.Decode(payload); err != nil || h.HasFCS && h.FrameContentSize != uint64(size) {
 			return nil, fmt.Errorf("%w: zstd frame of another size", errCorrupt)
 		}
 		out, err := decoder.DecodeAll(payload, make([]byte, 0, size))

@@ -61,6 +61,17 @@ func TestPutGet(t *testing.T) {
 	if s.Hits != 2 || s.Misses != 1 || s.Files != 2 {
 		t.Errorf("got %+v; want 2 hits, 1 miss, 2 files", s)
 	}
+	// Below 256 bytes zstd frames do not state their size.
+	for _, n := range []int{0, 1, 32, 255, 256} {
+		tiny := bytes.Repeat([]byte{9}, n)
+		key := fmt.Sprint("tiny", n)
+		if err := c.PutCompressed(key, nil, tiny); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := get(c, key, n); !ok || !bytes.Equal(got, tiny) {
+			t.Errorf("compressed payload of %d bytes: got %d bytes, %v", n, len(got), ok)
+		}
+	}
 	if s.Bytes >= 2*int64(len(data)) {
 		t.Errorf("holds %d bytes for %d stored and %d compressed: the compressed copy is not smaller", s.Bytes, len(data), len(data))
 	}
