@@ -40,7 +40,7 @@ func identities(t *testing.T, f Fetcher, key string) Identity {
 // Get, GetRange and Stat, the same while the object is unchanged, and
 // another once it is rewritten with bytes of the same size.
 func TestIdentity(t *testing.T) {
-	old, new := bytes.Repeat([]byte{1}, 4096), bytes.Repeat([]byte{2}, 4096)
+	before, after := bytes.Repeat([]byte{1}, 4096), bytes.Repeat([]byte{2}, 4096)
 	// rewrite puts new bytes of the same size at the key and a modification
 	// time a few seconds later (HTTP's Last-Modified counts seconds).
 	type source struct {
@@ -48,7 +48,7 @@ func TestIdentity(t *testing.T) {
 		rewrite func(t *testing.T)
 	}
 	fileSource := func(t *testing.T, inPlace bool) (string, func(t *testing.T)) {
-		dir := writeTree(t, map[string][]byte{"k": old})
+		dir := writeTree(t, map[string][]byte{"k": before})
 		p := filepath.Join(dir, "k")
 		return dir, func(t *testing.T) {
 			t.Helper()
@@ -57,11 +57,11 @@ func TestIdentity(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fh.WriteAt(new, 0)
+				fh.WriteAt(after, 0)
 				fh.Close()
 			} else {
 				tmp := p + ".new"
-				if err := os.WriteFile(tmp, new, 0o644); err != nil {
+				if err := os.WriteFile(tmp, after, 0o644); err != nil {
 					t.Fatal(err)
 				}
 				if err := os.Rename(tmp, p); err != nil {
@@ -127,9 +127,9 @@ func TestIdentity(t *testing.T) {
 			return source{h, rw}
 		}},
 		{"gs generation", func(t *testing.T) source {
-			e := newEmulator(t, []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "b", Name: "k"}, Content: old}})
+			e := newEmulator(t, []fakestorage.Object{{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "b", Name: "k"}, Content: before}})
 			return source{e.fetcher(t, "b"), func(t *testing.T) {
-				e.srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "b", Name: "k"}, Content: new})
+				e.srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "b", Name: "k"}, Content: after})
 			}}
 		}},
 	} {

@@ -29,11 +29,11 @@ func open(t *testing.T, dir string, max int64) *Cache {
 	return c
 }
 
-// any accepts every identity.
-func any([]byte) error { return nil }
+// anyIdent accepts every identity.
+func anyIdent([]byte) error { return nil }
 
-// get is Get of a payload of len(want) bytes accepting any identity.
-func get(c *Cache, key string, size int) ([]byte, bool) { return c.Get(key, int64(size), any) }
+// get is Get of a payload of size bytes, accepting any identity.
+func get(c *Cache, key string, size int) ([]byte, bool) { return c.Get(key, int64(size), anyIdent) }
 
 // path returns the path of key's file in c.
 func path(c *Cache, key string) string { return filepath.Join(c.Dir(), fileName(key)) }
