@@ -114,6 +114,7 @@ func (ids *identities) check(ctx context.Context, rec []byte) error {
 			return err
 		}
 		if cur != o.id || !cur.Known() {
+			ids.t.log.Debug("disk cache entry made from another version of its object: fetching it again", "object", o.key, "now", cur, "entry", o.id)
 			return fmt.Errorf("fs: %s is now %q, the entry was made from %q: %w", o.key, cur, o.id, disk.ErrStale)
 		}
 	}
