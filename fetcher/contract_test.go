@@ -110,10 +110,10 @@ func testContract(t *testing.T, mk mkFetcher) {
 			if _, err := f.Get(ctx, key, 1<<30); !errors.Is(err, ErrNotExist) {
 				t.Errorf("Get(%q): got %v, want %v", key, err, ErrNotExist)
 			}
-			if _, err := f.GetRange(ctx, key, 0, 1); !errors.Is(err, ErrNotExist) {
+			if _, _, err := f.GetRange(ctx, key, 0, 1); !errors.Is(err, ErrNotExist) {
 				t.Errorf("GetRange(%q): got %v, want %v", key, err, ErrNotExist)
 			}
-			if _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
+			if _, _, err := f.Stat(ctx, key); !errors.Is(err, ErrNotExist) {
 				t.Errorf("Stat(%q): got %v, want %v", key, err, ErrNotExist)
 			}
 		}
@@ -134,7 +134,7 @@ func testContract(t *testing.T, mk mkFetcher) {
 			{"at end", 1000, 10, []byte{}},
 			{"past end", 5000, 10, []byte{}},
 		} {
-			got, err := f.GetRange(ctx, "8_8_8/0-64", tc.offset, tc.length)
+			got, _, err := f.GetRange(ctx, "8_8_8/0-64", tc.offset, tc.length)
 			if err != nil || !bytes.Equal(got, tc.want) || got == nil {
 				t.Errorf("%s: got %d bytes, %v, want %d bytes", tc.name, len(got), err, len(tc.want))
 			}
@@ -143,7 +143,7 @@ func testContract(t *testing.T, mk mkFetcher) {
 
 	t.Run("Stat", func(t *testing.T) {
 		for key, data := range files {
-			got, err := f.Stat(ctx, key)
+			got, _, err := f.Stat(ctx, key)
 			if err != nil || got != int64(len(data)) {
 				t.Errorf("Stat(%q): got %v, %v, want %v", key, got, err, len(data))
 			}
@@ -188,10 +188,10 @@ func testContract(t *testing.T, mk mkFetcher) {
 			if _, err := f.Get(ctx, key, 1<<30); !errors.Is(err, ErrInvalidKey) {
 				t.Errorf("Get(%q): got %v, want %v", key, err, ErrInvalidKey)
 			}
-			if _, err := f.GetRange(ctx, key, 0, 1); !errors.Is(err, ErrInvalidKey) {
+			if _, _, err := f.GetRange(ctx, key, 0, 1); !errors.Is(err, ErrInvalidKey) {
 				t.Errorf("GetRange(%q): got %v, want %v", key, err, ErrInvalidKey)
 			}
-			if _, err := f.Stat(ctx, key); !errors.Is(err, ErrInvalidKey) {
+			if _, _, err := f.Stat(ctx, key); !errors.Is(err, ErrInvalidKey) {
 				t.Errorf("Stat(%q): got %v, want %v", key, err, ErrInvalidKey)
 			}
 			if _, err := f.List(ctx, key); key != "" && !errors.Is(err, ErrInvalidKey) {
@@ -206,10 +206,10 @@ func testContract(t *testing.T, mk mkFetcher) {
 		if _, err := f.Get(ctx, "info", 1<<30); !errors.Is(err, context.Canceled) {
 			t.Errorf("Get: got %v, want %v", err, context.Canceled)
 		}
-		if _, err := f.GetRange(ctx, "info", 0, 1); !errors.Is(err, context.Canceled) {
+		if _, _, err := f.GetRange(ctx, "info", 0, 1); !errors.Is(err, context.Canceled) {
 			t.Errorf("GetRange: got %v, want %v", err, context.Canceled)
 		}
-		if _, err := f.Stat(ctx, "info"); !errors.Is(err, context.Canceled) {
+		if _, _, err := f.Stat(ctx, "info"); !errors.Is(err, context.Canceled) {
 			t.Errorf("Stat: got %v, want %v", err, context.Canceled)
 		}
 		if _, err := f.List(ctx, ""); !errors.Is(err, context.Canceled) {

@@ -70,7 +70,32 @@ type Object struct {
 	// decoding is the caller's, so that it runs on the decode pool and is
 	// bounded by the size the metadata promises.
 	ContentEncoding string
+	// ID is the identity of the version of the object that Data is.
+	ID Identity
 }
+
+// Identity names one version of an object, as its source tells it, so that
+// a copy kept elsewhere (the disk cache) can tell whether it was made from
+// the object as the source holds it now, as rclone keeps a fingerprint per
+// cached item and gcsfuse a generation. Two identities of one key are equal
+// when the source says the object has not changed between them:
+//
+//   - HTTP: the ETag (a weak one, W/"x", and a compressing server's
+//     "x-gzip" compare equal to "x"); without an ETag, Last-Modified with
+//     the object's size; with neither, the zero Identity.
+//   - GCS: the generation with the stored size.
+//   - A local file: its size, modification and change times (ns) and inode
+//     number, so that a rewrite in place, a copy over it with the old
+//     time kept (cp -p, rsync -t) and a rename over it all change it.
+//
+// The zero Identity means the source did not identify the version (or the
+// object changed while it was read): nothing made from it can be checked
+// later, so it must not be kept beyond the mount. Identities are compared
+// only with identities of the same key from the same source.
+type Identity string
+
+// Known reports whether id identifies a version.
+func (id Identity) Known() bool { return id != "" }
 
 // Entry is one child of a listed prefix.
 type Entry struct {
@@ -89,14 +114,18 @@ type Fetcher interface {
 	Get(ctx context.Context, key string, limit int64) (Object, error)
 
 	// GetRange returns length bytes of the object at key starting at
-	// offset, with no transport encoding. It returns fewer bytes only when
-	// the object ends before offset+length; an offset at or past the end
-	// returns an empty slice and no error.
-	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+	// offset, with no transport encoding, and the identity of the version
+	// they were read from. It returns fewer bytes only when the object
+	// ends before offset+length; an offset at or past the end returns an
+	// empty slice and no error (and, when no request was needed, the zero
+	// Identity).
+	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error)
 
 	// Stat returns the size in bytes of the object at key as GetRange sees
-	// it (without transport encoding).
-	Stat(ctx context.Context, key string) (int64, error)
+	// it (without transport encoding), and its identity. It asks the
+	// source every time (a HEAD, a metadata request, a stat): it is how a
+	// caller learns whether an object changed.
+	Stat(ctx context.Context, key string) (int64, Identity, error)
 
 	// List returns the immediate children of the directory prefix (""
 	// for the root), in no particular order. It returns ErrNotExist when

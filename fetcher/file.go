@@ -151,7 +151,7 @@ func (f *File) Get(ctx context.Context, key string, limit int64) (Object, error)
 		n, err := fh.Read(data[len(data):min(int64(cap(data)), limit+1)])
 		data = data[:len(data)+n]
 		if err == io.EOF {
-			return Object{Data: data}, nil
+			return Object{Data: data, ID: readIdentity(fh, fi)}, nil
 		}
 		if err != nil {
 			return Object{}, fileError("read", p, err)
@@ -289,20 +289,20 @@ func (f *File) checkOpen(fh *os.File, p string) error {
 
 // GetRange reads length bytes at offset with one ReadAt; a zero length
 // returns an empty slice without I/O, as HTTP does.
-func (f *File) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+func (f *File) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
 	if err := checkRange(offset, length); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	p, err := f.path(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if length == 0 {
-		return []byte{}, nil
+		return []byte{}, "", nil
 	}
 	fh, fi, err := f.openRegular(p)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer fh.Close()
 	// Sizing the buffer from the file, not from length, keeps a caller that
@@ -310,28 +310,55 @@ func (f *File) GetRange(ctx context.Context, key string, offset, length int64) (
 	buf := make([]byte, min(length, max(fi.Size()-offset, 0)))
 	n, err := fh.ReadAt(buf, offset)
 	if err != nil && err != io.EOF {
-		return nil, fileError("read", p, err)
+		return nil, "", fileError("read", p, err)
 	}
-	return buf[:n], nil
+	return buf[:n], readIdentity(fh, fi), nil
 }
 
-// Stat returns the size of the regular file at key.
-func (f *File) Stat(ctx context.Context, key string) (int64, error) {
+// Stat returns the size and identity of the regular file at key.
+func (f *File) Stat(ctx context.Context, key string) (int64, Identity, error) {
 	p, err := f.path(ctx, key)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if _, err := f.resolve(p); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return 0, fileError("stat", p, err)
+		return 0, "", fileError("stat", p, err)
 	}
 	if err := regular(fi); err != nil {
-		return 0, fileError("stat", p, err)
+		return 0, "", fileError("stat", p, err)
 	}
-	return fi.Size(), nil
+	return fi.Size(), fileIdentity(fi), nil
+}
+
+// fileIdentity is the Identity of a file: its size, modification and
+// change times in nanoseconds and its inode number. The zero Identity
+// when the system does not say them.
+func fileIdentity(fi fs.FileInfo) Identity {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return Identity(fmt.Sprintf("file:%d:%d.%09d:%d.%09d:%d", fi.Size(),
+		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, st.Ino))
+}
+
+// readIdentity returns the identity of the open file fh, whose FileInfo
+// was before when its bytes were read: the zero Identity when it changed
+// meanwhile, since the bytes may then be of neither version.
+func readIdentity(fh *os.File, before fs.FileInfo) Identity {
+	after, err := fh.Stat()
+	if err != nil {
+		return ""
+	}
+	id := fileIdentity(after)
+	if id != fileIdentity(before) {
+		return ""
+	}
+	return id
 }
 
 // Mode returns the type and permission bits of the file or directory at

@@ -167,10 +167,10 @@ func TestFileSymlinkOutside(t *testing.T) {
 		if obj, err := f.Get(ctx, key, 1<<20); !errors.Is(err, ErrPermission) || !strings.Contains(fmt.Sprint(err), "outside the source") {
 			t.Errorf("Get(%q): got %q, %v, want %v saying why", key, obj.Data, err, ErrPermission)
 		}
-		if _, err := f.GetRange(ctx, key, 0, 10); !errors.Is(err, ErrPermission) {
+		if _, _, err := f.GetRange(ctx, key, 0, 10); !errors.Is(err, ErrPermission) {
 			t.Errorf("GetRange(%q): got %v, want %v", key, err, ErrPermission)
 		}
-		if _, err := f.Stat(ctx, key); !errors.Is(err, ErrPermission) {
+		if _, _, err := f.Stat(ctx, key); !errors.Is(err, ErrPermission) {
 			t.Errorf("Stat(%q): got %v, want %v", key, err, ErrPermission)
 		}
 		if _, err := f.Mode(ctx, key); !errors.Is(err, ErrPermission) {
@@ -287,10 +287,10 @@ func TestFileNotRegular(t *testing.T) {
 			if _, err := f.Get(ctx, key, 1<<20); !errors.Is(err, want) {
 				t.Errorf("%+v: Get(%q): got %v, want %v", opts, key, err, want)
 			}
-			if _, err := f.GetRange(ctx, key, 0, 1<<20); !errors.Is(err, want) {
+			if _, _, err := f.GetRange(ctx, key, 0, 1<<20); !errors.Is(err, want) {
 				t.Errorf("%+v: GetRange(%q): got %v, want %v", opts, key, err, want)
 			}
-			if _, err := f.Stat(ctx, key); !errors.Is(err, want) {
+			if _, _, err := f.Stat(ctx, key); !errors.Is(err, want) {
 				t.Errorf("%+v: Stat(%q): got %v, want %v", opts, key, err, want)
 			}
 		}

@@ -132,6 +132,7 @@ type gcsAttrs struct {
 type wholeObject struct {
 	name string
 	data []byte
+	id   Identity
 }
 
 // NewGCS returns a fetcher for source, "gs://bucket" or
@@ -205,11 +206,11 @@ func (g *GCS) Get(ctx context.Context, key string, limit int64) (Object, error) 
 	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
 	defer cancel()
 	name := g.prefix + key
-	data, gz, err := g.readWhole(cctx, name, min(limit, g.opts.MaxObjectSize))
+	data, gz, id, err := g.readWhole(cctx, name, min(limit, g.opts.MaxObjectSize))
 	if err != nil {
 		return Object{}, g.error(ctx, cctx, "get", key, err)
 	}
-	obj := Object{Data: data}
+	obj := Object{Data: data, ID: id}
 	if gz {
 		obj.ContentEncoding = "gzip"
 	}
@@ -217,25 +218,27 @@ func (g *GCS) Get(ctx context.Context, key string, limit int64) (Object, error) 
 }
 
 // readWhole reads the stored bytes of object name to their end (so that
-// the library checks the CRC32C), refusing more than limit.
-func (g *GCS) readWhole(ctx context.Context, name string, limit int64) (data []byte, gz bool, err error) {
+// the library checks the CRC32C), refusing more than limit, and returns
+// them with the identity of the generation read.
+func (g *GCS) readWhole(ctx context.Context, name string, limit int64) (data []byte, gz bool, id Identity, err error) {
 	r, err := g.bucket.Object(name).ReadCompressed(true).NewReader(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
 	defer r.Close()
+	id = gcsIdentity(r.Attrs.Generation, r.Attrs.Size)
 	gz = isGzip(r.Attrs.ContentEncoding)
 	size := r.Attrs.Size // the stored size: nothing is transcoded
 	if size > limit {
-		return nil, gz, fmt.Errorf("object of %d bytes: %w (limit %d)", size, ErrTooLarge, limit)
+		return nil, gz, "", fmt.Errorf("object of %d bytes: %w (limit %d)", size, ErrTooLarge, limit)
 	}
 	if size < 0 {
 		data, err = io.ReadAll(io.LimitReader(r, limit+1))
 		if err != nil {
-			return nil, gz, err
+			return nil, gz, "", err
 		}
 		if int64(len(data)) > limit {
-			return nil, gz, fmt.Errorf("object of more than %d bytes: %w", limit, ErrTooLarge)
+			return nil, gz, "", fmt.Errorf("object of more than %d bytes: %w", limit, ErrTooLarge)
 		}
 	} else {
 		data = mem.Get(int(size))
@@ -243,83 +246,92 @@ func (g *GCS) readWhole(ctx context.Context, name string, limit int64) (data []b
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, gz, err
+			return nil, gz, "", err
 		}
 		// Read on to the end, where the library compares the CRC32C.
 		var one [1]byte
 		switch _, err := io.ReadFull(r, one[:]); err {
 		case io.EOF:
 		case nil:
-			return nil, gz, fmt.Errorf("object longer than its declared %d bytes", size)
+			return nil, gz, "", fmt.Errorf("object longer than its declared %d bytes", size)
 		default:
-			return nil, gz, err
+			return nil, gz, "", err
 		}
 	}
 	g.attrs.Add(name, gcsAttrs{size: int64(len(data)), gzip: gz})
-	return data, gz, nil
+	return data, gz, id, nil
 }
 
 // GetRange reads a plain object with a Range request of the bytes asked
 // for. A gzip-encoded object is read whole (see GCS) and sliced. The size
 // and encoding come from the last listing or read of the object, or from
 // one metadata request.
-func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
 	if err := checkRange(offset, length); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := CheckKey(key); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fetcher: read %s/%s: %w", g, key, err)
+		return nil, "", fmt.Errorf("fetcher: read %s/%s: %w", g, key, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
 	defer cancel()
-	data, err := g.getRange(cctx, g.prefix+key, offset, length)
+	data, id, err := g.getRange(cctx, g.prefix+key, offset, length)
 	if err != nil {
-		return nil, g.error(ctx, cctx, "read", key, err)
+		return nil, "", g.error(ctx, cctx, "read", key, err)
 	}
-	return data, nil
+	return data, id, nil
 }
 
-func (g *GCS) getRange(ctx context.Context, name string, offset, length int64) ([]byte, error) {
+func (g *GCS) getRange(ctx context.Context, name string, offset, length int64) ([]byte, Identity, error) {
 	a, err := g.attrsOf(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if offset >= a.size || length == 0 {
-		return []byte{}, nil
+		return []byte{}, "", nil
 	}
 	n := min(length, a.size-offset)
 	if a.gzip {
 		whole, err := g.wholeGzip(ctx, name)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		if offset >= int64(len(whole)) {
-			return []byte{}, nil
+		if offset >= int64(len(whole.data)) {
+			return []byte{}, whole.id, nil
 		}
-		return bytes.Clone(whole[offset:min(offset+n, int64(len(whole)))]), nil
+		return bytes.Clone(whole.data[offset:min(offset+n, int64(len(whole.data)))]), whole.id, nil
 	}
 	r, err := g.bucket.Object(name).NewRangeReader(ctx, offset, n)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer r.Close()
 	if isGzip(r.Attrs.ContentEncoding) {
 		// Replaced by a gzip-encoded object since its size was learned:
 		// the reply is not the range asked for.
 		g.attrs.Remove(name)
-		return nil, fmt.Errorf("object changed to Content-Encoding gzip while read: %w", ErrTransient)
+		return nil, "", fmt.Errorf("object changed to Content-Encoding gzip while read: %w", ErrTransient)
 	}
 	data := make([]byte, n)
 	if _, err := io.ReadFull(r, data); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return nil, "", err
 	}
-	return data, nil
+	return data, gcsIdentity(r.Attrs.Generation, r.Attrs.Size), nil
+}
+
+// gcsIdentity is the Identity of a generation of an object of size stored
+// bytes.
+func gcsIdentity(generation, size int64) Identity {
+	if generation == 0 {
+		return ""
+	}
+	return Identity(fmt.Sprintf("generation:%d:%d", generation, size))
 }
 
 // wholeGzip returns the stored bytes of the gzip-encoded object name,
@@ -327,13 +339,13 @@ func (g *GCS) getRange(ctx context.Context, name string, offset, length int64) (
 // callers share one read, which runs on until CallTimeout even when the
 // caller that started it leaves, so that its cancellation fails no other
 // caller.
-func (g *GCS) wholeGzip(ctx context.Context, name string) ([]byte, error) {
+func (g *GCS) wholeGzip(ctx context.Context, name string) (wholeObject, error) {
 	g.wholeMu.Lock()
 	for i, w := range g.whole {
 		if w.name == name {
 			g.whole = append(append(g.whole[:i:i], g.whole[i+1:]...), w)
 			g.wholeMu.Unlock()
-			return w.data, nil
+			return w, nil
 		}
 	}
 	g.wholeMu.Unlock()
@@ -341,30 +353,31 @@ func (g *GCS) wholeGzip(ctx context.Context, name string) ([]byte, error) {
 	ch := g.wholeFlight.DoChan(name, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CallTimeout)
 		defer cancel()
-		data, _, err := g.readWhole(rctx, name, g.opts.MaxObjectSize)
+		data, _, id, err := g.readWhole(rctx, name, g.opts.MaxObjectSize)
+		w := wholeObject{name, data, id}
 		if err == nil && int64(len(data)) <= gcsWholeCacheBytes {
-			g.keepWhole(name, data)
+			g.keepWhole(w)
 		}
-		return data, err
+		return w, err
 	})
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return wholeObject{}, ctx.Err()
 	case r := <-ch:
 		if r.Err != nil {
-			return nil, r.Err
+			return wholeObject{}, r.Err
 		}
-		return r.Val.([]byte), nil
+		return r.Val.(wholeObject), nil
 	}
 }
 
 // keepWhole adds an object's bytes to the cache of gzip-encoded objects,
 // evicting the least recently used beyond gcsWholeCacheBytes.
-func (g *GCS) keepWhole(name string, data []byte) {
+func (g *GCS) keepWhole(w wholeObject) {
 	g.wholeMu.Lock()
 	defer g.wholeMu.Unlock()
-	g.whole = append(g.whole, wholeObject{name, data})
-	g.wholeBytes += int64(len(data))
+	g.whole = append(g.whole, w)
+	g.wholeBytes += int64(len(w.data))
 	for g.wholeBytes > gcsWholeCacheBytes {
 		g.wholeBytes -= int64(len(g.whole[0].data))
 		g.whole = g.whole[1:]
@@ -377,31 +390,39 @@ func (g *GCS) attrsOf(ctx context.Context, name string) (gcsAttrs, error) {
 	if a, ok := g.attrs.Get(name); ok {
 		return a, nil
 	}
+	a, _, err := g.askAttrs(ctx, name)
+	return a, err
+}
+
+// askAttrs asks GCS for the attributes of object name, and keeps them for
+// attrsOf.
+func (g *GCS) askAttrs(ctx context.Context, name string) (gcsAttrs, Identity, error) {
 	oa, err := g.bucket.Object(name).Attrs(ctx)
 	if err != nil {
-		return gcsAttrs{}, err
+		return gcsAttrs{}, "", err
 	}
 	a := gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)}
 	g.attrs.Add(name, a)
-	return a, nil
+	return a, gcsIdentity(oa.Generation, oa.Size), nil
 }
 
-// Stat returns the stored size of the object: for a gzip-encoded object,
-// its compressed size, which is what GetRange reads.
-func (g *GCS) Stat(ctx context.Context, key string) (int64, error) {
+// Stat returns the stored size of the object (for a gzip-encoded object,
+// its compressed size, which is what GetRange reads) and its identity,
+// from one metadata request.
+func (g *GCS) Stat(ctx context.Context, key string) (int64, Identity, error) {
 	if err := CheckKey(key); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("fetcher: stat %s/%s: %w", g, key, err)
+		return 0, "", fmt.Errorf("fetcher: stat %s/%s: %w", g, key, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
 	defer cancel()
-	a, err := g.attrsOf(cctx, g.prefix+key)
+	a, id, err := g.askAttrs(cctx, g.prefix+key)
 	if err != nil {
-		return 0, g.error(ctx, cctx, "stat", key, err)
+		return 0, "", g.error(ctx, cctx, "stat", key, err)
 	}
-	return a.size, nil
+	return a.size, id, nil
 }
 
 // gcsPageSize is the listing page size asked for; GCS serves at most 1000.

@@ -97,13 +97,13 @@ func TestGCSGzipEncoded(t *testing.T) {
 				}
 			}
 			for _, r := range []struct{ off, n int64 }{{0, 10}, {100, 1000}, {int64(len(stored)) - 5, 100}, {int64(len(stored)), 1}} {
-				got, err := g.GetRange(ctx, "chunk", r.off, r.n)
+				got, _, err := g.GetRange(ctx, "chunk", r.off, r.n)
 				want := stored[min(r.off, int64(len(stored))):min(r.off+r.n, int64(len(stored)))]
 				if err != nil || !bytes.Equal(got, want) {
 					t.Errorf("GetRange(%d, %d): got %d bytes, %v, want %d stored bytes", r.off, r.n, len(got), err, len(want))
 				}
 			}
-			if size, err := g.Stat(ctx, "chunk"); err != nil || size != int64(len(stored)) {
+			if size, _, err := g.Stat(ctx, "chunk"); err != nil || size != int64(len(stored)) {
 				t.Errorf("Stat: got %d, %v, want %d", size, err, len(stored))
 			}
 			obj, err := g.Get(ctx, "chunk", 1<<30)
@@ -416,8 +416,8 @@ func TestGCSPermissionMessage(t *testing.T) {
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
 		"Get":      func() error { _, err := g.Get(ctx, "k", 1<<30); return err },
-		"Stat":     func() error { _, err := g.Stat(ctx, "k"); return err },
-		"GetRange": func() error { _, err := g.GetRange(ctx, "k", 0, 1); return err },
+		"Stat":     func() error { _, _, err := g.Stat(ctx, "k"); return err },
+		"GetRange": func() error { _, _, err := g.GetRange(ctx, "k", 0, 1); return err },
 	} {
 		err := call()
 		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "anonymous access") || !strings.Contains(err.Error(), "gcloud auth application-default login") {
@@ -436,13 +436,13 @@ func TestGCSRangeIgnoredOnGzip(t *testing.T) {
 	g := newShaped(t, s, fastGCS)
 	ctx := context.Background()
 	for _, r := range []struct{ off, n int64 }{{0, 100}, {1000, 4096}, {int64(len(stored)) - 10, 4096}} {
-		got, err := g.GetRange(ctx, "gz", r.off, r.n)
+		got, _, err := g.GetRange(ctx, "gz", r.off, r.n)
 		want := stored[r.off:min(r.off+r.n, int64(len(stored)))]
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("GetRange(gz, %d, %d): got %d bytes, %v, want %d", r.off, r.n, len(got), err, len(want))
 		}
 	}
-	got, err := g.GetRange(ctx, "plain", 5000, 100)
+	got, _, err := g.GetRange(ctx, "plain", 5000, 100)
 	if err != nil || !bytes.Equal(got, plain[5000:5100]) {
 		t.Errorf("GetRange(plain, 5000, 100): got %d bytes, %v", len(got), err)
 	}
@@ -471,7 +471,7 @@ func TestGCSRangeIgnoredOnGzip(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			off := int64(i * len(stored) / 10)
-			if got, err := g2.GetRange(ctx, "gz", off, 100); err != nil || !bytes.Equal(got, stored[off:off+100]) {
+			if got, _, err := g2.GetRange(ctx, "gz", off, 100); err != nil || !bytes.Equal(got, stored[off:off+100]) {
 				t.Errorf("concurrent GetRange(gz, %d, 100): got %d bytes, %v", off, len(got), err)
 			}
 		})
@@ -550,7 +550,7 @@ func TestGCSDials(t *testing.T) {
 					if _, err := g.Get(ctx, key, 1<<20); err != nil {
 						t.Error(err)
 					}
-					if _, err := g.GetRange(ctx, key, 1000, 4096); err != nil {
+					if _, _, err := g.GetRange(ctx, key, 1000, 4096); err != nil {
 						t.Error(err)
 					}
 				}
@@ -600,7 +600,7 @@ func BenchmarkGCSGetRange(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			off := (n.Add(1) * piece) % size
-			if _, err := g.GetRange(context.Background(), "k", off, piece); err != nil {
+			if _, _, err := g.GetRange(context.Background(), "k", off, piece); err != nil {
 				b.Error(err)
 			}
 		}

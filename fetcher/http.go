@@ -194,6 +194,11 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 			return err
 		}
 		obj = Object{Data: data, ContentEncoding: contentEncoding(resp)}
+		size := int64(-1) // of a compressed reply: not the object's
+		if obj.ContentEncoding == "" {
+			size = int64(len(data))
+		}
+		obj.ID = httpIdentity(resp.Header, size)
 		return nil
 	})
 	return obj, err
@@ -203,15 +208,15 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 // slice without a request. A server that ignores Range and sends the whole
 // object is served too: the bytes before offset are skipped as they stream
 // in, and the rest of the body is abandoned.
-func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
 	if err := checkRange(offset, length); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := CheckKey(key); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if length == 0 {
-		return []byte{}, nil // "bytes=off-(off-1)" is no range at all
+		return []byte{}, "", nil // "bytes=off-(off-1)" is no range at all
 	}
 	last := offset + min(length, math.MaxInt64-offset) - 1
 	header := http.Header{
@@ -222,6 +227,7 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 	// A server that ignores Range sends the bytes before offset too.
 	expect := min(last+1, h.opts.MaxObjectSize)
 	var data []byte
+	var id Identity
 	err := h.do(ctx, "GET", h.url(key), header, expect, func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusRequestedRangeNotSatisfiable:
@@ -236,10 +242,13 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 		}
 		size := resp.ContentLength
 		if resp.StatusCode == http.StatusPartialContent {
-			if first, _, err := parseContentRange(resp.Header.Get("Content-Range")); err != nil || first != offset {
+			first, total, err := parseContentRange(resp.Header.Get("Content-Range"))
+			if err != nil || first != offset {
 				return fmt.Errorf("reply to range %d-%d has Content-Range %q", offset, last, resp.Header.Get("Content-Range"))
 			}
+			id = httpIdentity(resp.Header, total)
 		} else {
+			id = httpIdentity(resp.Header, size)
 			if _, err := io.CopyN(io.Discard, resp.Body, offset); err == io.EOF {
 				data = []byte{}
 				return nil
@@ -254,23 +263,28 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 		data, err = readBody(io.LimitReader(resp.Body, length), size, limit)
 		return err
 	})
-	return data, err
+	if err != nil {
+		return nil, "", err
+	}
+	return data, id, nil
 }
 
 // Stat sends a HEAD. When HEAD is refused (405, 501) or its reply has no
 // Content-Length, Stat asks for the first byte and reads the size from
 // Content-Range.
-func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
+func (h *HTTP) Stat(ctx context.Context, key string) (int64, Identity, error) {
 	if err := CheckKey(key); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	u := h.url(key)
 	size := int64(-1)
+	var id Identity
 	err := h.do(ctx, "HEAD", u, http.Header{"Accept-Encoding": {"identity"}}, 0, func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusOK:
 			if contentEncoding(resp) == "" {
 				size = resp.ContentLength
+				id = httpIdentity(resp.Header, size)
 			}
 			return nil
 		case http.StatusMethodNotAllowed, http.StatusNotImplemented:
@@ -279,10 +293,10 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 		return statusError(resp)
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if size >= 0 {
-		return size, nil
+		return size, id, nil
 	}
 	header := http.Header{"Accept-Encoding": {"identity"}, "Range": {"bytes=0-0"}}
 	err = h.do(ctx, "GET", u, header, 1, func(resp *http.Response) error {
@@ -298,12 +312,39 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 		if size < 0 || contentEncoding(resp) != "" {
 			return errors.New("reply does not tell the object's size")
 		}
+		id = httpIdentity(resp.Header, size)
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return size, nil
+	return size, id, nil
+}
+
+// httpIdentity is the Identity of the object a reply is of, whose whole
+// size is size (-1 when the reply does not tell it): its ETag, else its
+// Last-Modified time with the size. A weak ETag (W/"x") and the ETag that
+// a compressing server gives its gzip or brotli form ("x-gzip", as Apache
+// does) name the same version as "x", so that a HEAD and a GET that
+// accepts gzip agree.
+func httpIdentity(h http.Header, size int64) Identity {
+	if etag := strings.TrimSpace(h.Get("ETag")); etag != "" {
+		etag = strings.TrimPrefix(etag, "W/")
+		for _, suffix := range []string{`-gzip"`, `-br"`} {
+			if strings.HasSuffix(etag, suffix) && len(etag) > len(suffix) {
+				etag = strings.TrimSuffix(etag, suffix) + `"`
+			}
+		}
+		return Identity("etag:" + etag)
+	}
+	if size < 0 {
+		return ""
+	}
+	t, err := http.ParseTime(h.Get("Last-Modified"))
+	if err != nil {
+		return ""
+	}
+	return Identity(fmt.Sprintf("modified:%d:%d", t.Unix(), size))
 }
 
 // List reads the HTML directory index at the URL of prefix plus "/", as Go's

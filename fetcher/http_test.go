@@ -190,10 +190,10 @@ func TestHTTPGzipPassthrough(t *testing.T) {
 	if err != nil || obj.ContentEncoding != "gzip" || !bytes.Equal(obj.Data, zipped.Bytes()) {
 		t.Errorf("Get: got %d bytes %q, %v, want %d bytes %q", len(obj.Data), obj.ContentEncoding, err, zipped.Len(), "gzip")
 	}
-	if got, err := h.GetRange(ctx, "k", 6, 5); err != nil || string(got) != "volfs" {
+	if got, _, err := h.GetRange(ctx, "k", 6, 5); err != nil || string(got) != "volfs" {
 		t.Errorf("GetRange: got %q, %v, want %q", got, err, "volfs")
 	}
-	if got, err := h.Stat(ctx, "k"); err != nil || got != int64(len(plain)) {
+	if got, _, err := h.Stat(ctx, "k"); err != nil || got != int64(len(plain)) {
 		t.Errorf("Stat: got %v, %v, want %v", got, err, len(plain))
 	}
 	for req, want := range map[string]string{"GET ": "gzip", "GET bytes=6-10": "identity", "HEAD ": "identity"} {
@@ -211,7 +211,7 @@ func TestHTTPRangeEncodedIsError(t *testing.T) {
 		w.Write([]byte("xx"))
 	})
 	h := newHTTP(t, srv.URL, fastRetries)
-	_, err := h.GetRange(context.Background(), "k", 0, 2)
+	_, _, err := h.GetRange(context.Background(), "k", 0, 2)
 	checkErr(t, err, errOther)
 	if got := n.Load(); got != 1 {
 		t.Errorf("requests: got %v, want %v", got, 1)
@@ -239,7 +239,7 @@ func TestHTTPRangeIgnored(t *testing.T) {
 			{1000, 10, []byte{}},
 			{5000, 10, []byte{}},
 		} {
-			got, err := h.GetRange(context.Background(), "k", tc.offset, tc.length)
+			got, _, err := h.GetRange(context.Background(), "k", tc.offset, tc.length)
 			if err != nil || !bytes.Equal(got, tc.want) || got == nil {
 				t.Errorf("chunked %v, range %d+%d: got %d bytes, %v, want %d bytes",
 					chunked, tc.offset, tc.length, len(got), err, len(tc.want))
@@ -292,7 +292,7 @@ func TestHTTPStatFallback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, n := newServer(t, tc.handler)
 			h := newHTTP(t, srv.URL, fastRetries)
-			got, err := h.Stat(context.Background(), "k")
+			got, _, err := h.Stat(context.Background(), "k")
 			checkErr(t, err, tc.wantErr)
 			if err == nil && got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)

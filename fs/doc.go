@@ -50,7 +50,9 @@
 // prefetches, so that a single read loads inline and a read-ahead never
 // starts more loads than the pool has workers. With Options.Disk, a load
 // first looks in the disk cache, and keeps what it loaded from the origin
-// there (Tree.loader says in which form and why).
+// there (Tree.loader says in which form and why), with the identities of
+// the source objects it was made from, checked before an entry is served
+// (identity.go says what is re-checked and when).
 //
 // # Read-ahead and file handles
 //

@@ -26,11 +26,13 @@ var errDead = fmt.Errorf("dead server: %w", fetcher.ErrTransient)
 func (s *deadDir) Get(context.Context, string, int64) (fetcher.Object, error) {
 	return fetcher.Object{}, fetcher.ErrNotExist
 }
-func (s *deadDir) GetRange(context.Context, string, int64, int64) ([]byte, error) {
-	return nil, fetcher.ErrNotExist
+func (s *deadDir) GetRange(context.Context, string, int64, int64) ([]byte, fetcher.Identity, error) {
+	return nil, "", fetcher.ErrNotExist
 }
-func (s *deadDir) Stat(context.Context, string) (int64, error) { return 0, fetcher.ErrNotExist }
-func (s *deadDir) String() string                              { return "dead://" }
+func (s *deadDir) Stat(context.Context, string) (int64, fetcher.Identity, error) {
+	return 0, "", fetcher.ErrNotExist
+}
+func (s *deadDir) String() string { return "dead://" }
 
 func (s *deadDir) List(_ context.Context, prefix string) ([]fetcher.Entry, error) {
 	if prefix == "" {

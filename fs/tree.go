@@ -77,6 +77,9 @@ type Tree struct {
 	budget  *cache.Budget
 	readers readers
 	loads   loadStats
+	// ids is what the tree knows of its objects' identities, for the
+	// disk cache's checks.
+	ids identities
 	// diskSlots and diskWrites bound and track the writes to the disk
 	// cache running behind loads (writeBehind).
 	diskSlots  chan struct{}
@@ -168,6 +171,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	t.budget = cache.NewBudget(opts.ReadAhead)
 	t.diskSlots = make(chan struct{}, diskWriters)
 	t.readers.init(t)
+	t.ids.init(t)
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
 	t.lists = newListBudget(max(opts.CacheBytes/8, 8<<20))
 	root, err := t.openDir(ctx, "", true)
@@ -481,7 +485,7 @@ func (l entryListing) Entry(i int64) (string, bool) { return l[i].Name, l[i].IsD
 func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error) {
 	if size < 0 {
 		var err error
-		if size, err = t.src.Stat(ctx, key); err != nil {
+		if size, _, err = t.src.Stat(ctx, key); err != nil {
 			return nil, err
 		}
 	}
@@ -502,7 +506,7 @@ func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 	if off >= f.size {
 		return 0, nil
 	}
-	b, err := f.t.src.GetRange(ctx, f.key, off, min(int64(len(p)), f.size-off))
+	b, _, err := f.t.src.GetRange(ctx, f.key, off, min(int64(len(p)), f.size-off))
 	return copy(p, b), err
 }
 

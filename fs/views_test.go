@@ -157,12 +157,12 @@ func (f *countingFetcher) Get(ctx context.Context, key string, limit int64) (fet
 	return f.Fetcher.Get(ctx, key, limit)
 }
 
-func (f *countingFetcher) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+func (f *countingFetcher) GetRange(ctx context.Context, key string, off, n int64) ([]byte, fetcher.Identity, error) {
 	f.n.Add(1)
 	return f.Fetcher.GetRange(ctx, key, off, n)
 }
 
-func (f *countingFetcher) Stat(ctx context.Context, key string) (int64, error) {
+func (f *countingFetcher) Stat(ctx context.Context, key string) (int64, fetcher.Identity, error) {
 	f.n.Add(1)
 	return f.Fetcher.Stat(ctx, key)
 }

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"path"
 	"time"
@@ -190,15 +191,19 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 // worker of the pool for batches and prefetches).
 //
 // With a disk cache, the load looks there first: a hit is the chunk's
-// decoded bytes, zstd-compressed by the disk cache, checked against the
-// chunk's size; a miss, a damaged file (the disk cache deletes it) or a
-// file of the wrong size falls through to the origin. Every chunk loaded
+// decoded bytes, zstd-compressed by the disk cache, of the chunk's size,
+// made from the versions of the source objects that the source still
+// holds (identities.check: compared with what this mount learnt within
+// --metadata-ttl, else with one Stat per object); a miss, a damaged or
+// stale file (the disk cache deletes it) or a file of the wrong size falls
+// through to the origin. Every chunk loaded
 // from the origin is kept on disk in decoded form (disk.PutCompressed),
 // whatever its codec: reading one back costs a zstd decompression, which
 // is several times faster than gzip, jpeg or png (BenchmarkDiskHit), and
 // for a sharded chunk it also skips the shard and minishard indexes. The
 // write runs behind the load (writeBehind), so the reader does not wait
-// for the compression. A missing chunk is not kept on disk. A failed
+// for the compression. A missing chunk is not kept on disk, nor one whose
+// objects the source does not identify (identities.record). A failed
 // write is counted by the disk cache and otherwise ignored: the chunk is
 // still served.
 //
@@ -218,7 +223,8 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 		}
 		dkey := t.diskKey(key)
 		if t.opts.Disk != nil {
-			if b, ok := t.opts.Disk.Get(dkey); ok && int64(len(b)) == a.ChunkSize(c) {
+			check := func(rec []byte) error { return t.ids.check(ctx, rec) }
+			if b, ok := t.opts.Disk.Get(dkey, a.ChunkSize(c), check); ok {
 				return b, nil
 			}
 		}
@@ -244,7 +250,9 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 			return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 		}
 		if err == nil && t.opts.Disk != nil {
-			t.writeBehind(dkey, b)
+			if rec, ok := t.ids.record(src.seen); ok {
+				t.writeBehind(dkey, rec, b)
+			}
 		}
 		return b, err
 	}
@@ -255,15 +263,16 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 // by pending writes stays bounded.
 const diskWriters = 2
 
-// writeBehind keeps b, a chunk's decoded bytes (never modified), in the
-// disk cache under dkey on a goroutine of its own; Close waits for it.
-func (t *Tree) writeBehind(dkey string, b []byte) {
+// writeBehind keeps b, a chunk's decoded bytes (never modified), made from
+// the objects of the identity record rec, in the disk cache under dkey on
+// a goroutine of its own; Close waits for it.
+func (t *Tree) writeBehind(dkey string, rec, b []byte) {
 	t.diskSlots <- struct{}{}
 	t.diskWrites.Add(1)
 	go func() {
 		defer t.diskWrites.Done()
 		defer func() { <-t.diskSlots }()
-		t.opts.Disk.PutCompressed(dkey, b)
+		t.opts.Disk.PutCompressed(dkey, rec, b)
 	}()
 }
 
@@ -272,10 +281,12 @@ func (t *Tree) writeBehind(dkey string, b []byte) {
 func (t *Tree) diskKey(key string) string { return t.src.String() + "\x00" + key }
 
 // treeSource is the decode.Source of one chunk load: the tree's fetcher,
-// with transport gzip removed, and its memo cache. It is used by one
-// goroutine.
+// with transport gzip removed, and its memo cache. It records the identity
+// of every object the load reads, memoised reads included. It is used by
+// one goroutine.
 type treeSource struct {
 	t      *Tree
+	seen   []seen        // the objects read, with their identities
 	last   string        // the key of the object fetched last, for error messages
 	slot   func()        // gives back the Throttle slot, once taken
 	waited time.Duration // spent waiting for the slot
@@ -310,6 +321,12 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
+	if objKey != key {
+		// Read from the ".gz" sibling: the plain key appearing would
+		// change what the chunk reads.
+		s.saw(key, absent)
+	}
+	s.saw(objKey, obj.ID)
 	gz, err := decode.TransportGzip(obj.ContentEncoding, objKey)
 	if err != nil {
 		mem.Put(obj.Data)
@@ -334,11 +351,53 @@ func (s *treeSource) Release(b []byte) { mem.Put(b) }
 
 func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	s.last = key
-	return s.t.src.GetRange(ctx, key, off, n)
+	b, id, err := s.t.src.GetRange(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	s.saw(key, id)
+	return b, nil
 }
 
+// saw records that the load read the version id of the object at key, and
+// tells the tree's identities.
+func (s *treeSource) saw(key string, id fetcher.Identity) {
+	s.seen = append(s.seen, seen{key, id})
+	if id.Known() {
+		s.t.ids.learn(key, id)
+	}
+}
+
+// Memo keeps, with each value, the identity record of the objects its
+// load read, and records them in every load that uses the value: a chunk
+// read with a memoised shard index is made from the index's version too.
+// Each stored value is the record's length (4 bytes), the record, then
+// the value, which Memo returns.
 func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
-	return s.t.memo.Get(ctx, key, load)
+	stored, err := s.t.memo.Get(ctx, key, func(ctx context.Context) ([]byte, error) {
+		mark := len(s.seen)
+		b, err := load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rec := encodeSeen(s.seen[mark:])
+		stored := make([]byte, 4, 4+len(rec)+len(b))
+		binary.LittleEndian.PutUint32(stored, uint32(len(rec)))
+		return append(append(stored, rec...), b...), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(stored) < 4 || uint64(len(stored)-4) < uint64(binary.LittleEndian.Uint32(stored)) {
+		return nil, fmt.Errorf("fs: memo %s: malformed", key)
+	}
+	n := 4 + int(binary.LittleEndian.Uint32(stored))
+	objs, ok := decodeSeen(stored[4:n])
+	if !ok {
+		return nil, fmt.Errorf("fs: memo %s: malformed identity record", key)
+	}
+	s.seen = append(s.seen, objs...)
+	return stored[n:], nil
 }
 
 // chunkFile is one chunk key of a grid, shown decoded.

@@ -50,24 +50,25 @@ func BenchmarkDiskHit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Put("gzip", gz.Bytes()); err != nil {
+	if err := c.Put("gzip", nil, gz.Bytes()); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.PutCompressed("zstd1", raw); err != nil {
+	if err := c.PutCompressed("zstd1", nil, raw); err != nil {
 		b.Fatal(err)
 	}
 	c3, err := Open(Options{Dir: b.TempDir(), MaxBytes: 1 << 30, Level: 3})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := c3.PutCompressed("zstd3", raw); err != nil {
+	if err := c3.PutCompressed("zstd3", nil, raw); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Put("raw", raw); err != nil {
+	if err := c.Put("raw", nil, raw); err != nil {
 		b.Fatal(err)
 	}
+	sizes := map[string]int{"gzip": gz.Len(), "zstd1": len(raw), "raw": len(raw)}
 	get := func(b *testing.B, key string) []byte {
-		v, ok := c.Get(key)
+		v, ok := c.Get(key, int64(sizes[key]), func([]byte) error { return nil })
 		if !ok {
 			b.Fatalf("%s: miss", key)
 		}
@@ -80,7 +81,10 @@ func BenchmarkDiskHit(b *testing.B) {
 		{"gzip/decode", func(b *testing.B) []byte { return gunzip(b, gz.Bytes()) }},
 		{"gzip/disk", func(b *testing.B) []byte { return gunzip(b, get(b, "gzip")) }},
 		{"zstd1/disk", func(b *testing.B) []byte { return get(b, "zstd1") }},
-		{"zstd3/disk", func(b *testing.B) []byte { v, _ := c3.Get("zstd3"); return v }},
+		{"zstd3/disk", func(b *testing.B) []byte {
+			v, _ := c3.Get("zstd3", int64(len(raw)), func([]byte) error { return nil })
+			return v
+		}},
 		{"raw/disk", func(b *testing.B) []byte { return get(b, "raw") }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

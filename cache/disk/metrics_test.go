@@ -14,9 +14,9 @@ func TestCollector(t *testing.T) {
 	if err := reg.Register(NewCollector(c)); err != nil {
 		t.Fatal(err)
 	}
-	c.Put("x", []byte("x"))
-	c.Get("x")
-	c.Get("y")
+	c.Put("x", nil, []byte("x"))
+	get(c, "x", 1)
+	get(c, "y", 1)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

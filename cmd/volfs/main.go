@@ -258,6 +258,7 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 		if opts.Disk, err = disk.Open(disk.Options{Dir: dir, MaxBytes: size}); err != nil {
 			return nil, fmt.Errorf("--cache-dir: %w", err)
 		}
+		slog.Debug("disk cache", "dir", opts.Disk.Dir(), "bytes", opts.Disk.Stats().Bytes, "files", opts.Disk.Stats().Files)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 	defer cancel()

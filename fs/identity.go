@@ -1,0 +1,180 @@
+package fs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/fetcher"
+)
+
+// How the disk cache stays consistent with the source
+//
+// A chunk kept on disk records the identity (fetcher.Identity) of every
+// source object its load read: the chunk object, or the shard whose index
+// and bytes it came from, and the plain key that was absent when the chunk
+// was read from its ".gz" sibling. Before a disk entry is served, each of
+// those identities is compared with the object's current identity, as the
+// tree knows it (identities.current): what a fetch or a Stat of this mount
+// learnt less than Options.MetadataTTL ago (at any time with a TTL of 0:
+// once per object per mount), else from one Stat of the object (a HEAD, a
+// GCS metadata request, a stat). An entry that differs is deleted and the
+// chunk fetched again. A load whose reads of one object saw two
+// identities (it changed while read), or an unknown one (an HTTP server
+// without ETag or Last-Modified), is not kept on disk.
+
+// absent is the identity recorded for a key with no object.
+const absent fetcher.Identity = "absent"
+
+// identityEntries bounds the identities a tree remembers. Forgetting one
+// costs a Stat at the next disk hit of its object, never a wrong answer.
+// About 150 bytes each: 2.4 MiB.
+const identityEntries = 1 << 14
+
+// seen is one object a load read, with the identity of the version read.
+type seen struct {
+	key string
+	id  fetcher.Identity
+}
+
+// identities is what the tree knows of its objects' identities. It is
+// safe for concurrent use.
+type identities struct {
+	t      *Tree
+	known  *lru.Cache[string, learnt] // object key -> its identity, and when learnt
+	flight singleflight.Group         // Stats in flight, by key
+	warned atomic.Bool                // the unknown identity has been logged
+}
+
+type learnt struct {
+	id fetcher.Identity
+	at time.Time
+}
+
+func (ids *identities) init(t *Tree) {
+	ids.t = t
+	ids.known, _ = lru.New[string, learnt](identityEntries)
+}
+
+// learn records that the object at key is, as of now, the version id.
+func (ids *identities) learn(key string, id fetcher.Identity) {
+	ids.known.Add(key, learnt{id, time.Now()})
+}
+
+// current returns the identity of the object at key as the source holds it:
+// learnt within MetadataTTL (or ever, with 0), or else from a Stat shared by
+// every caller that asks meanwhile. A key with no object is absent.
+func (ids *identities) current(ctx context.Context, key string) (fetcher.Identity, error) {
+	ttl := ids.t.opts.MetadataTTL
+	if l, ok := ids.known.Get(key); ok && (ttl <= 0 || time.Since(l.at) < ttl) {
+		return l.id, nil
+	}
+	ch := ids.flight.DoChan(key, func() (any, error) {
+		// Not cancelled with the caller that started it: others may wait,
+		// and the fetcher's deadlines bound it.
+		_, id, err := ids.t.src.Stat(context.WithoutCancel(ctx), key)
+		if errors.Is(err, fetcher.ErrNotExist) {
+			id, err = absent, nil
+		}
+		if err != nil {
+			return fetcher.Identity(""), err
+		}
+		ids.learn(key, id)
+		return id, nil
+	})
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case r := <-ch:
+		return r.Val.(fetcher.Identity), r.Err
+	}
+}
+
+// check is the disk cache's check of an entry whose identity record is
+// rec (encodeSeen): nil when every object it was made from is still the
+// version it read, an error wrapping disk.ErrStale when one is not, and
+// another error when the source could not tell (the entry is then kept).
+func (ids *identities) check(ctx context.Context, rec []byte) error {
+	objs, ok := decodeSeen(rec)
+	if !ok || len(objs) == 0 {
+		return fmt.Errorf("fs: unreadable identity record: %w", disk.ErrStale)
+	}
+	for _, o := range objs {
+		cur, err := ids.current(ctx, o.key)
+		if err != nil {
+			return err
+		}
+		if cur != o.id || !cur.Known() {
+			ids.t.log.Debug("disk cache entry made from another version of its object: fetching it again", "object", o.key, "now", cur, "entry", o.id)
+			return fmt.Errorf("fs: %s is now %q, the entry was made from %q: %w", o.key, cur, o.id, disk.ErrStale)
+		}
+	}
+	return nil
+}
+
+// record returns the identity record of the objects a load read, sorted
+// and each once, and whether it can be kept: every object read with one
+// known identity.
+func (ids *identities) record(objs []seen) ([]byte, bool) {
+	objs = slices.Clone(objs)
+	slices.SortFunc(objs, func(a, b seen) int { return strings.Compare(a.key, b.key) })
+	for i, o := range objs {
+		if !o.id.Known() {
+			if !ids.warned.Swap(true) {
+				ids.t.log.Warn("the source does not identify versions of its objects (an HTTP server without ETag or Last-Modified): chunks read from them are not kept in the disk cache",
+					"source", ids.t.src.String(), "object", o.key)
+			}
+			return nil, false
+		}
+		if i > 0 && objs[i-1].key == o.key && objs[i-1].id != o.id {
+			return nil, false // changed while the load read it
+		}
+	}
+	objs = slices.CompactFunc(objs, func(a, b seen) bool { return a.key == b.key })
+	return encodeSeen(objs), true
+}
+
+// encodeSeen writes objects as a sequence of length-prefixed key and
+// identity pairs.
+func encodeSeen(objs []seen) []byte {
+	var b []byte
+	for _, o := range objs {
+		b = binary.AppendUvarint(b, uint64(len(o.key)))
+		b = append(b, o.key...)
+		b = binary.AppendUvarint(b, uint64(len(o.id)))
+		b = append(b, o.id...)
+	}
+	return b
+}
+
+// decodeSeen reads what encodeSeen wrote.
+func decodeSeen(b []byte) ([]seen, bool) {
+	var objs []seen
+	next := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return "", false
+		}
+		s := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return s, true
+	}
+	for len(b) > 0 {
+		key, ok1 := next()
+		id, ok2 := next()
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		objs = append(objs, seen{key, fetcher.Identity(id)})
+	}
+	return objs, true
+}

@@ -1,0 +1,126 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/fetcher"
+)
+
+// statCounter counts the Stats of a fetcher.
+type statCounter struct {
+	fetcher.Fetcher
+	stats atomic.Int64
+}
+
+func (f *statCounter) Stat(ctx context.Context, key string) (int64, fetcher.Identity, error) {
+	f.stats.Add(1)
+	return f.Fetcher.Stat(ctx, key)
+}
+
+// TestDiskIdentityTTL: a disk entry is checked against its object's
+// identity, learnt once per mount with --metadata-ttl 0 (a rewrite after
+// the first check is not seen until a remount) and again at each disk hit
+// once the TTL has passed (the rewrite is seen at once). With no room in
+// memory, every read is a disk hit.
+func TestDiskIdentityTTL(t *testing.T) {
+	const key = "layer/s0/0-4_0-4_0-2"
+	rewritten := bytes.Repeat([]byte{0xee}, len(chunk0()))
+	for _, tc := range []struct {
+		name      string
+		ttl       time.Duration
+		want      []byte // the second read, after the rewrite
+		wantStats int64
+	}{
+		{"once per mount", 0, chunk0(), 1},
+		{"every hit past the TTL", time.Nanosecond, rewritten, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
+			d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			src, err := fetcher.Open(dir, fetcher.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill, err := New(context.Background(), src, Options{Disk: d, CacheBytes: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := readAll(t, fill, key); err != nil || !bytes.Equal(got, chunk0()) {
+				t.Fatalf("first mount: %v, %v", got, err)
+			}
+			fill.Close() // waits for the disk write
+
+			counted := &statCounter{Fetcher: src}
+			tree, err := New(context.Background(), counted, Options{Disk: d, CacheBytes: 1, MetadataTTL: tc.ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tree.Close()
+			if got, err := readAll(t, tree, key); err != nil || !bytes.Equal(got, chunk0()) {
+				t.Fatalf("remount: %v, %v", got, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, key), rewritten, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := readAll(t, tree, key); err != nil || !bytes.Equal(got, tc.want) {
+				t.Errorf("after the rewrite: got %v, %v; want %v", got, err, tc.want)
+			}
+			if got := counted.stats.Load(); got != tc.wantStats {
+				t.Errorf("Stats: got %d, want %d", got, tc.wantStats)
+			}
+			if s := d.Stats(); s.Hits < 1 {
+				t.Errorf("disk cache: %+v, want a hit", s)
+			}
+		})
+	}
+}
+
+// TestIdentityRecord: a load's identity record keeps each object once, and
+// none when an object was read with two identities or an unknown one.
+func TestIdentityRecord(t *testing.T) {
+	var ids identities
+	tree, _ := newTree(t, layerFiles(t), Options{})
+	ids.init(tree)
+	for _, tc := range []struct {
+		name string
+		objs []seen
+		ok   bool
+		want []seen
+	}{
+		{"one", []seen{{"a", "x"}}, true, []seen{{"a", "x"}}},
+		{"sorted, once", []seen{{"b", "y"}, {"a", "x"}, {"b", "y"}}, true, []seen{{"a", "x"}, {"b", "y"}}},
+		{"changed while read", []seen{{"a", "x"}, {"a", "z"}}, false, nil},
+		{"unknown", []seen{{"a", "x"}, {"b", ""}}, false, nil},
+		{"absent sibling", []seen{{"k", absent}, {"k.gz", "x"}}, true, []seen{{"k", absent}, {"k.gz", "x"}}},
+	} {
+		rec, ok := ids.record(tc.objs)
+		if ok != tc.ok {
+			t.Errorf("%s: kept %v, want %v", tc.name, ok, tc.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		got, dok := decodeSeen(rec)
+		if !dok || len(got) != len(tc.want) {
+			t.Errorf("%s: record decodes to %v, %v; want %v", tc.name, got, dok, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: record %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}
