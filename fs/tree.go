@@ -66,6 +66,14 @@ type Options struct {
 	// Disk, when not nil, keeps decoded chunks across restarts (see
 	// Tree.load). The tree does not close it.
 	Disk *disk.Cache
+	// ReadTimeout, when positive, bounds each read of the mount as a
+	// whole, from the kernel's request to the reply, every fetch, retry,
+	// back-off and decode included, and each chunk load alike: a read
+	// still waiting then fails with ErrReadTimeout (EIO), and the failure
+	// is remembered for a few seconds (failureMemory) so that the kernel's
+	// re-read of a failed read-ahead does not start over. Zero leaves
+	// reads bounded by the fetcher's own attempts and deadlines only.
+	ReadTimeout time.Duration
 }
 
 // Tree is the directory tree of one source. It is safe for concurrent use.

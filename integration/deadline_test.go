@@ -1,13 +1,16 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +115,87 @@ func TestHostileMetricsFlood(t *testing.T) {
 		t.Errorf("scrape after the flood: %s, %d bytes", resp.Status, len(body))
 	}
 	t.Logf("scrape answered %v after the flood began", time.Since(start).Round(time.Millisecond))
+	checkPeak(t, s)
+}
+
+// dripHandler sends size bytes of 1, one a second, with a Content-Length
+// of size, until the client leaves.
+func dripHandler(size int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		for range size {
+			if _, err := w.Write([]byte{1}); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// TestHostileReadTimeout: with --read-timeout 4s and the default stall
+// timeout and minimum rate (under which one attempt at a 128 KiB chunk may
+// last 32 s, and the retries and the kernel's re-read 6.5 minutes), a read
+// of a chunk or a pass-through file that a server drips fails with EIO
+// within the read timeout and a few seconds of slack, while the mount
+// serves other chunks; the kernel's re-read of the failed read-ahead
+// fails at once.
+func TestHostileReadTimeout(t *testing.T) {
+	// The slack is below the read timeout: a kernel's re-read that started
+	// over would take twice the timeout, and fail the test.
+	const readTimeout = 4 * time.Second
+	const slack = 3 * time.Second
+	src := t.TempDir()
+	keys, chunks := writeLayer(t, src, 3, nil)
+	writeFile(t, filepath.Join(src, "notes.bin"), bytes.Repeat([]byte{9}, 1<<20))
+	drip := dripHandler(hostileChunk)
+	files := http.FileServer(http.Dir(src))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/"+keys[0] || r.URL.Path == "/notes.bin" && r.Method == http.MethodGet {
+			drip(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", "--read-ahead", "0", "--read-timeout", readTimeout.String(), srv.URL)
+	for _, name := range []string{keys[0], "notes.bin"} {
+		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
+			start := time.Now()
+			cmd := exec.Command("cat", filepath.Join(s.mnt, name))
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			// The mount serves other chunks while the read waits.
+			checkAlive(t, s.mnt, keys[1], chunks[1])
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(readTimeout + time.Minute):
+				cmd.Process.Kill()
+				t.Fatalf("cat %s still running after %v", name, readTimeout+time.Minute)
+			}
+			took := time.Since(start)
+			t.Logf("dripped read of %s: EIO after %v (--read-timeout %v)", name, took.Round(time.Millisecond), readTimeout)
+			if err == nil || !strings.Contains(out.String(), "Input/output error") {
+				t.Errorf("cat %s: got %v, %q, want EIO", name, err, out.String())
+			}
+			if took > readTimeout+slack {
+				t.Errorf("cat %s: EIO after %v, want at most %v", name, took, readTimeout+slack)
+			}
+		})
+	}
+	checkAlive(t, s.mnt, keys[2], chunks[2])
 	checkPeak(t, s)
 }

@@ -43,6 +43,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.BoolFlag{Name: "follow-redirects", Usage: "follow HTTP redirects to another scheme, host or port than the source's (by default refused)"}},
 		{onSource, &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "an HTTP attempt that makes no progress this long is retried"}},
 		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried"}},
+		{onSource, &cli.DurationFlag{Name: "read-timeout", Value: time.Minute, Usage: "no read waits longer than this for the source, retries included: it fails with EIO (0: no bound beyond the retries)"}},
 		{onSource, &cli.DurationFlag{Name: "metadata-ttl", Usage: "list a directory of the source again after this long, so objects added after mounting show (0: once per mount)"}},
 		{onSource, &cli.BoolFlag{Name: "anonymous", Usage: "gs:// sources: send no credentials, even when Application Default Credentials are found"}},
 		{onSource, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},

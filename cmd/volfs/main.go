@@ -224,6 +224,9 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 		return nil, fmt.Errorf("--missing: want fill or error, got %q", c.String("missing"))
 	}
 	opts.MetadataTTL = c.Duration("metadata-ttl")
+	if opts.ReadTimeout = c.Duration("read-timeout"); opts.ReadTimeout < 0 {
+		return nil, fmt.Errorf("--read-timeout: want a duration of 0 or more, got %v", opts.ReadTimeout)
+	}
 	if opts.Formats, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
