@@ -185,7 +185,7 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 	}
 	limit = min(limit, h.opts.MaxObjectSize)
 	var obj Object
-	err := h.do(ctx, "GET", h.url(key), http.Header{"Accept-Encoding": {"gzip"}}, limit, func(resp *http.Response) error {
+	err := h.do(ctx, "GET", h.url(key), http.Header{"Accept-Encoding": {"gzip"}}, upTo(limit), func(resp *http.Response) error {
 		if resp.StatusCode != http.StatusOK {
 			return statusError(resp)
 		}
@@ -201,8 +201,13 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 
 // GetRange sends a GET with a Range header; a zero length returns an empty
 // slice without a request. A server that ignores Range and sends the whole
-// object is served too: the bytes before offset are skipped as they stream
-// in, and the rest of the body is abandoned.
+// object (a 200) is served too when the range starts within
+// MaxRangeSkip: the bytes before offset are skipped as they stream in, and
+// the body is read no further than the range's end. A range that starts
+// further is refused at once (ErrNotSupported) rather than downloaded up
+// to it. An attempt's deadline (HTTPOptions.MinRate) is set by the bytes
+// the reply must carry to reach the range's end: the range's length, or
+// offset plus length for a 200, never the object limit.
 func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	if err := checkRange(offset, length); err != nil {
 		return nil, err
@@ -219,8 +224,12 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 		"Range":           {fmt.Sprintf("bytes=%d-%d", offset, last)},
 	}
 	limit := min(length, h.opts.MaxObjectSize)
-	// A server that ignores Range sends the bytes before offset too.
-	expect := min(last+1, h.opts.MaxObjectSize)
+	expect := func(resp *http.Response) int64 {
+		if resp.StatusCode == http.StatusOK && offset <= MaxRangeSkip {
+			return last + 1 // the bytes before offset come too
+		}
+		return length
+	}
 	var data []byte
 	err := h.do(ctx, "GET", h.url(key), header, expect, func(resp *http.Response) error {
 		switch resp.StatusCode {
@@ -240,6 +249,14 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 				return fmt.Errorf("reply to range %d-%d has Content-Range %q", offset, last, resp.Header.Get("Content-Range"))
 			}
 		} else {
+			if size >= 0 && size <= offset {
+				data = []byte{} // the object ends before the range
+				return nil
+			}
+			if offset > MaxRangeSkip {
+				return fmt.Errorf("the server ignores Range (it sent the whole object): reaching byte %d would read all the bytes before it, more than %d: %w",
+					offset, MaxRangeSkip, ErrNotSupported)
+			}
 			if _, err := io.CopyN(io.Discard, resp.Body, offset); err == io.EOF {
 				data = []byte{}
 				return nil
@@ -266,7 +283,7 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 	}
 	u := h.url(key)
 	size := int64(-1)
-	err := h.do(ctx, "HEAD", u, http.Header{"Accept-Encoding": {"identity"}}, 0, func(resp *http.Response) error {
+	err := h.do(ctx, "HEAD", u, http.Header{"Accept-Encoding": {"identity"}}, upTo(0), func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusOK:
 			if contentEncoding(resp) == "" {
@@ -285,7 +302,7 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, error) {
 		return size, nil
 	}
 	header := http.Header{"Accept-Encoding": {"identity"}, "Range": {"bytes=0-0"}}
-	err = h.do(ctx, "GET", u, header, 1, func(resp *http.Response) error {
+	err = h.do(ctx, "GET", u, header, upTo(1), func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable:
 			// 416 answers an empty object: "bytes */0".
@@ -322,7 +339,7 @@ func (h *HTTP) List(ctx context.Context, prefix string) ([]Entry, error) {
 	}
 	header := http.Header{"Accept": {"text/html"}, "Accept-Encoding": {"identity"}}
 	var entries []Entry
-	err := h.do(ctx, "GET", h.url(dir), header, h.opts.MaxObjectSize, func(resp *http.Response) error {
+	err := h.do(ctx, "GET", h.url(dir), header, upTo(h.opts.MaxObjectSize), func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusOK:
 		case http.StatusNotFound, http.StatusGone:
@@ -358,10 +375,11 @@ func (h *HTTP) url(key string) *url.URL {
 // do sends a request and hands the reply to read until read succeeds,
 // fails with an error that does not wrap ErrTransient, or MaxAttempts
 // attempts have failed. The body is drained and closed after read returns.
-// expect is the most body bytes read accepts, which sets the attempt's
-// deadline when the reply has no Content-Length (see HTTPOptions.MinRate).
-// Errors are prefixed with the method and URL.
-func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect int64, read func(*http.Response) error) error {
+// expect tells, from the reply's status and headers, the most body bytes
+// read consumes, which sets the attempt's deadline when the reply's
+// Content-Length is larger or absent (see HTTPOptions.MinRate). Errors are
+// prefixed with the method and URL.
+func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect expectFunc, read func(*http.Response) error) error {
 	for attempt := 1; ; attempt++ {
 		err := h.try(ctx, method, u, header, expect, read)
 		switch {
@@ -396,8 +414,23 @@ var (
 	errTooSlow = errors.New("too slow")
 )
 
+// expectFunc tells how many body bytes an operation reads from a reply.
+type expectFunc func(*http.Response) int64
+
+// upTo is the expectFunc of an operation that reads at most n bytes of any
+// reply.
+func upTo(n int64) expectFunc { return func(*http.Response) int64 { return n } }
+
+// MaxRangeSkip is the furthest into an object that GetRange reads from the
+// start of a reply that ignores Range (a 200 with the whole object) to
+// reach the range asked for: 64 MiB, a fraction of a second on a LAN. A
+// shard or pass-through object read from such a server costs what lies
+// before each range; beyond this, a read would download more than a
+// hostile or broken server deserves, so it is refused.
+const MaxRangeSkip = 64 << 20
+
 // try makes one attempt of do.
-func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expect int64, read func(*http.Response) error) error {
+func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expectOf expectFunc, read func(*http.Response) error) error {
 	// The watchdog cancels the attempt when it makes no progress for
 	// StallTimeout, from the request to the headers and between body
 	// reads; every read that returns data re-arms it. Once the headers
@@ -416,9 +449,11 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 	req.Header = header
 	resp, err := h.client.Do(req)
 	var bound time.Duration
+	var expect int64
 	if err != nil {
 		err = transportError(err)
 	} else {
+		expect = expectOf(resp)
 		if resp.ContentLength >= 0 && resp.ContentLength < expect {
 			expect = resp.ContentLength
 		}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -198,4 +200,194 @@ func TestHostileReadTimeout(t *testing.T) {
 	}
 	checkAlive(t, s.mnt, keys[2], chunks[2])
 	checkPeak(t, s)
+}
+
+// shardedInfo is a precomputed layer of two 64x64x32 uint8 chunks (ids 0
+// and 1) in one shard, 0.shard, with one minishard and raw indexes.
+const shardedInfo = `{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
+ "scales": [{"key": "s0", "size": [64, 64, 64], "voxel_offset": [0, 0, 0], "resolution": [1, 1, 1],
+   "chunk_sizes": [[64, 64, 32]], "encoding": "raw",
+   "sharding": {"@type": "neuroglancer_uint64_sharded_v1", "preshift_bits": 0, "hash": "identity",
+     "minishard_bits": 0, "shard_bits": 0, "minishard_index_encoding": "raw", "data_encoding": "raw"}}]}`
+
+// shardPrefix returns the start of 0.shard of shardedInfo with the two
+// chunks gap bytes after the shard index (the gap is the zeros that
+// follow), and the chunks' bytes.
+func shardPrefix(gap uint64) (prefix []byte, chunks [][]byte) {
+	le := func(b []byte, vs ...uint64) []byte {
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+		return b
+	}
+	chunks = [][]byte{bytes.Repeat([]byte{3}, hostileChunk), bytes.Repeat([]byte{4}, hostileChunk)}
+	// Offsets count from the end of the 16-byte shard index.
+	minishard := gap + 2*hostileChunk
+	prefix = le(nil, minishard, minishard+48)
+	if gap > 1<<26 {
+		return prefix, chunks // far: only the index is sent, then zeros
+	}
+	prefix = append(prefix, make([]byte, gap)...)
+	prefix = append(append(prefix, chunks[0]...), chunks[1]...)
+	// Ids 0 and 1 (deltas), offsets from the end of the index then from
+	// the previous chunk's end, sizes.
+	prefix = le(prefix, 0, 1, gap, 0, hostileChunk, hostileChunk)
+	return prefix, chunks
+}
+
+// rangeIgnorer serves shardedInfo, its 0.shard answering every request,
+// ranged or not, with a 200 whose body is prefix and then zeros for ever,
+// at most rate bytes a second (0: as fast as it goes). It counts the bytes
+// it sends and the requests still being answered.
+type rangeIgnorer struct {
+	sent, active atomic.Int64
+	left         chan struct{} // a value each time a shard request ends
+}
+
+func newRangeIgnorer(t *testing.T, prefix []byte, rate int) (*rangeIgnorer, *httptest.Server) {
+	ri := &rangeIgnorer{left: make(chan struct{}, 1024)}
+	zeros := make([]byte, 64<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/info":
+			io.WriteString(w, shardedInfo)
+			return
+		case "/s0/0.shard":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		ri.active.Add(1)
+		defer func() { ri.active.Add(-1); ri.left <- struct{}{} }()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if r.Method == http.MethodHead {
+			return
+		}
+		tick := time.NewTicker(time.Second / 16)
+		defer tick.Stop()
+		body := prefix
+		for {
+			b := body
+			if len(b) == 0 {
+				b = zeros
+			}
+			if rate > 0 {
+				b = b[:min(len(b), rate/16)]
+				select {
+				case <-tick.C:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			n, err := w.Write(b)
+			ri.sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+			if len(body) > 0 {
+				body = body[n:]
+			}
+		}
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return ri, srv
+}
+
+// TestHostileRangeIgnored: an origin that answers the ranged reads of a
+// sharded scale with an endless 200. A shard laid out near its start reads
+// right, pulling no more than the ranges' ends and drains; one whose
+// minishard index lies 1 GiB in is EIO at once, having pulled almost
+// nothing; and a slow one whose reader is killed stops being downloaded.
+func TestHostileRangeIgnored(t *testing.T) {
+	t.Run("near", func(t *testing.T) {
+		prefix, chunks := shardPrefix(4 << 20)
+		ri, srv := newRangeIgnorer(t, prefix, 0)
+		s := startVolfs(t, "mount", "--cache-size", "16MiB", srv.URL)
+		start := time.Now()
+		for i, key := range []string{"s0/0-64_0-64_0-32", "s0/0-64_0-64_32-64"} {
+			out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, key))
+			if err != nil || out != string(chunks[i]) {
+				t.Errorf("cat %s: %v, %d bytes, want the chunk's %d", key, err, len(out), len(chunks[i]))
+			}
+		}
+		srv.CloseClientConnections()
+		t.Logf("near: both chunks read in %v, %.1f MiB pulled (shard prefix %.1f MiB)",
+			time.Since(start).Round(time.Millisecond), float64(ri.sent.Load())/(1<<20), float64(len(prefix))/(1<<20))
+		// Index, minishard index, two chunks: each read to its range's
+		// end plus a drain of 256 KiB, and socket buffers.
+		if most := int64(4*len(prefix)) + 16<<20; ri.sent.Load() > most {
+			t.Errorf("pulled %d bytes, want at most %d", ri.sent.Load(), most)
+		}
+		checkPeak(t, s)
+	})
+	t.Run("far", func(t *testing.T) {
+		prefix, _ := shardPrefix(1 << 30)
+		ri, srv := newRangeIgnorer(t, prefix, 0)
+		s := startVolfs(t, "mount", "--cache-size", "16MiB", srv.URL)
+		start := time.Now()
+		out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "s0/0-64_0-64_0-32"))
+		if err == nil || !strings.Contains(out, "Input/output error") {
+			t.Errorf("cat of a chunk whose minishard index lies 1 GiB in: %v, %d bytes, want EIO", err, len(out))
+		}
+		srv.CloseClientConnections()
+		t.Logf("far: EIO after %v, %.1f MiB pulled", time.Since(start).Round(time.Millisecond), float64(ri.sent.Load())/(1<<20))
+		if most := int64(16 << 20); ri.sent.Load() > most {
+			t.Errorf("pulled %d bytes, want at most %d", ri.sent.Load(), most)
+		}
+		checkPeak(t, s)
+	})
+	// 48 MiB before the chunks at 1 MiB/s: a read would take 48 s. With
+	// --direct-io the kernel's read is the reader's, and its death
+	// interrupts the request, which cancels the load nobody waits for; a
+	// read through the page cache is the kernel's read-ahead, which no
+	// signal interrupts, so --read-timeout ends it.
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		readTimeout time.Duration
+	}{
+		{"reader killed, direct-io", []string{"--direct-io", "--read-timeout", "10m"}, 10 * time.Minute},
+		{"reader killed, page cache", []string{"--read-timeout", "5s"}, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix, _ := shardPrefix(48 << 20)
+			ri, srv := newRangeIgnorer(t, prefix, 1<<20)
+			s := startVolfs(t, append(append([]string{"mount", "--cache-size", "16MiB"}, tc.args...), srv.URL)...)
+			start := time.Now()
+			cmd := exec.Command("cat", filepath.Join(s.mnt, "s0/0-64_0-64_0-32"))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Kill the reader once the download of the far range is under way.
+			for ri.sent.Load() < 2<<20 {
+				select {
+				case <-ri.left:
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			killed := time.Now()
+			cmd.Process.Kill()
+			cmd.Wait()
+			deadline := time.After(time.Minute)
+			for ri.active.Load() > 0 {
+				select {
+				case <-ri.left:
+				case <-deadline:
+					t.Fatalf("still downloading a minute after the reader was killed (%d MiB pulled)", ri.sent.Load()>>20)
+				}
+			}
+			t.Logf("%s: download stopped %v after the kill, %v after the read began, %.1f MiB pulled", tc.name,
+				time.Since(killed).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), float64(ri.sent.Load())/(1<<20))
+			if took := time.Since(start); took > min(tc.readTimeout, 20*time.Second)+5*time.Second {
+				t.Errorf("download went on for %v after the read began", took)
+			}
+			if out, err := runBounded(t, time.Minute, "ls", filepath.Join(s.mnt, "s0")); err != nil || !strings.Contains(out, "0-64_0-64_32-64") {
+				t.Errorf("ls after the kill: %v %q", err, out)
+			}
+			checkPeak(t, s)
+		})
+	}
 }
