@@ -402,9 +402,13 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 func (n *fileInode) read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) ([]byte, error) {
 	if h, ok := fh.(*chunkHandle); ok && h.touched.CompareAndSwap(false, true) {
 		f := n.file.(*chunkFile)
-		// A failure is reported by the read below, for its byte range.
-		_, hit, _ := f.chunkHit(ctx)
+		_, hit, err := f.chunkHit(ctx)
 		f.t.readers.touch(f, h.pid, !hit)
+		if err != nil && !isMissing(err) {
+			// Failed loads are not kept: the read below would load the
+			// chunk again, and double the wait for the error.
+			return nil, err
+		}
 	}
 	if s, ok := n.file.(slicer); ok {
 		return s.slice(ctx, off, int64(len(dest)))

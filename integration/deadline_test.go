@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
 
 // The deadline tests: reads that a slow, dripping or lying server, or a
@@ -390,4 +392,43 @@ func TestHostileRangeIgnored(t *testing.T) {
 			checkPeak(t, s)
 		})
 	}
+}
+
+// TestGCSDrip: a gs:// object that the server drips a byte a second is
+// cut off by --stall-timeout and --min-rate as an HTTP source's is: each
+// exchange ends at the stall timeout plus its size at the minimum rate,
+// the call after six attempts' worth, and the read is EIO within that
+// bound (and the back-off), with --read-timeout far out of the way; the
+// mount serves the object's neighbour meanwhile.
+func TestGCSDrip(t *testing.T) {
+	requireFUSE(t)
+	src := t.TempDir()
+	keys, chunks := writeLayer(t, src, 2, nil)
+	e := startGCSEmulator(t)
+	const bucket = "drips"
+	e.srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: bucket})
+	e.putLayer(t, bucket, "", src, false)
+	e.drips.Store("/"+bucket+"/"+keys[0], true)
+
+	const stall, rate = 1500 * time.Millisecond, 1 << 20
+	s := startVolfs(t, "mount", "--anonymous", "--cache-size", "16MiB", "--stall-timeout", stall.String(), "--min-rate", "1MiB",
+		"--read-timeout", "10m", "gs://"+bucket)
+	checkAlive(t, s.mnt, keys[1], chunks[1])
+	// Six attempts of 1.5 s plus the chunk's limit (2 x 128 KiB + 1 MiB)
+	// at 1 MiB/s, and five back-offs of at most 5 s: the call's bound.
+	// The kernel's re-read fails at once.
+	perAttempt := stall + time.Duration(2*hostileChunk+1<<20)*time.Second/rate
+	bound := 6*perAttempt + 5*5*time.Second
+	start := time.Now()
+	out, err := runBounded(t, bound+time.Minute, "cat", filepath.Join(s.mnt, keys[0]))
+	took := time.Since(start)
+	t.Logf("gs:// drip read ended after %v (bound from the flags: %v)", took.Round(time.Millisecond), bound)
+	if err == nil || !strings.Contains(out, "Input/output error") {
+		t.Errorf("cat of the dripping object: got %v, %d bytes, want EIO", err, len(out))
+	}
+	if took > bound+5*time.Second {
+		t.Errorf("EIO after %v, want at most %v", took, bound+5*time.Second)
+	}
+	checkAlive(t, s.mnt, keys[1], chunks[1])
+	checkPeak(t, s)
 }

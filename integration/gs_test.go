@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
@@ -33,6 +34,7 @@ type gcsEmulator struct {
 	served   atomic.Int64 // body bytes of downloads
 	gzRanges atomic.Int64 // Range headers on gzip-encoded objects
 	gzPaths  sync.Map     // URL path of each gzip-encoded object -> true
+	drips    sync.Map     // URL path of each object whose reads drip a byte a second -> true
 }
 
 // startGCSEmulator starts the emulator, on a file-backed store (its
@@ -61,7 +63,11 @@ func startGCSEmulator(t *testing.T) *gcsEmulator {
 		if _, gz := e.gzPaths.Load(r.URL.Path); gz && r.Header.Get("Range") != "" {
 			e.gzRanges.Add(1)
 		}
-		h.ServeHTTP(&countWriter{ResponseWriter: w, n: &e.served}, r)
+		var cw http.ResponseWriter = &countWriter{ResponseWriter: w, n: &e.served}
+		if _, drip := e.drips.Load(r.URL.Path); drip && r.Method == http.MethodGet {
+			cw = &dripWriter{ResponseWriter: cw, done: r.Context().Done()}
+		}
+		h.ServeHTTP(cw, r)
 	}))
 	hs.Listener.Close()
 	hs.Listener = l
@@ -82,9 +88,38 @@ func (e *gcsEmulator) put(bucket, name string, data []byte, encoding string) {
 	}
 }
 
+// dripWriter sends what it is given one byte a second, until done.
+type dripWriter struct {
+	http.ResponseWriter
+	done <-chan struct{}
+}
+
+func (w *dripWriter) Write(p []byte) (int, error) {
+	for i := range p {
+		if _, err := w.ResponseWriter.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+		w.ResponseWriter.(http.Flusher).Flush()
+		select {
+		case <-w.done:
+			return i + 1, http.ErrHandlerTimeout
+		case <-time.After(time.Second):
+		}
+	}
+	return len(p), nil
+}
+
+func (w *dripWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
+
 type countWriter struct {
 	http.ResponseWriter
 	n *atomic.Int64
+}
+
+func (w *countWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (w *countWriter) Write(p []byte) (int, error) {

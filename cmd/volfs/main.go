@@ -240,7 +240,10 @@ func openTree(c *cli.Context, source string, background bool) (*fs.Tree, error) 
 			FollowRedirects: c.Bool("follow-redirects"), Log: log,
 		},
 		File: fetcher.FileOptions{FollowSymlinks: c.Bool("follow-symlinks"), Log: log},
-		GCS:  fetcher.GCSOptions{Conns: c.Int("workers"), Anonymous: c.Bool("anonymous")},
+		GCS: fetcher.GCSOptions{
+			Conns: c.Int("workers"), Anonymous: c.Bool("anonymous"),
+			StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+		},
 	})
 	if err != nil {
 		return nil, err
