@@ -798,3 +798,93 @@ func newSession(conns int) *session {
 	s.transport = tr
 	return s
 }
+
+// Streamer is a Fetcher that can send an object's bytes from an offset as
+// one stream, for readers that go through an object in order: one request
+// instead of one per read, and no Range needed from a server that ignores
+// it.
+type Streamer interface {
+	// Stream returns the bytes of the object at key from offset to its
+	// end, as they arrive, with no transport encoding. An offset at or
+	// past the end gives an empty stream. Reads of the stream are not
+	// retried: a read that fails leaves the stream broken, and the caller
+	// falls back to GetRange. Ending ctx, or Close, abandons it.
+	Stream(ctx context.Context, key string, offset int64) (io.ReadCloser, error)
+}
+
+// Stream sends a GET for the bytes from offset on ("Range: bytes=N-"). A
+// server that ignores Range is served when offset is within MaxRangeSkip
+// (the bytes before it are skipped as they come). The stream has the
+// stall watchdog of an attempt (HTTPOptions.StallTimeout) but no overall
+// deadline: its reader bounds each of its reads.
+func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadCloser, error) {
+	if err := checkRange(offset, 0); err != nil {
+		return nil, err
+	}
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	u := h.url(key)
+	fail := func(err error) error { return fmt.Errorf("fetcher: stream %s from %d: %w", u.Redacted(), offset, err) }
+	sctx, cancel := context.WithCancelCause(ctx)
+	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
+	stop := func() {
+		watchdog.Stop()
+		cancel(nil)
+	}
+	req, err := http.NewRequestWithContext(sctx, "GET", u.String(), nil)
+	if err != nil {
+		stop()
+		return nil, fail(err)
+	}
+	req.Header = http.Header{"Accept-Encoding": {"identity"}, "Range": {fmt.Sprintf("bytes=%d-", offset)}}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		stop()
+		if context.Cause(sctx) == errStalled {
+			return nil, fail(fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient))
+		}
+		return nil, fail(transportError(err))
+	}
+	body := &streamBody{ReadCloser: &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}, stop: stop}
+	refuse := func(err error) (io.ReadCloser, error) {
+		body.Close()
+		return nil, fail(err)
+	}
+	if enc := contentEncoding(resp); enc != "" {
+		return refuse(fmt.Errorf("reply has Content-Encoding %q", enc))
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestedRangeNotSatisfiable:
+		body.Close()
+		return io.NopCloser(strings.NewReader("")), nil
+	case http.StatusPartialContent:
+		if first, _, err := parseContentRange(resp.Header.Get("Content-Range")); err != nil || first != offset {
+			return refuse(fmt.Errorf("reply to range %d- has Content-Range %q", offset, resp.Header.Get("Content-Range")))
+		}
+	case http.StatusOK:
+		if offset > MaxRangeSkip {
+			return refuse(fmt.Errorf("the server ignores Range: reaching byte %d would read all the bytes before it, more than %d: %w", offset, MaxRangeSkip, ErrNotSupported))
+		}
+		if _, err := io.CopyN(io.Discard, body, offset); err != nil && err != io.EOF {
+			return refuse(bodyError(err))
+		}
+	default:
+		return refuse(statusError(resp))
+	}
+	h.stats.objects.Add(1)
+	return body, nil
+}
+
+// streamBody is the body of a Stream: closing it abandons the rest, with
+// its connection, and stops its watchdog.
+type streamBody struct {
+	io.ReadCloser
+	stop func()
+}
+
+func (b *streamBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.stop()
+	return err
+}

@@ -486,11 +486,15 @@ func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error)
 	return &objectFile{t: t, key: key, size: size}, nil
 }
 
-// objectFile is an object shown byte for byte.
+// objectFile is an object shown byte for byte. Each read is a ranged read
+// of the source, except that a reader going through the file in order is
+// served from one stream of the object (fetcher.Streamer), which needs one
+// request for the whole file and no Range support from the server.
 type objectFile struct {
-	t    *Tree
-	key  string
-	size int64
+	t      *Tree
+	key    string
+	size   int64
+	stream objectStream
 }
 
 func (f *objectFile) IsDir() bool { return false }
@@ -500,7 +504,13 @@ func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 	if off >= f.size {
 		return 0, nil
 	}
-	b, err := f.t.src.GetRange(ctx, f.key, off, min(int64(len(p)), f.size-off))
+	p = p[:min(int64(len(p)), f.size-off)]
+	if st, ok := f.t.src.(fetcher.Streamer); ok {
+		if k, ok := f.stream.read(ctx, st, f.key, p, off); ok {
+			return k, nil
+		}
+	}
+	b, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
 	return copy(p, b), err
 }
 

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -431,4 +433,95 @@ func TestGCSDrip(t *testing.T) {
 	}
 	checkAlive(t, s.mnt, keys[1], chunks[1])
 	checkPeak(t, s)
+}
+
+// patternByte is byte i of the pass-through object of TestPassThroughStream.
+func patternByte(i int64) byte { return byte(i*7 + i>>20) }
+
+// patternObject reads as the first size bytes of patternByte.
+type patternObject struct{ off, size int64 }
+
+func (p *patternObject) Read(b []byte) (int, error) {
+	if p.off >= p.size {
+		return 0, io.EOF
+	}
+	b = b[:min(int64(len(b)), p.size-p.off)]
+	for i := range b {
+		b[i] = patternByte(p.off + int64(i))
+	}
+	p.off += int64(len(b))
+	return len(b), nil
+}
+
+func (p *patternObject) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+		p.off = off
+	case io.SeekCurrent:
+		p.off += off
+	case io.SeekEnd:
+		p.off = p.size + off
+	}
+	return p.off, nil
+}
+
+// TestPassThroughStream: a 512 MiB pass-through file read in order with
+// cat, from a server that honours Range and from one that ignores it (and
+// answers every read with the whole object), reads right, pulls about its
+// size once, and holds no more memory than a small volfs does.
+func TestPassThroughStream(t *testing.T) {
+	const size = 512 << 20
+	h := sha256.New()
+	io.Copy(h, &patternObject{size: size})
+	want := hex.EncodeToString(h.Sum(nil))
+	for _, ignoreRange := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignores Range %v", ignoreRange), func(t *testing.T) {
+			var sent atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/big.bin" {
+					http.NotFound(w, r)
+					return
+				}
+				cw := &countingResponse{ResponseWriter: w, n: &sent}
+				if !ignoreRange {
+					http.ServeContent(cw, r, "", time.Time{}, &patternObject{size: size})
+					return
+				}
+				w.Header().Set("Content-Length", strconv.Itoa(size))
+				if r.Method != http.MethodHead {
+					io.Copy(cw, &patternObject{size: size})
+				}
+			}))
+			t.Cleanup(func() {
+				srv.CloseClientConnections()
+				srv.Close()
+			})
+			s := startVolfs(t, "mount", "--cache-size", "16MiB", srv.URL)
+			start := time.Now()
+			out, err := runBounded(t, 5*time.Minute, "sha256sum", filepath.Join(s.mnt, "big.bin"))
+			took := time.Since(start)
+			if err != nil || !strings.HasPrefix(out, want) {
+				t.Errorf("sha256sum of the pass-through file: %v %q, want %s", err, out, want)
+			}
+			srv.CloseClientConnections()
+			t.Logf("512 MiB pass-through, server ignores Range %v: read in %v (%.0f MB/s), %.0f MiB pulled",
+				ignoreRange, took.Round(time.Millisecond), size/took.Seconds()/1e6, float64(sent.Load())/(1<<20))
+			if most := int64(size + size/4); sent.Load() > most {
+				t.Errorf("pulled %d bytes for a %d-byte file, want at most %d", sent.Load(), size, most)
+			}
+			checkPeak(t, s)
+		})
+	}
+}
+
+// countingResponse counts the body bytes written.
+type countingResponse struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w *countingResponse) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.n.Add(int64(n))
+	return n, err
 }
