@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,9 +56,21 @@ type GCSOptions struct {
 	// fails with a retryable error, and the library sends it again (a read
 	// resumes where the stalled body stopped).
 	StallTimeout time.Duration
+	// MinRate is the slowest transfer, in bytes per second, that an
+	// exchange may make (default 64 KiB/s), as HTTPOptions.MinRate: once
+	// the reply's headers are in, the exchange must end within
+	// StallTimeout plus its body at MinRate, counted from the request, or
+	// it fails with a retryable error. A server that drips a byte a
+	// second, which the stall watchdog never catches, is cut off.
+	MinRate int64
 	// CallTimeout bounds each call (Get, GetRange, Stat, List) as a whole,
 	// retries included (default 5m): the library would otherwise retry for
-	// as long as the context lives.
+	// as long as the context lives. A read is bounded further by what
+	// MaxAttempts attempts at StallTimeout plus its size at MinRate, and
+	// their back-off, may take (callBound), as an HTTP source's is: the
+	// library resumes a read cut off by the deadline from the bytes it
+	// has, so a drip would otherwise go on, a few bytes an attempt, for
+	// the whole CallTimeout.
 	CallTimeout time.Duration
 	// MaxObjectSize bounds what one read holds in memory (default 2 GiB),
 	// including a gzip-encoded object that GetRange reads whole.
@@ -68,9 +81,9 @@ type GCSOptions struct {
 // the HTTP fetcher's, so both kinds of source behave alike.
 func (o GCSOptions) withDefaults() GCSOptions {
 	h := HTTPOptions{Conns: o.Conns, MaxAttempts: o.MaxAttempts, BaseBackoff: o.BaseBackoff, MaxBackoff: o.MaxBackoff,
-		StallTimeout: o.StallTimeout, MaxObjectSize: o.MaxObjectSize}.withDefaults()
+		StallTimeout: o.StallTimeout, MinRate: o.MinRate, MaxObjectSize: o.MaxObjectSize}.withDefaults()
 	o.Conns, o.MaxAttempts, o.BaseBackoff, o.MaxBackoff = h.Conns, h.MaxAttempts, h.BaseBackoff, h.MaxBackoff
-	o.StallTimeout, o.MaxObjectSize = h.StallTimeout, h.MaxObjectSize
+	o.StallTimeout, o.MinRate, o.MaxObjectSize = h.StallTimeout, h.MinRate, h.MaxObjectSize
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 5 * time.Minute
 	}
@@ -164,7 +177,7 @@ func NewGCS(source string, opts GCSOptions) (*GCS, error) {
 		return nil, fmt.Errorf("fetcher: %w", err)
 	}
 	retryable := func(err error) bool {
-		return errors.Is(err, errStalled) || storage.ShouldRetry(err)
+		return errors.Is(err, errStalled) || errors.Is(err, errTooSlow) || storage.ShouldRetry(err)
 	}
 	return &GCS{
 		bucketName: bucket,
@@ -203,12 +216,14 @@ func (g *GCS) Get(ctx context.Context, key string, limit int64) (Object, error) 
 	if err := CheckKey(key); err != nil {
 		return Object{}, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	limit = min(limit, g.opts.MaxObjectSize)
+	bound := g.callBound(limit)
+	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	name := g.prefix + key
-	data, gz, id, err := g.readWhole(cctx, name, min(limit, g.opts.MaxObjectSize))
+	data, gz, id, err := g.readWhole(cctx, name, limit)
 	if err != nil {
-		return Object{}, g.error(ctx, cctx, "get", key, err)
+		return Object{}, g.error(ctx, cctx, bound, "get", key, err)
 	}
 	obj := Object{Data: data, ID: id}
 	if gz {
@@ -276,11 +291,12 @@ func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) ([
 	if err := ctx.Err(); err != nil {
 		return nil, "", fmt.Errorf("fetcher: read %s/%s: %w", g, key, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	bound := g.callBound(length)
+	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	data, id, err := g.getRange(cctx, g.prefix+key, offset, length)
 	if err != nil {
-		return nil, "", g.error(ctx, cctx, "read", key, err)
+		return nil, "", g.error(ctx, cctx, bound, "read", key, err)
 	}
 	return data, id, nil
 }
@@ -420,7 +436,7 @@ func (g *GCS) Stat(ctx context.Context, key string) (int64, Identity, error) {
 	defer cancel()
 	a, id, err := g.askAttrs(cctx, g.prefix+key)
 	if err != nil {
-		return 0, "", g.error(ctx, cctx, "stat", key, err)
+		return 0, "", g.error(ctx, cctx, g.opts.CallTimeout, "stat", key, err)
 	}
 	return a.size, id, nil
 }
@@ -445,10 +461,10 @@ func (g *GCS) List(ctx context.Context, prefix string) ([]Entry, error) {
 	defer cancel()
 	entries, err := g.list(cctx, dir)
 	if err != nil {
-		return nil, g.error(ctx, cctx, "list", prefix+"/", err)
+		return nil, g.error(ctx, cctx, g.opts.CallTimeout, "list", prefix+"/", err)
 	}
 	if entries == nil && prefix != "" {
-		return nil, g.error(ctx, cctx, "list", prefix+"/", fmt.Errorf("no object under it: %w", ErrNotExist))
+		return nil, g.error(ctx, cctx, g.opts.CallTimeout, "list", prefix+"/", fmt.Errorf("no object under it: %w", ErrNotExist))
 	}
 	return entries, nil
 }
@@ -494,9 +510,19 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 	}
 }
 
+// callBound is how long a call that reads n bytes may take: CallTimeout,
+// or less when MaxAttempts attempts of StallTimeout plus n bytes at
+// MinRate each, and the most back-off between them, end sooner (the bound
+// of an HTTP source's request).
+func (g *GCS) callBound(n int64) time.Duration {
+	h := HTTP{opts: HTTPOptions{StallTimeout: g.opts.StallTimeout, MinRate: g.opts.MinRate}}
+	attempts := time.Duration(g.opts.MaxAttempts)
+	return min(g.opts.CallTimeout, attempts*h.attemptBound(n)+(attempts-1)*g.opts.MaxBackoff)
+}
+
 // error classifies err, from a call on key that ran under cctx, a child of
-// the caller's ctx.
-func (g *GCS) error(ctx, cctx context.Context, op, key string, err error) error {
+// the caller's ctx with a timeout of bound.
+func (g *GCS) error(ctx, cctx context.Context, bound time.Duration, op, key string, err error) error {
 	where := fmt.Sprintf("fetcher: %s %s/%s", op, g, key)
 	var gerr *googleapi.Error
 	switch {
@@ -509,14 +535,14 @@ func (g *GCS) error(ctx, cctx context.Context, op, key string, err error) error 
 	case errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist):
 		return fmt.Errorf("%s: %v: %w", where, err, ErrNotExist)
 	case cctx.Err() != nil:
-		return fmt.Errorf("%s: no answer within %v: %v: %w", where, g.opts.CallTimeout, err, ErrTransient)
+		return fmt.Errorf("%s: not done within %v: %v: %w", where, bound, err, ErrTransient)
 	case errors.As(err, &gerr) && (gerr.Code == http.StatusNotFound || gerr.Code == http.StatusGone):
 		return fmt.Errorf("%s: %v: %w", where, err, ErrNotExist)
 	case errors.As(err, &gerr) && (gerr.Code == http.StatusUnauthorized || gerr.Code == http.StatusForbidden):
 		return fmt.Errorf("%s: %w: %v; this used %s: %s", where, ErrPermission, err, g.client.auth, g.client.authHint)
 	case errors.As(err, &gerr) && (gerr.Code == http.StatusTooManyRequests || gerr.Code == http.StatusRequestTimeout || gerr.Code >= 500):
 		return fmt.Errorf("%s: %v: %w", where, err, ErrTransient)
-	case errors.Is(err, errStalled) || storage.ShouldRetry(err):
+	case errors.Is(err, errStalled) || errors.Is(err, errTooSlow) || storage.ShouldRetry(err):
 		return fmt.Errorf("%s: %v: %w", where, err, ErrTransient)
 	}
 	return fmt.Errorf("%s: %w", where, err)
@@ -562,7 +588,7 @@ func newGCSClient(opts GCSOptions, anonymous bool) (*gcsClient, error) {
 	// The HTTP session of http.go: HTTP/1.1, an idle pool as large as the
 	// connection bound, counted dials, no transparent decompression.
 	c := &gcsClient{sess: newSession(opts.Conns)}
-	var rt http.RoundTripper = &stallTransport{base: c.sess.transport, timeout: opts.StallTimeout}
+	var rt http.RoundTripper = &stallTransport{base: c.sess.transport, timeout: opts.StallTimeout, minRate: opts.MinRate}
 
 	ctx := context.Background()
 	c.auth = "anonymous access"
@@ -607,15 +633,20 @@ func newGCSClient(opts GCSOptions, anonymous bool) (*gcsClient, error) {
 
 // stallTransport gives each exchange a watchdog that cancels it when it
 // makes no progress for timeout: no reply headers, or no body bytes
-// between two reads. The stalled exchange then fails with an error
-// wrapping errStalled, which the storage library retries (resuming a read
-// from the bytes it has).
+// between two reads; and, once the headers are in, a deadline of timeout
+// plus the body's size at minRate from the request (the size is the
+// Content-Length, or the length of the Range asked for, or else
+// maxAttemptBound applies). The exchange then fails with an error
+// wrapping errStalled or errTooSlow, which the storage library retries
+// (resuming a read from the bytes it has).
 type stallTransport struct {
 	base    http.RoundTripper
 	timeout time.Duration
+	minRate int64
 }
 
 func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
 	ctx, cancel := context.WithCancelCause(req.Context())
 	watchdog := time.AfterFunc(t.timeout, func() { cancel(errStalled) })
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
@@ -628,8 +659,30 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp.Body = &watchedBody{body: resp.Body, ctx: ctx, cancel: cancel, watchdog: watchdog, timeout: t.timeout}
+	n := resp.ContentLength
+	if n < 0 {
+		n = rangeLength(req.Header.Get("Range"))
+	}
+	bound := maxAttemptBound
+	if n >= 0 {
+		h := HTTP{opts: HTTPOptions{StallTimeout: t.timeout, MinRate: t.minRate}}
+		bound = h.attemptBound(n)
+	}
+	deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
+	resp.Body = &watchedBody{body: resp.Body, ctx: ctx, cancel: cancel, watchdog: watchdog, deadline: deadline, timeout: t.timeout, bound: bound}
 	return resp, nil
+}
+
+// rangeLength returns the length of a "bytes=first-last" Range header, or
+// -1.
+func rangeLength(h string) int64 {
+	first, last, ok := strings.Cut(strings.TrimPrefix(h, "bytes="), "-")
+	f, err1 := strconv.ParseInt(first, 10, 64)
+	l, err2 := strconv.ParseInt(last, 10, 64)
+	if !ok || err1 != nil || err2 != nil || l < f {
+		return -1
+	}
+	return l - f + 1
 }
 
 // watchedBody re-arms its exchange's watchdog on every read that returns
@@ -639,7 +692,9 @@ type watchedBody struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	watchdog *time.Timer
+	deadline *time.Timer
 	timeout  time.Duration
+	bound    time.Duration // of the exchange, for errTooSlow's message
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
@@ -647,8 +702,13 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.watchdog.Reset(b.timeout)
 	}
-	if err != nil && err != io.EOF && context.Cause(b.ctx) == errStalled {
-		err = fmt.Errorf("%w for %v reading the body: %w", errStalled, b.timeout, err)
+	if err != nil && err != io.EOF {
+		switch context.Cause(b.ctx) {
+		case errStalled:
+			err = fmt.Errorf("%w for %v reading the body: %w", errStalled, b.timeout, err)
+		case errTooSlow:
+			err = fmt.Errorf("%w: body not done within %v: %w", errTooSlow, b.bound, err)
+		}
 	}
 	return n, err
 }
@@ -660,6 +720,7 @@ func (b *watchedBody) Close() error {
 	io.CopyN(io.Discard, b.body, drainLimit)
 	err := b.body.Close()
 	b.watchdog.Stop()
+	b.deadline.Stop()
 	b.cancel(nil)
 	return err
 }

@@ -185,7 +185,7 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 	}
 	limit = min(limit, h.opts.MaxObjectSize)
 	var obj Object
-	err := h.do(ctx, "GET", h.url(key), http.Header{"Accept-Encoding": {"gzip"}}, limit, func(resp *http.Response) error {
+	err := h.do(ctx, "GET", h.url(key), http.Header{"Accept-Encoding": {"gzip"}}, upTo(limit), func(resp *http.Response) error {
 		if resp.StatusCode != http.StatusOK {
 			return statusError(resp)
 		}
@@ -206,8 +206,13 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 
 // GetRange sends a GET with a Range header; a zero length returns an empty
 // slice without a request. A server that ignores Range and sends the whole
-// object is served too: the bytes before offset are skipped as they stream
-// in, and the rest of the body is abandoned.
+// object (a 200) is served too when the range starts within
+// MaxRangeSkip: the bytes before offset are skipped as they stream in, and
+// the body is read no further than the range's end. A range that starts
+// further is refused at once (ErrNotSupported) rather than downloaded up
+// to it. An attempt's deadline (HTTPOptions.MinRate) is set by the bytes
+// the reply must carry to reach the range's end: the range's length, or
+// offset plus length for a 200, never the object limit.
 func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
 	if err := checkRange(offset, length); err != nil {
 		return nil, "", err
@@ -224,8 +229,12 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 		"Range":           {fmt.Sprintf("bytes=%d-%d", offset, last)},
 	}
 	limit := min(length, h.opts.MaxObjectSize)
-	// A server that ignores Range sends the bytes before offset too.
-	expect := min(last+1, h.opts.MaxObjectSize)
+	expect := func(resp *http.Response) int64 {
+		if resp.StatusCode == http.StatusOK && offset <= MaxRangeSkip {
+			return last + 1 // the bytes before offset come too
+		}
+		return length
+	}
 	var data []byte
 	var id Identity
 	err := h.do(ctx, "GET", h.url(key), header, expect, func(resp *http.Response) error {
@@ -249,6 +258,14 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 			id = httpIdentity(resp.Header, total)
 		} else {
 			id = httpIdentity(resp.Header, size)
+			if size >= 0 && size <= offset {
+				data = []byte{} // the object ends before the range
+				return nil
+			}
+			if offset > MaxRangeSkip {
+				return fmt.Errorf("the server ignores Range (it sent the whole object): reaching byte %d would read all the bytes before it, more than %d: %w",
+					offset, MaxRangeSkip, ErrNotSupported)
+			}
 			if _, err := io.CopyN(io.Discard, resp.Body, offset); err == io.EOF {
 				data = []byte{}
 				return nil
@@ -279,7 +296,7 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, Identity, error) {
 	u := h.url(key)
 	size := int64(-1)
 	var id Identity
-	err := h.do(ctx, "HEAD", u, http.Header{"Accept-Encoding": {"identity"}}, 0, func(resp *http.Response) error {
+	err := h.do(ctx, "HEAD", u, http.Header{"Accept-Encoding": {"identity"}}, upTo(0), func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusOK:
 			if contentEncoding(resp) == "" {
@@ -299,7 +316,7 @@ func (h *HTTP) Stat(ctx context.Context, key string) (int64, Identity, error) {
 		return size, id, nil
 	}
 	header := http.Header{"Accept-Encoding": {"identity"}, "Range": {"bytes=0-0"}}
-	err = h.do(ctx, "GET", u, header, 1, func(resp *http.Response) error {
+	err = h.do(ctx, "GET", u, header, upTo(1), func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable:
 			// 416 answers an empty object: "bytes */0".
@@ -363,7 +380,7 @@ func (h *HTTP) List(ctx context.Context, prefix string) ([]Entry, error) {
 	}
 	header := http.Header{"Accept": {"text/html"}, "Accept-Encoding": {"identity"}}
 	var entries []Entry
-	err := h.do(ctx, "GET", h.url(dir), header, h.opts.MaxObjectSize, func(resp *http.Response) error {
+	err := h.do(ctx, "GET", h.url(dir), header, upTo(h.opts.MaxObjectSize), func(resp *http.Response) error {
 		switch resp.StatusCode {
 		case http.StatusOK:
 		case http.StatusNotFound, http.StatusGone:
@@ -399,10 +416,11 @@ func (h *HTTP) url(key string) *url.URL {
 // do sends a request and hands the reply to read until read succeeds,
 // fails with an error that does not wrap ErrTransient, or MaxAttempts
 // attempts have failed. The body is drained and closed after read returns.
-// expect is the most body bytes read accepts, which sets the attempt's
-// deadline when the reply has no Content-Length (see HTTPOptions.MinRate).
-// Errors are prefixed with the method and URL.
-func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect int64, read func(*http.Response) error) error {
+// expect tells, from the reply's status and headers, the most body bytes
+// read consumes, which sets the attempt's deadline when the reply's
+// Content-Length is larger or absent (see HTTPOptions.MinRate). Errors are
+// prefixed with the method and URL.
+func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect expectFunc, read func(*http.Response) error) error {
 	for attempt := 1; ; attempt++ {
 		err := h.try(ctx, method, u, header, expect, read)
 		switch {
@@ -437,8 +455,23 @@ var (
 	errTooSlow = errors.New("too slow")
 )
 
+// expectFunc tells how many body bytes an operation reads from a reply.
+type expectFunc func(*http.Response) int64
+
+// upTo is the expectFunc of an operation that reads at most n bytes of any
+// reply.
+func upTo(n int64) expectFunc { return func(*http.Response) int64 { return n } }
+
+// MaxRangeSkip is the furthest into an object that GetRange reads from the
+// start of a reply that ignores Range (a 200 with the whole object) to
+// reach the range asked for: 64 MiB, a fraction of a second on a LAN. A
+// shard or pass-through object read from such a server costs what lies
+// before each range; beyond this, a read would download more than a
+// hostile or broken server deserves, so it is refused.
+const MaxRangeSkip = 64 << 20
+
 // try makes one attempt of do.
-func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expect int64, read func(*http.Response) error) error {
+func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expectOf expectFunc, read func(*http.Response) error) error {
 	// The watchdog cancels the attempt when it makes no progress for
 	// StallTimeout, from the request to the headers and between body
 	// reads; every read that returns data re-arms it. Once the headers
@@ -457,9 +490,11 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 	req.Header = header
 	resp, err := h.client.Do(req)
 	var bound time.Duration
+	var expect int64
 	if err != nil {
 		err = transportError(err)
 	} else {
+		expect = expectOf(resp)
 		if resp.ContentLength >= 0 && resp.ContentLength < expect {
 			expect = resp.ContentLength
 		}
@@ -803,4 +838,94 @@ func newSession(conns int) *session {
 	}
 	s.transport = tr
 	return s
+}
+
+// Streamer is a Fetcher that can send an object's bytes from an offset as
+// one stream, for readers that go through an object in order: one request
+// instead of one per read, and no Range needed from a server that ignores
+// it.
+type Streamer interface {
+	// Stream returns the bytes of the object at key from offset to its
+	// end, as they arrive, with no transport encoding. An offset at or
+	// past the end gives an empty stream. Reads of the stream are not
+	// retried: a read that fails leaves the stream broken, and the caller
+	// falls back to GetRange. Ending ctx, or Close, abandons it.
+	Stream(ctx context.Context, key string, offset int64) (io.ReadCloser, error)
+}
+
+// Stream sends a GET for the bytes from offset on ("Range: bytes=N-"). A
+// server that ignores Range is served when offset is within MaxRangeSkip
+// (the bytes before it are skipped as they come). The stream has the
+// stall watchdog of an attempt (HTTPOptions.StallTimeout) but no overall
+// deadline: its reader bounds each of its reads.
+func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadCloser, error) {
+	if err := checkRange(offset, 0); err != nil {
+		return nil, err
+	}
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	u := h.url(key)
+	fail := func(err error) error { return fmt.Errorf("fetcher: stream %s from %d: %w", u.Redacted(), offset, err) }
+	sctx, cancel := context.WithCancelCause(ctx)
+	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
+	stop := func() {
+		watchdog.Stop()
+		cancel(nil)
+	}
+	req, err := http.NewRequestWithContext(sctx, "GET", u.String(), nil)
+	if err != nil {
+		stop()
+		return nil, fail(err)
+	}
+	req.Header = http.Header{"Accept-Encoding": {"identity"}, "Range": {fmt.Sprintf("bytes=%d-", offset)}}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		stop()
+		if context.Cause(sctx) == errStalled {
+			return nil, fail(fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient))
+		}
+		return nil, fail(transportError(err))
+	}
+	body := &streamBody{ReadCloser: &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}, stop: stop}
+	refuse := func(err error) (io.ReadCloser, error) {
+		body.Close()
+		return nil, fail(err)
+	}
+	if enc := contentEncoding(resp); enc != "" {
+		return refuse(fmt.Errorf("reply has Content-Encoding %q", enc))
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestedRangeNotSatisfiable:
+		body.Close()
+		return io.NopCloser(strings.NewReader("")), nil
+	case http.StatusPartialContent:
+		if first, _, err := parseContentRange(resp.Header.Get("Content-Range")); err != nil || first != offset {
+			return refuse(fmt.Errorf("reply to range %d- has Content-Range %q", offset, resp.Header.Get("Content-Range")))
+		}
+	case http.StatusOK:
+		if offset > MaxRangeSkip {
+			return refuse(fmt.Errorf("the server ignores Range: reaching byte %d would read all the bytes before it, more than %d: %w", offset, MaxRangeSkip, ErrNotSupported))
+		}
+		if _, err := io.CopyN(io.Discard, body, offset); err != nil && err != io.EOF {
+			return refuse(bodyError(err))
+		}
+	default:
+		return refuse(statusError(resp))
+	}
+	h.stats.objects.Add(1)
+	return body, nil
+}
+
+// streamBody is the body of a Stream: closing it abandons the rest, with
+// its connection, and stops its watchdog.
+type streamBody struct {
+	io.ReadCloser
+	stop func()
+}
+
+func (b *streamBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.stop()
+	return err
 }

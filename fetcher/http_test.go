@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -781,5 +782,109 @@ func TestAttemptBound(t *testing.T) {
 		if got := h.attemptBound(tc.n); got != tc.want {
 			t.Errorf("attemptBound(%d): got %v, want %v", tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestHTTPRangeIgnoredEndless: a server that answers every Range request
+// with a 200 and an endless body is read no further than the range's end
+// (plus what drain reads to keep the connection); a range that starts past
+// MaxRangeSkip is refused at once, having read nothing of the body.
+func TestHTTPRangeIgnoredEndless(t *testing.T) {
+	block := seq(1 << 16)
+	var sent atomic.Int64
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		for {
+			n, err := w.Write(block)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+	h := newHTTP(t, srv.URL, fastRetries)
+	for _, tc := range []struct {
+		name           string
+		offset, length int64
+		wantErr        error
+	}{
+		{"at the start", 0, 100, nil},
+		{"4 MiB in", 4<<20 + 7, 1000, nil},
+		{"just within MaxRangeSkip", MaxRangeSkip, 10, nil},
+		{"past MaxRangeSkip", MaxRangeSkip + 1, 10, ErrNotSupported},
+		{"1 TiB in", 1 << 40, 10, ErrNotSupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent.Store(0)
+			got, _, err := h.GetRange(context.Background(), "k", tc.offset, tc.length)
+			checkErr(t, err, tc.wantErr)
+			if tc.wantErr == nil {
+				want := make([]byte, tc.length)
+				for i := range want {
+					want[i] = block[(tc.offset+int64(i))%int64(len(block))]
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("got %d bytes, not the range's", len(got))
+				}
+			}
+			// What the server managed to write before the client left:
+			// the bytes read, drain's 256 KiB, and the socket buffers.
+			srv.CloseClientConnections()
+			most := int64(0)
+			if tc.wantErr == nil {
+				most = tc.offset + tc.length
+			}
+			most += drainLimit + 8<<20
+			if s := sent.Load(); s > most {
+				t.Errorf("server sent %d bytes, want at most %d", s, most)
+			}
+		})
+	}
+}
+
+// TestHTTPRangeDeadline: the deadline of a ranged attempt comes from the
+// bytes the reply must carry, the range's length (or offset plus length
+// for a reply that ignores Range), not from the object limit.
+func TestHTTPRangeDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		status    int
+		offset    int64
+		wantBound string
+	}{
+		{"206 without Content-Length", http.StatusPartialContent, 1 << 30, "not done within 1.1s"},
+		{"200 without Content-Length", http.StatusOK, 1 << 20, "not done within 2.1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if tc.status == http.StatusPartialContent {
+					w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", tc.offset, tc.offset+1<<20-1))
+				}
+				w.WriteHeader(tc.status)
+				for {
+					if _, err := w.Write([]byte{1}); err != nil {
+						return
+					}
+					w.(http.Flusher).Flush()
+					select {
+					case <-release:
+						return
+					case <-r.Context().Done():
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			})
+			opts := fastRetries
+			// 1 MiB at 1 MiB/s after a 100 ms stall timeout: 1.1 s; a 200
+			// also carries the 1 MiB before the range.
+			opts.MaxAttempts, opts.StallTimeout, opts.MinRate = 1, 100*time.Millisecond, 1<<20
+			_, _, err := newHTTP(t, srv.URL, opts).GetRange(context.Background(), "k", tc.offset, 1<<20)
+			checkErr(t, err, ErrTransient)
+			if err == nil || !strings.Contains(err.Error(), tc.wantBound) {
+				t.Errorf("got %v, want it to say %q", err, tc.wantBound)
+			}
+		})
 	}
 }

@@ -338,6 +338,9 @@ type fileInode struct {
 	m    *inodes
 	file File
 	path string
+	// failed is the last read that failed with EIO, so that the kernel's
+	// re-read of it fails at once (failureMemory).
+	failed failedRange
 }
 
 var (
@@ -399,24 +402,43 @@ func (m *inodes) openFlags() uint32 {
 func (n *fileInode) Release(context.Context, gofs.FileHandle) syscall.Errno { return 0 }
 
 func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if errno := n.failed.recent(off, int64(len(dest))); errno != 0 {
+		return nil, errno
+	}
+	rctx, cancel := n.m.tree.readContext(ctx)
+	defer cancel()
+	b, err := n.read(rctx, fh, dest, off)
+	if err != nil {
+		errno := n.m.tree.errno(ctx, n.m.tree.readError(ctx, rctx, err), "read", n.path)
+		if errno == syscall.EIO {
+			n.failed.remember(off, int64(len(dest)), errno)
+		}
+		return nil, errno
+	}
+	return fuse.ReadResultData(b), 0
+}
+
+// read returns the bytes of the file at off, at most len(dest), in dest or
+// in memory of the file's own.
+func (n *fileInode) read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) ([]byte, error) {
 	if h, ok := fh.(*chunkHandle); ok && h.touched.CompareAndSwap(false, true) {
 		f := n.file.(*chunkFile)
-		// A failure is reported by the read below, for its byte range.
-		_, hit, _ := f.chunkHit(ctx)
+		_, hit, err := f.chunkHit(ctx)
 		f.t.readers.touch(f, h.pid, !hit)
+		if err != nil && !isMissing(err) {
+			// Failed loads are not kept: the read below would load the
+			// chunk again, and double the wait for the error.
+			return nil, err
+		}
 	}
 	if s, ok := n.file.(slicer); ok {
-		b, err := s.slice(ctx, off, int64(len(dest)))
-		if err != nil {
-			return nil, n.m.tree.errno(ctx, err, "read", n.path)
-		}
-		return fuse.ReadResultData(b), 0
+		return s.slice(ctx, off, int64(len(dest)))
 	}
 	k, err := n.file.ReadAt(ctx, dest, off)
 	if err != nil {
-		return nil, n.m.tree.errno(ctx, err, "read", n.path)
+		return nil, err
 	}
-	return fuse.ReadResultData(dest[:k]), 0
+	return dest[:k], nil
 }
 
 func (n *fileInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {

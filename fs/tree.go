@@ -66,6 +66,14 @@ type Options struct {
 	// Disk, when not nil, keeps decoded chunks across restarts (see
 	// Tree.load). The tree does not close it.
 	Disk *disk.Cache
+	// ReadTimeout, when positive, bounds each read of the mount as a
+	// whole, from the kernel's request to the reply, every fetch, retry,
+	// back-off and decode included, and each chunk load alike: a read
+	// still waiting then fails with ErrReadTimeout (EIO), and the failure
+	// is remembered for a few seconds (failureMemory) so that the kernel's
+	// re-read of a failed read-ahead does not start over. Zero leaves
+	// reads bounded by the fetcher's own attempts and deadlines only.
+	ReadTimeout time.Duration
 }
 
 // Tree is the directory tree of one source. It is safe for concurrent use.
@@ -492,11 +500,15 @@ func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error)
 	return &objectFile{t: t, key: key, size: size}, nil
 }
 
-// objectFile is an object shown byte for byte.
+// objectFile is an object shown byte for byte. Each read is a ranged read
+// of the source, except that a reader going through the file in order is
+// served from one stream of the object (fetcher.Streamer), which needs one
+// request for the whole file and no Range support from the server.
 type objectFile struct {
-	t    *Tree
-	key  string
-	size int64
+	t      *Tree
+	key    string
+	size   int64
+	stream objectStream
 }
 
 func (f *objectFile) IsDir() bool { return false }
@@ -506,7 +518,13 @@ func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 	if off >= f.size {
 		return 0, nil
 	}
-	b, _, err := f.t.src.GetRange(ctx, f.key, off, min(int64(len(p)), f.size-off))
+	p = p[:min(int64(len(p)), f.size-off)]
+	if st, ok := f.t.src.(fetcher.Streamer); ok {
+		if k, ok := f.stream.read(ctx, st, f.key, p, off); ok {
+			return k, nil
+		}
+	}
+	b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
 	return copy(p, b), err
 }
 

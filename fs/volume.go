@@ -214,48 +214,56 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 // while decodes go one per core, nearest first.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 	return func(ctx context.Context) ([]byte, error) {
-		src := &treeSource{t: t, last: key}
-		defer src.unthrottle()
-		if t.local {
-			if err := src.throttle(ctx); err != nil {
-				return nil, err
-			}
-		}
-		dkey := t.diskKey(key)
-		if t.opts.Disk != nil {
-			check := func(rec []byte) error { return t.ids.check(ctx, rec) }
-			if b, ok := t.opts.Disk.Get(dkey, a.ChunkSize(c), check); ok {
-				return b, nil
-			}
-		}
-		// The clock starts here: a wait for the slot before it (a local
-		// source's) is not part of the time, so it is not taken off it.
-		src.waited = 0
-		start := time.Now()
-		stored, err := a.Fetch(ctx, src, c)
-		if err == nil {
-			err = src.throttle(ctx)
-		}
-		var b []byte
-		if err == nil {
-			b, err = a.DecodeFrom(src, stored, c)
-		}
-		t.loads.observe(a.Encoding, time.Since(start)-src.waited, err)
-		if isMissing(err) {
-			// Kept by the cache for every hole of a sparse volume: one
-			// shared error, not the fetcher's of each chunk.
-			return nil, errChunkMissing
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
-		}
-		if err == nil && t.opts.Disk != nil {
-			if rec, ok := t.ids.record(src.seen); ok {
-				t.writeBehind(dkey, rec, b)
-			}
-		}
-		return b, err
+		lctx, cancel := t.readContext(ctx)
+		defer cancel()
+		b, err := t.load(lctx, a, key, c)
+		return b, t.readError(ctx, lctx, err)
 	}
+}
+
+// load is the body of loader's load, under the read deadline.
+func (t *Tree) load(ctx context.Context, a *decode.Array, key string, c []int64) ([]byte, error) {
+	src := &treeSource{t: t, last: key}
+	defer src.unthrottle()
+	if t.local {
+		if err := src.throttle(ctx); err != nil {
+			return nil, err
+		}
+	}
+	dkey := t.diskKey(key)
+	if t.opts.Disk != nil {
+		check := func(rec []byte) error { return t.ids.check(ctx, rec) }
+		if b, ok := t.opts.Disk.Get(dkey, a.ChunkSize(c), check); ok {
+			return b, nil
+		}
+	}
+	// The clock starts here: a wait for the slot before it (a local
+	// source's) is not part of the time, so it is not taken off it.
+	src.waited = 0
+	start := time.Now()
+	stored, err := a.Fetch(ctx, src, c)
+	if err == nil {
+		err = src.throttle(ctx)
+	}
+	var b []byte
+	if err == nil {
+		b, err = a.DecodeFrom(src, stored, c)
+	}
+	t.loads.observe(a.Encoding, time.Since(start)-src.waited, err)
+	if isMissing(err) {
+		// Kept by the cache for every hole of a sparse volume: one
+		// shared error, not the fetcher's of each chunk.
+		return nil, errChunkMissing
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
+	}
+	if err == nil && t.opts.Disk != nil {
+		if rec, ok := t.ids.record(src.seen); ok {
+			t.writeBehind(dkey, rec, b)
+		}
+	}
+	return b, err
 }
 
 // diskWriters bounds the disk-cache writes running behind loads. A load

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/net/netutil"
 	"golang.org/x/term"
 
 	"github.com/volfs/volfs/cache"
@@ -224,6 +226,9 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 		return nil, fmt.Errorf("--missing: want fill or error, got %q", c.String("missing"))
 	}
 	opts.MetadataTTL = c.Duration("metadata-ttl")
+	if opts.ReadTimeout = c.Duration("read-timeout"); opts.ReadTimeout < 0 {
+		return nil, fmt.Errorf("--read-timeout: want a duration of 0 or more, got %v", opts.ReadTimeout)
+	}
 	if opts.Formats, source, err = splitFormat(source); err != nil {
 		return nil, err
 	}
@@ -241,7 +246,10 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 			FollowRedirects: c.Bool("follow-redirects"), Log: log,
 		},
 		File: fetcher.FileOptions{FollowSymlinks: followSymlinks(c), Log: log, Exclude: exclude},
-		GCS:  fetcher.GCSOptions{Conns: c.Int("workers"), Anonymous: c.Bool("anonymous")},
+		GCS: fetcher.GCSOptions{
+			Conns: c.Int("workers"), Anonymous: c.Bool("anonymous"),
+			StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -279,9 +287,27 @@ func followSymlinks(c *cli.Context) bool {
 	return !c.Bool("allow-other")
 }
 
+// Bounds of the metrics server, so that clients of --metrics-addr, slow or
+// hostile, cannot take the descriptors and goroutines the mount needs: at
+// most metricsConns connections are accepted at once (further ones wait in
+// the kernel's backlog, holding no descriptor of volfs), each must send
+// its request headers within metricsHeaderTimeout and its whole request
+// within metricsReadTimeout, gets metricsWriteTimeout for the reply, and
+// an idle keep-alive connection is closed after metricsIdleTimeout. A
+// Prometheus scrape sends one small request and reads a reply of a few
+// KiB, far inside these bounds.
+const (
+	metricsConns         = 8
+	metricsHeaderTimeout = 5 * time.Second
+	metricsReadTimeout   = 10 * time.Second
+	metricsWriteTimeout  = 30 * time.Second
+	metricsIdleTimeout   = 30 * time.Second
+	metricsHeaderBytes   = 8 << 10
+)
+
 // serveMetrics serves the tree's Prometheus metrics at addr/metrics, with
-// Go's runtime and process metrics, until the process ends. A failure to
-// listen is returned at once.
+// Go's runtime and process metrics, until the process ends, within the
+// bounds above. A failure to listen is returned at once.
 func serveMetrics(addr string, tree *fs.Tree) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -291,9 +317,19 @@ func serveMetrics(addr string, tree *fs.Tree) error {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: metricsConns}))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: metricsHeaderTimeout,
+		ReadTimeout:       metricsReadTimeout,
+		WriteTimeout:      metricsWriteTimeout,
+		IdleTimeout:       metricsIdleTimeout,
+		MaxHeaderBytes:    metricsHeaderBytes,
+		// A client's broken request is its own business, not the log's.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
 	slog.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	go http.Serve(ln, mux)
+	go srv.Serve(netutil.LimitListener(ln, metricsConns))
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
@@ -30,7 +31,12 @@ type Server struct {
 	GzRanges atomic.Int64 // requests with a Range header for a gzip-encoded object
 
 	gzPaths sync.Map // URL path of each gzip-encoded object ("/bucket/name") -> true
+	drips   sync.Map // URL path of each object whose downloads drip -> true
 }
+
+// Drip makes every later download of the object send its body one byte a
+// second, until the client goes: a server that stalls without failing.
+func (s *Server) Drip(bucket, name string) { s.drips.Store("/"+bucket+"/"+name, true) }
 
 // Options says what the server starts with.
 type Options struct {
@@ -75,7 +81,11 @@ func Start(t testing.TB, opts Options) *Server {
 		if _, gz := s.gzPaths.Load(r.URL.Path); gz && r.Header.Get("Range") != "" {
 			s.GzRanges.Add(1)
 		}
-		h.ServeHTTP(&countingWriter{ResponseWriter: w, n: &s.Served}, r)
+		var cw http.ResponseWriter = &countingWriter{ResponseWriter: w, n: &s.Served}
+		if _, drip := s.drips.Load(r.URL.Path); drip && r.Method == http.MethodGet {
+			cw = &dripWriter{ResponseWriter: cw, done: r.Context().Done()}
+		}
+		h.ServeHTTP(cw, r)
 	}))
 	hs.Listener.Close()
 	hs.Listener = l
@@ -105,6 +115,35 @@ type countingWriter struct {
 	http.ResponseWriter
 	n *atomic.Int64
 }
+
+func (w *countingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// dripWriter sends what it is given one byte a second, until done.
+type dripWriter struct {
+	http.ResponseWriter
+	done <-chan struct{}
+}
+
+func (w *dripWriter) Write(p []byte) (int, error) {
+	for i := range p {
+		if _, err := w.ResponseWriter.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+		w.Flush()
+		select {
+		case <-w.done:
+			return i + 1, http.ErrHandlerTimeout
+		case <-time.After(time.Second):
+		}
+	}
+	return len(p), nil
+}
+
+func (w *dripWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
