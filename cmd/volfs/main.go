@@ -1,6 +1,6 @@
-// Command volfs mounts chunked image volumes (Neuroglancer precomputed) from
-// local disk or HTTP(S) as a read-only directory tree in which every chunk
-// is a file of decoded voxels.
+// Command volfs mounts chunked image volumes (Neuroglancer precomputed,
+// Zarr v2 and v3, N5) from gs://, HTTP(S) or local disk as a read-only
+// directory tree in which every chunk is a file of decoded voxels.
 package main
 
 import (
@@ -108,8 +108,19 @@ func app(rep *reporter) *cli.App {
 		Name:    "volfs",
 		Usage:   "mount chunked image volumes as decompressed files",
 		Version: version(),
-		Description: `volfs shows every chunk of a Neuroglancer precomputed volume, on local disk or behind an
-HTTP(S) URL, as a read-only file of decoded voxels.
+		Description: `volfs shows every chunk of a chunked image volume as a read-only file of decoded voxels,
+and every volume as the same volume stored uncompressed.
+
+FORMATS: Neuroglancer precomputed (raw, gzip, jpeg, png, compressed_segmentation,
+sharded), Zarr v2 and v3 (blosc, gzip, zlib, zstd, lz4, bz2, xz; v3 sharding) and N5. The format
+of each directory is found from its metadata files; a prefix pins the root's:
+precomputed://, zarr:// (v2 or v3), zarr2://, zarr3://, n5://.
+
+SOURCES: gs://BUCKET[/PREFIX] (Application Default Credentials or anonymous; STORAGE_EMULATOR_HOST
+for an emulator), http:// and https:// URLs, and local paths or file:// URLs. A SOURCE that
+does not exist or holds nothing volfs can serve is refused (--allow-empty-source mounts it).
+
+` + sizeUnits + `
 
 Every flag can also be set in the environment, as VOLFS_ and the flag's name in upper case
 with underscores for dashes: VOLFS_CACHE_SIZE=2GiB is --cache-size=2GiB. A flag on the
@@ -536,42 +547,6 @@ func copyFile(ctx context.Context, w io.Writer, f fs.File, name string, buf []by
 // progress bar (on a terminal): a chunk file or two reads in well under a
 // second.
 const progressMinBytes = 64 << 20
-
-// parseSize reads a byte count such as "512MiB", "2G" or "1048576".
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}}
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range units {
-		if r, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(r), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("not a size: %q", s)
-	}
-	return int64(n * float64(mult)), nil
-}
-
-func formatSize(n int64) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n)/1024, 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", f, units[i])
-}
 
 func dims(v []int64) string {
 	s := make([]string, len(v))

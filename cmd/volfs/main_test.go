@@ -18,18 +18,53 @@ func TestParseSize(t *testing.T) {
 		{"512MiB", 512 << 20, false},
 		{"2GiB", 2 << 30, false},
 		{"2G", 2 << 30, false},
+		{"2g", 2 << 30, false},
+		{"2GB", 2e9, false},
+		{"2gb", 2e9, false},
+		{"64K", 64 << 10, false},
+		{"64KB", 64e3, false},
+		{"1T", 1 << 40, false},
 		{"1.5GiB", 3 << 29, false},
 		{"100MB", 100e6, false},
 		{"1048576", 1 << 20, false},
+		{"1048576B", 1 << 20, false},
 		{"0", 0, false},
 		{"12 KiB", 12 << 10, false},
+		{" 7MiB ", 7 << 20, false},
+		{"4EiB", 1 << 62, false},
 		{"lots", 0, true},
+		{"NaN", 0, true},
+		{"nan", 0, true},
+		{"Inf", 0, true},
+		{"+Inf", 0, true},
 		{"-1MiB", 0, true},
+		{"-0", 0, true},
+		{"+1MiB", 0, true},
+		{"1e9", 0, true},
+		{"0x10", 0, true},
+		{"1,000", 0, true},
+		{".5G", 0, true},
+		{"1.G", 0, true},
+		{"12  KiB", 0, true},
+		{"5XB", 0, true},
+		{"5 MiBs", 0, true},
+		{"8EiB", 0, true},
+		{"MiB", 0, true},
 		{"", 0, true},
 	} {
 		got, err := parseSize(tc.in)
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("parseSize(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestFormatSize checks that what volfs prints as a size reads back.
+func TestFormatSize(t *testing.T) {
+	for _, n := range []int64{0, 1023, 16 << 20, 512 << 20, 3 << 29} {
+		got, err := parseSize(formatSize(n))
+		if err != nil || got != n {
+			t.Errorf("parseSize(formatSize(%d) = %q) = %d, %v; want %d", n, formatSize(n), got, err, n)
 		}
 	}
 }
