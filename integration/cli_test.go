@@ -313,3 +313,127 @@ print(len(data))`, p)
 		})
 	}
 }
+
+// loggedVolfs is a volfs process whose log (stderr) is a pipe that the test
+// reads line by line and may close.
+type loggedVolfs struct {
+	cmd   *exec.Cmd
+	mnt   string
+	log   *os.File    // the read end of the log pipe
+	lines chan string // the log, line by line, until log is closed
+	done  chan error  // the exit of the process
+}
+
+// startLogged runs `volfs args... MOUNTPOINT` with its log on a pipe and
+// returns once the log says the mount is up.
+func startLogged(t *testing.T, args ...string) *loggedVolfs {
+	t.Helper()
+	requireFUSE(t)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &loggedVolfs{cmd: exec.Command(volfsBin, append(args, mnt)...), mnt: mnt, log: r, lines: make(chan string, 1000), done: make(chan error, 1)}
+	v.cmd.Stderr = w
+	if err := v.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	go func() { v.done <- v.cmd.Wait() }()
+	go func() {
+		defer close(v.lines)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			fmt.Fprintln(os.Stderr, "volfs:", sc.Text())
+			v.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		v.cmd.Process.Kill()
+		r.Close()
+		forceUnmount(t, mnt)
+	})
+	v.waitLog(t, "msg=mounted")
+	return v
+}
+
+// waitLog returns once a line of the log holds want.
+func (v *loggedVolfs) waitLog(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case l, ok := <-v.lines:
+			if !ok {
+				t.Fatalf("the log ended without a line saying %q", want)
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line said %q within a minute", want)
+		}
+	}
+}
+
+// stopsCleanly sends sig and checks that volfs exits 0 with its mount gone
+// (not left as "transport endpoint is not connected").
+func (v *loggedVolfs) stopsCleanly(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := v.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-v.done:
+		if err != nil {
+			t.Errorf("volfs exited with %v after %v, want exit status 0", err, sig)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("volfs did not exit within a minute of %v", sig)
+	}
+	if isMounted(t, v.mnt) {
+		t.Errorf("%s still mounted after %v", v.mnt, sig)
+	}
+	if _, err := os.ReadDir(v.mnt); err != nil {
+		t.Errorf("the mountpoint after %v: %v", sig, err)
+	}
+}
+
+// TestSignals: SIGHUP (a closed terminal) leaves the mount serving, as
+// rclone's; SIGINT and SIGTERM unmount and exit 0 even when the log goes to
+// a pipe whose reader has gone, where the "unmounting" line would raise
+// SIGPIPE.
+func TestSignals(t *testing.T) {
+	vol, truth := writeVolume(t)
+	t.Run("SIGHUP", func(t *testing.T) {
+		v := startLogged(t, "mount", vol)
+		if err := v.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		v.waitLog(t, "SIGHUP")
+		check(t, truth, v.mnt, vol)
+		v.stopsCleanly(t, syscall.SIGTERM)
+	})
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String()+" with the log's reader gone", func(t *testing.T) {
+			v := startLogged(t, "mount", vol)
+			v.log.Close()
+			v.stopsCleanly(t, sig)
+		})
+	}
+	t.Run("SIGHUP with the log's reader gone", func(t *testing.T) {
+		v := startLogged(t, "mount", vol)
+		v.log.Close()
+		if err := v.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		// No log to wait on: the read below is served only if volfs
+		// lives, and SIGTERM then reaches a process that handled SIGHUP.
+		check(t, truth, v.mnt, vol)
+		v.stopsCleanly(t, syscall.SIGTERM)
+	})
+}

@@ -357,6 +357,16 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			return err
 		}
 	}
+	// From here on a signal must unmount, never kill: a SIGINT or SIGTERM
+	// that arrives while the mount is set up waits in sig for the loop
+	// below. SIGHUP (a closed terminal or ssh session) does not stop a
+	// mount, as rclone's does not. SIGPIPE is caught so that a write to a
+	// log on a pipe whose reader is gone fails with EPIPE, which slog
+	// drops, instead of killing the process with the mount still up.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	srv, err := fs.Mount(mountpoint, tree, fs.MountOptions{
 		AllowOther: c.Bool("allow-other"),
 		UID:        uint32(c.Int("uid")),
@@ -379,9 +389,6 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		os.Chdir("/")
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
 	for {
@@ -390,13 +397,20 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			slog.Info("unmounted", "mountpoint", mountpoint)
 			return nil
 		case s := <-sig:
-			slog.Info("unmounting", "signal", s.String())
+			if s == syscall.SIGHUP {
+				slog.Info("SIGHUP: still serving; stop with SIGINT, SIGTERM or umount", "mountpoint", mountpoint)
+				continue
+			}
+			// Unmount first: nothing before it may fail or block.
+			err := srv.Unmount()
 			sdNotify("STOPPING=1")
-			if err := srv.Unmount(); err != nil {
+			if err != nil {
 				// Busy: a process still has a file open or its cwd
 				// inside. Keep serving; another signal tries again.
-				slog.Error("unmount failed; still serving (close what uses the mount, then signal again)", "err", err)
+				slog.Error("unmount failed; still serving (close what uses the mount, then signal again)", "signal", s.String(), "err", err)
+				continue
 			}
+			slog.Info("unmounting", "signal", s.String())
 		}
 	}
 }
