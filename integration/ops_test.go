@@ -655,6 +655,41 @@ func TestMountHelper(t *testing.T) {
 		}
 	})
 
+	// mount(8) waits for its helper: daemon=false, as an option or in
+	// the environment, must not keep it in the foreground.
+	t.Run("daemon=false", func(t *testing.T) {
+		mnt := newMountpoint(t, dir, 0, 0)
+		logFile := filepath.Join(t.TempDir(), "log")
+		cmd := exec.Command(helper, vol, mnt, "-o", "daemon=false,log_file="+logFile)
+		cmd.Env = append(os.Environ(), "VOLFS_DAEMON=false")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("mount.volfs -o daemon=false: %v\n%s", err, out.String())
+			}
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("mount.volfs -o daemon=false did not return within a minute:\n%s", out.String())
+		}
+		if !strings.Contains(out.String(), "ignoring daemon=false") {
+			t.Errorf("no warning that daemon=false is ignored:\n%s", out.String())
+		}
+		if !isMounted(t, mnt) {
+			t.Fatalf("%s is not mounted when mount.volfs returns", mnt)
+		}
+		exited := watchPID(t, daemonPID(t, logFile))
+		check(t, truth, mnt, vol)
+		run(t, "umount", mnt)
+		waitExited(t, exited, "the background volfs")
+	})
+
 	t.Run("mount(8)", func(t *testing.T) {
 		const sbin = "/sbin/mount.volfs"
 		if _, err := os.Lstat(sbin); err == nil {
@@ -1020,4 +1055,73 @@ func mustGlob(t *testing.T, pattern string) []string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestDaemonOrphan kills the foreground process of mount --daemon, as
+// `timeout 3 volfs mount --daemon` does, while the background one is still
+// opening a slow source: the caller has been told the mount failed, so the
+// background process must exit without mounting, not mount later.
+func TestDaemonOrphan(t *testing.T) {
+	requireFUSE(t)
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	vol, _ := writeVolume(t)
+	files := http.FileServer(http.Dir(vol))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	logFile := filepath.Join(t.TempDir(), "log")
+	cmd := exec.Command(volfsBin, "mount", "--daemon", "--log-file", logFile, srv.URL, mnt)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("volfs exited (%v) before the background process asked the server", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the background process did not ask the server within a minute")
+	}
+	var child int
+	for _, task := range mustGlob(t, fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)) {
+		data, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(data)) {
+			child, _ = strconv.Atoi(f)
+		}
+	}
+	if child == 0 {
+		t.Fatal("the foreground volfs has no child")
+	}
+	exited := watchPID(t, child)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	// The source still hangs: the child must leave on its own.
+	waitExited(t, exited, "the orphaned background volfs")
+	// Now let the source answer: nothing is left to mount it.
+	close(release)
+	released = true
+	if isMounted(t, mnt) {
+		t.Errorf("%s is mounted by an orphan", mnt)
+	}
+	if log, _ := os.ReadFile(logFile); !strings.Contains(string(log), "is gone") || strings.Contains(string(log), "msg=mounted") {
+		t.Errorf("the orphan's log does not say it stopped without mounting:\n%s", log)
+	}
 }

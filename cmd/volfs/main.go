@@ -367,6 +367,9 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if !rep.startMount() {
+		return errOrphaned
+	}
 	srv, err := fs.Mount(mountpoint, tree, fs.MountOptions{
 		AllowOther: c.Bool("allow-other"),
 		UID:        uint32(c.Int("uid")),
@@ -381,7 +384,12 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 	if ready != nil {
 		ready()
 	}
-	rep.ready(mountpoint)
+	if err := rep.ready(mountpoint); err != nil {
+		if uerr := srv.Unmount(); uerr != nil {
+			slog.Error("unmount failed", "mountpoint", mountpoint, "err", uerr)
+		}
+		return err
+	}
 	if rep.child {
 		// A daemon must not keep the directory it was started in busy.
 		// Nothing below resolves a relative path: the source and the

@@ -108,6 +108,7 @@ func TestParseHelperArgs(t *testing.T) {
 			"mount --daemon --allow-non-empty --debug-fuse=false -- src /mnt", false, ""},
 		{"fake", []string{"-f", "src", "/mnt"}, "mount --daemon -- src /mnt", true, ""},
 		{"sloppy", []string{"-s", "src", "/mnt", "-o", "colour=blue"}, "mount --daemon -- src /mnt", false, ""},
+		{"daemon=false ignored", []string{"src", "/mnt", "-o", "daemon=false,daemon,cache_size=1G"}, "mount --daemon --cache-size=1G -- src /mnt", false, ""},
 		{"dashes accepted", []string{"src", "/mnt", "-o", "cache-size=1G"}, "mount --daemon --cache-size=1G -- src /mnt", false, ""},
 		{"unknown option", []string{"src", "/mnt", "-o", "ro,colour=blue"}, "", false, "unknown option colour"},
 		{"value missing", []string{"src", "/mnt", "-o", "missing"}, "", false, "option missing needs a value"},
