@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/fs"
@@ -435,5 +440,71 @@ func TestSignals(t *testing.T) {
 		// lives, and SIGTERM then reaches a process that handled SIGHUP.
 		check(t, truth, v.mnt, vol)
 		v.stopsCleanly(t, syscall.SIGTERM)
+	})
+}
+
+// TestEmptySource: a source that does not exist or shows nothing (a typo
+// in a URL, a bucket prefix or a path) is refused with the reason on the
+// terminal and a non-zero exit, in the foreground and under --daemon;
+// --allow-empty-source mounts it.
+func TestEmptySource(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(http.FileServer(http.Dir(empty)))
+	t.Cleanup(web.Close)
+	gcs := startGCSEmulator(t)
+	gcs.srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "lab"})
+	gcs.put("lab", "brain/info", []byte(`{}`), "")
+	for _, tc := range []struct {
+		name, source, want string
+	}{
+		{"http typo", web.URL + "/brian", "no directory index"},
+		{"local empty", empty, "nothing to serve"},
+		{"local missing", filepath.Join(dir, "brian"), "no such file"},
+		{"gs prefix without objects", "gs://lab/brian", "no object under it"},
+	} {
+		for _, daemon := range []bool{false, true} {
+			name := tc.name
+			args := []string{"mount", "--anonymous", "--log-file", filepath.Join(dir, "log")}
+			if daemon {
+				name += " --daemon"
+				args = append(args, "--daemon")
+			}
+			t.Run(name, func(t *testing.T) {
+				mnt := newMountpoint(t, dir, 0, 0)
+				out, err := runErr(volfsBin, append(args, tc.source, mnt)...)
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+					t.Fatalf("got %v, want a non-zero exit\n%s", err, out)
+				}
+				if !strings.Contains(out, tc.want) {
+					t.Errorf("the refusal does not say %q:\n%s", tc.want, out)
+				}
+				if tc.want == "nothing to serve" || tc.want == "no directory index" {
+					if !strings.Contains(out, "--allow-empty-source") {
+						t.Errorf("the refusal does not name --allow-empty-source:\n%s", out)
+					}
+				}
+				if isMounted(t, mnt) {
+					t.Errorf("%s mounted", mnt)
+				}
+			})
+		}
+	}
+	t.Run("--allow-empty-source", func(t *testing.T) {
+		for _, src := range []string{empty, web.URL + "/brian"} {
+			s := startVolfs(t, "mount", "--allow-empty-source", src)
+			if ents, err := os.ReadDir(s.mnt); err != nil || len(ents) != 0 {
+				t.Errorf("the mount of %s lists %v, %v; want nothing", src, ents, err)
+			}
+			run(t, "umount", s.mnt)
+			if err := s.wait(t); err != nil {
+				t.Errorf("volfs exited with %v after umount, want 0", err)
+			}
+		}
 	})
 }

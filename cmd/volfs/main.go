@@ -339,6 +339,30 @@ func checkMountpoint(c *cli.Context, source, mountpoint string) error {
 	return nil
 }
 
+// checkNotEmpty refuses a tree whose root shows nothing: no volume
+// metadata there and no entry listed. That is what a typo makes of a
+// source (an HTTP URL answered with 404, a gs:// prefix with no object
+// under it, an empty directory), and mounting it would only show an empty
+// directory with the reason in a log. The root's listing is the one
+// fs.New made, so this costs no request.
+func checkNotEmpty(ctx context.Context, tree *fs.Tree) error {
+	l, err := tree.Root().List(ctx)
+	if err != nil {
+		return err
+	}
+	if l.Len() > 0 {
+		return nil
+	}
+	why := "no volume metadata (info, zarr.json, .zarray, .zmetadata, attributes.json) at its root and nothing under it"
+	switch u := tree.Source().String(); {
+	case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"):
+		why = "no volume metadata (info, zarr.json, .zarray, .zmetadata, attributes.json) at that URL, and no directory index to list (check the URL for a typo)"
+	case strings.HasPrefix(u, "gs://"):
+		why = "no volume metadata at that prefix and no object under it (check the bucket and prefix for a typo)"
+	}
+	return fmt.Errorf("%s: nothing to serve: %s; pass --allow-empty-source to mount it anyway", tree.Source(), why)
+}
+
 // serve mounts source at mountpoint and blocks until it is unmounted by a
 // signal or from outside. Once the mount is up it runs ready, if set, and
 // tells rep.
@@ -352,6 +376,11 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		return err
 	}
 	defer tree.Close()
+	if !c.Bool("allow-empty-source") {
+		if err := checkNotEmpty(c.Context, tree); err != nil {
+			return err
+		}
+	}
 	if addr := c.String("metrics-addr"); addr != "" {
 		if err := serveMetrics(addr, tree); err != nil {
 			return err
