@@ -188,13 +188,94 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 			},
 		},
 	}
+	a.Action = unknownCommand
+	a.OnUsageError = usageError
 	for _, c := range a.Commands {
+		c.OnUsageError = usageError
 		// No command has subcommands: without this urfave/cli gives each
 		// a "help" one, which shell completion then offers in place of
 		// the file names SOURCE and MOUNTPOINT are. --help stays.
 		c.HideHelpCommand = true
 	}
 	return a
+}
+
+// unknownCommand is the app's action, run when the first argument names
+// no command: help without arguments, otherwise the closest command.
+func unknownCommand(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return cli.ShowAppHelp(c)
+	}
+	name := c.Args().First()
+	return fmt.Errorf("unknown command %q; did you mean %q? (volfs --help lists the commands)", name, closest(name, commandNames(c.App)))
+}
+
+// usageError answers a flag that the command does not take with the
+// closest one it does, in one line instead of the whole help.
+func usageError(c *cli.Context, err error, _ bool) error {
+	cmd, flags := "volfs", c.App.Flags
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		cmd, flags = "volfs "+c.Command.Name, c.Command.Flags
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		var names []string
+		for _, f := range flags {
+			names = append(names, f.Names()...)
+		}
+		name = strings.TrimLeft(name, "-")
+		msg = fmt.Sprintf("unknown flag --%s; did you mean --%s? (%s --help lists the flags)", name, closest(name, names), cmd)
+	} else {
+		msg += fmt.Sprintf(" (%s --help lists the flags)", cmd)
+	}
+	return errors.New(msg)
+}
+
+// commandNames lists the names of a's commands.
+func commandNames(a *cli.App) []string {
+	var names []string
+	for _, c := range a.Commands {
+		names = append(names, c.Names()...)
+	}
+	return names
+}
+
+// closest returns the candidate nearest to s by edit distance (a
+// transposition counting as one edit), the first of equals.
+func closest(s string, candidates []string) string {
+	best, bestD := "", -1
+	for _, c := range candidates {
+		if d := editDistance(s, c); bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and adjacent transpositions.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // minCacheBytes is the smallest --cache-size accepted.

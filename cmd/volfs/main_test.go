@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -188,5 +189,44 @@ func TestEnvOverridesDefault(t *testing.T) {
 	}
 	if want := []string{"2GiB", "true", "fill", "text"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestSuggestions runs the command line with a misspelt command or flag:
+// the error names the closest valid one, in one line.
+func TestSuggestions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mout", "src", "/mnt"}, `unknown command "mout"; did you mean "mount"?`},
+		{[]string{"ifno", "src"}, `unknown command "ifno"; did you mean "info"?`},
+		{[]string{"catt"}, `unknown command "catt"; did you mean "cat"?`},
+		{[]string{"mount", "--cache-sise", "1GiB", "src", "/mnt"}, "unknown flag --cache-sise; did you mean --cache-size? (volfs mount --help"},
+		{[]string{"mount", "--alow-other", "src", "/mnt"}, "unknown flag --alow-other; did you mean --allow-other?"},
+		{[]string{"info", "--anonymus", "gs://b"}, "unknown flag --anonymus; did you mean --anonymous? (volfs info --help"},
+		{[]string{"cat", "-mising=error", "src", "p"}, "unknown flag --mising; did you mean --missing?"},
+		{[]string{"--verson"}, "unknown flag --verson; did you mean --version? (volfs --help"},
+	} {
+		a := app(&reporter{})
+		a.Writer, a.ErrWriter = io.Discard, io.Discard
+		err := a.Run(append([]string{"volfs"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("volfs %s: got %v, want one line saying %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"mount", "mount", 0}, {"mout", "mount", 1}, {"mountt", "mount", 1},
+		{"muont", "mount", 1}, {"cache-sise", "cache-size", 1}, {"", "abc", 3}, {"kitten", "sitting", 3},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
