@@ -1125,3 +1125,77 @@ func TestDaemonOrphan(t *testing.T) {
 		t.Errorf("the orphan's log does not say it stopped without mounting:\n%s", log)
 	}
 }
+
+// TestFusermountFailure mounts as an unprivileged user where fusermount3
+// fails: the refusal carries fusermount3's own message and exit status, in
+// the foreground and under --daemon, and for a FUSE device the user cannot
+// open, the fix. The device is made inaccessible in a private mount
+// namespace (a root-only file bound over /dev/fuse), so that nothing else
+// on the machine sees it.
+func TestFusermountFailure(t *testing.T) {
+	vol, _ := sharedVolume(t)
+	dir := sharedDir(t)
+	u := newTestUser(t, dir)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare unavailable: %v", err)
+	}
+	fakeFuse := filepath.Join(dir, "fuse")
+	if err := os.WriteFile(fakeFuse, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		owner int  // of the mountpoint
+		fake  bool // /dev/fuse is a root-only file
+		want  []string
+	}{
+		{"mountpoint not the user's", 0, false, []string{"fusermount3 failed (exit status 1)", "mountpoint"}},
+		{"/dev/fuse not accessible", u.uid, true, []string{"fusermount3 failed (exit status 1)", "Permission denied", "chmod 0666 /dev/fuse"}},
+	} {
+		for _, daemon := range []bool{false, true} {
+			name := tc.name
+			if daemon {
+				name += " --daemon"
+			}
+			t.Run(name, func(t *testing.T) {
+				mnt := newMountpoint(t, dir, tc.owner, tc.owner)
+				if err := os.Chmod(mnt, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				args := []string{u.bin, "mount"}
+				if daemon {
+					logFile := mnt + ".log"
+					if err := os.WriteFile(logFile, nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chown(logFile, u.uid, u.gid); err != nil {
+						t.Fatal(err)
+					}
+					args = append(args, "--daemon", "--log-file", logFile)
+				}
+				args = append(args, vol, mnt)
+				cmd := u.command(args[0], args[1:]...)
+				if tc.fake {
+					script := `mount --bind "$1" /dev/fuse && shift && exec "$@"`
+					cmd = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", fakeFuse}, cmd.Args...)...)
+				}
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+					t.Errorf("got %v, want exit status 1\n%s", err, out)
+				}
+				for _, want := range tc.want {
+					if !strings.Contains(string(out), want) {
+						t.Errorf("the refusal does not say %q:\n%s", want, out)
+					}
+				}
+				if n := strings.Count(strings.TrimSpace(string(out)), "\n"); n > 1 {
+					t.Errorf("the refusal takes %d lines, want at most 2:\n%s", n+1, out)
+				}
+				if isMounted(t, mnt) {
+					t.Errorf("%s mounted", mnt)
+				}
+			})
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -480,16 +481,21 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 	if !rep.startMount() {
 		return errOrphaned
 	}
-	srv, err := fs.Mount(mountpoint, tree, fs.MountOptions{
-		AllowOther: c.Bool("allow-other"),
-		UID:        uint32(c.Int("uid")),
-		GID:        uint32(c.Int("gid")),
-		Debug:      c.Bool("debug-fuse"),
-		DirectIO:   c.Bool("direct-io"),
+	var srv *fuse.Server
+	said, err := withFusermountOutput(func() (err error) {
+		srv, err = fs.Mount(mountpoint, tree, fs.MountOptions{
+			AllowOther: c.Bool("allow-other"),
+			UID:        uint32(c.Int("uid")),
+			GID:        uint32(c.Int("gid")),
+			Debug:      c.Bool("debug-fuse"),
+			DirectIO:   c.Bool("direct-io"),
+		})
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("mount %s: %w", mountpoint, err)
+		return fmt.Errorf("mount %s: %w", mountpoint, mountError(err, said))
 	}
+	logFusermountOutput(said)
 	slog.Info("mounted", "source", tree.Source().String(), "mountpoint", mountpoint, "pid", os.Getpid())
 	if ready != nil {
 		ready()
