@@ -230,3 +230,44 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpDescribes checks that --help (and so the man page, rendered
+// from the same text) names today's formats, sources and size units.
+func TestHelpDescribes(t *testing.T) {
+	var help strings.Builder
+	a := app(&reporter{})
+	a.Writer = &help
+	if err := a.Run([]string{"volfs", "--help"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"precomputed", "Zarr v2 and v3", "N5", "zarr3://", "n5://", "gs://", "https://", "file://", "KiB", "powers of 1000", "--allow-empty-source"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help does not say %q", want)
+		}
+	}
+}
+
+// TestReadmePython checks that the README's shell examples run python as
+// Debian's /usr/bin/python3, which has numpy, and not whatever python3 is
+// first on PATH.
+func TestReadmePython(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCode := false
+	for i, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inCode = !inCode
+			continue
+		}
+		if !inCode {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if strings.HasSuffix(f, "python3") && f != "/usr/bin/python3" {
+				t.Errorf("README.md:%d runs %s, want /usr/bin/python3: %s", i+1, f, line)
+			}
+		}
+	}
+}
