@@ -1109,12 +1109,14 @@ func TestDaemonOrphan(t *testing.T) {
 		t.Fatal("the foreground volfs has no child")
 	}
 	exited := watchPID(t, child)
+	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	<-done
 	// The source still hangs: the child must leave on its own.
 	waitExited(t, exited, "the orphaned background volfs")
+	t.Logf("the orphan exited %v after its parent was killed", time.Since(start))
 	// Now let the source answer: nothing is left to mount it.
 	close(release)
 	released = true
