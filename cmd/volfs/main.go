@@ -621,7 +621,7 @@ func runInfo(c *cli.Context) error {
 // written.
 func runCat(c *cli.Context) error {
 	if c.NArg() < 2 {
-		return errors.New("usage: volfs cat SOURCE PATH...")
+		return errors.New("usage: volfs cat SOURCE PATH [PATH ...]")
 	}
 	tree, err := openTree(c, c.Args().Get(0), false)
 	if err != nil {
