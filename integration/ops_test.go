@@ -919,7 +919,7 @@ func TestCompletion(t *testing.T) {
 		}{
 			{[]string{"mo"}, "mount"},
 			{[]string{"c"}, "cat completion"},
-			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty"},
+			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "--cache-size", "1G", "--dae"}, "--daemon"},
 			{[]string{"info", "--log-f"}, "--log-format --log-file"},
 		} {
@@ -964,7 +964,7 @@ func TestCompletion(t *testing.T) {
 			want  string
 		}{
 			{[]string{"mo"}, "mount"},
-			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty"},
+			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "src", ""}, "_files"},
 		} {
 			words := append([]string{volfsBin}, tc.words...)
