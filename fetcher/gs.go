@@ -523,7 +523,8 @@ func (g *GCS) callBound(n int64) time.Duration {
 // error classifies err, from a call on key that ran under cctx, a child of
 // the caller's ctx with a timeout of bound.
 func (g *GCS) error(ctx, cctx context.Context, bound time.Duration, op, key string, err error) error {
-	where := fmt.Sprintf("fetcher: %s %s/%s", op, g, key)
+	where := fmt.Sprintf("fetcher: %s %s/%s", op, g, strings.TrimPrefix(key, "/"))
+	err = withoutURL(err)
 	var gerr *googleapi.Error
 	switch {
 	case ctx.Err() != nil:
@@ -547,6 +548,32 @@ func (g *GCS) error(ctx, cctx context.Context, bound time.Duration, op, key stri
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }
+
+// withoutURL drops from err's text the request URL that a *url.Error
+// quotes: a listing's URL carries a dozen query parameters and fills four
+// lines of a terminal, while the caller names the bucket and key already.
+// The host stays, and the chain stays whole for errors.Is and errors.As.
+func withoutURL(err error) error {
+	var uerr *url.Error
+	if !errors.As(err, &uerr) {
+		return err
+	}
+	host := uerr.URL
+	if u, perr := url.Parse(uerr.URL); perr == nil {
+		host = u.Host
+	}
+	long := fmt.Sprintf("%s %q: ", uerr.Op, uerr.URL)
+	return &rewordedError{msg: strings.Replace(err.Error(), long, uerr.Op+" "+host+": ", 1), err: err}
+}
+
+// rewordedError is err with another text.
+type rewordedError struct {
+	msg string
+	err error
+}
+
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
 
 func isGzip(enc string) bool { return strings.EqualFold(strings.TrimSpace(enc), "gzip") }
 

@@ -666,3 +666,36 @@ func TestGCSCredentials(t *testing.T) {
 		t.Errorf("credentials file that does not exist: got %v, want an error naming GOOGLE_APPLICATION_CREDENTIALS", err)
 	}
 }
+
+// TestGCSDialErrorOneLine: a server that cannot be reached is reported in
+// one short line that names the host, not the request's whole URL, and is
+// still transient.
+func TestGCSDialErrorOneLine(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	opts := fastGCS
+	opts.Endpoint = "http://" + addr + "/storage/v1/"
+	g, err := NewGCS("gs://bkt/a", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"List": func() error { _, err := g.List(ctx, ""); return err },
+		"Stat": func() error { _, _, err := g.Stat(ctx, "k"); return err },
+		"Get":  func() error { _, err := g.Get(ctx, "k", 100); return err },
+	} {
+		err := call()
+		if err == nil {
+			t.Fatalf("%s: no error from a closed port", name)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") || strings.Contains(msg, "alt=json") || strings.Contains(msg, "//: ") || len(msg) > 240 || !strings.Contains(msg, addr) || !errors.Is(err, ErrTransient) {
+			t.Errorf("%s: got %q (%d bytes), want one short line naming %s, and %v", name, msg, len(msg), addr, ErrTransient)
+		}
+	}
+}

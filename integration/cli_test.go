@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/fs"
@@ -313,4 +318,194 @@ print(len(data))`, p)
 			}
 		})
 	}
+}
+
+// loggedVolfs is a volfs process whose log (stderr) is a pipe that the test
+// reads line by line and may close.
+type loggedVolfs struct {
+	cmd   *exec.Cmd
+	mnt   string
+	log   *os.File    // the read end of the log pipe
+	lines chan string // the log, line by line, until log is closed
+	done  chan error  // the exit of the process
+}
+
+// startLogged runs `volfs args... MOUNTPOINT` with its log on a pipe and
+// returns once the log says the mount is up.
+func startLogged(t *testing.T, args ...string) *loggedVolfs {
+	t.Helper()
+	requireFUSE(t)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &loggedVolfs{cmd: exec.Command(volfsBin, append(args, mnt)...), mnt: mnt, log: r, lines: make(chan string, 1000), done: make(chan error, 1)}
+	v.cmd.Stderr = w
+	if err := v.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	go func() { v.done <- v.cmd.Wait() }()
+	go func() {
+		defer close(v.lines)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			fmt.Fprintln(os.Stderr, "volfs:", sc.Text())
+			v.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		v.cmd.Process.Kill()
+		r.Close()
+		forceUnmount(t, mnt)
+	})
+	v.waitLog(t, "msg=mounted")
+	return v
+}
+
+// waitLog returns once a line of the log holds want.
+func (v *loggedVolfs) waitLog(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case l, ok := <-v.lines:
+			if !ok {
+				t.Fatalf("the log ended without a line saying %q", want)
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line said %q within a minute", want)
+		}
+	}
+}
+
+// stopsCleanly sends sig and checks that volfs exits 0 with its mount gone
+// (not left as "transport endpoint is not connected").
+func (v *loggedVolfs) stopsCleanly(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := v.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-v.done:
+		if err != nil {
+			t.Errorf("volfs exited with %v after %v, want exit status 0", err, sig)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("volfs did not exit within a minute of %v", sig)
+	}
+	if isMounted(t, v.mnt) {
+		t.Errorf("%s still mounted after %v", v.mnt, sig)
+	}
+	if _, err := os.ReadDir(v.mnt); err != nil {
+		t.Errorf("the mountpoint after %v: %v", sig, err)
+	}
+}
+
+// TestSignals: SIGHUP (a closed terminal) leaves the mount serving, as
+// rclone's; SIGINT and SIGTERM unmount and exit 0 even when the log goes to
+// a pipe whose reader has gone, where the "unmounting" line would raise
+// SIGPIPE.
+func TestSignals(t *testing.T) {
+	vol, truth := writeVolume(t)
+	t.Run("SIGHUP", func(t *testing.T) {
+		v := startLogged(t, "mount", vol)
+		if err := v.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		v.waitLog(t, "SIGHUP")
+		check(t, truth, v.mnt, vol)
+		v.stopsCleanly(t, syscall.SIGTERM)
+	})
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String()+" with the log's reader gone", func(t *testing.T) {
+			v := startLogged(t, "mount", vol)
+			v.log.Close()
+			v.stopsCleanly(t, sig)
+		})
+	}
+	t.Run("SIGHUP with the log's reader gone", func(t *testing.T) {
+		v := startLogged(t, "mount", vol)
+		v.log.Close()
+		if err := v.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		// No log to wait on: the read below is served only if volfs
+		// lives, and SIGTERM then reaches a process that handled SIGHUP.
+		check(t, truth, v.mnt, vol)
+		v.stopsCleanly(t, syscall.SIGTERM)
+	})
+}
+
+// TestEmptySource: a source that does not exist or shows nothing (a typo
+// in a URL, a bucket prefix or a path) is refused with the reason on the
+// terminal and a non-zero exit, in the foreground and under --daemon;
+// --allow-empty-source mounts it.
+func TestEmptySource(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(http.FileServer(http.Dir(empty)))
+	t.Cleanup(web.Close)
+	gcs := startGCSEmulator(t)
+	gcs.Store.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "lab"})
+	gcs.Put("lab", "brain/info", []byte(`{}`), "")
+	for _, tc := range []struct {
+		name, source, want string
+	}{
+		{"http typo", web.URL + "/brian", "no directory index"},
+		{"local empty", empty, "nothing to serve"},
+		{"local missing", filepath.Join(dir, "brian"), "no such file"},
+		{"gs prefix without objects", "gs://lab/brian", "no object under it"},
+	} {
+		for _, daemon := range []bool{false, true} {
+			name := tc.name
+			args := []string{"mount", "--anonymous", "--log-file", filepath.Join(dir, "log")}
+			if daemon {
+				name += " --daemon"
+				args = append(args, "--daemon")
+			}
+			t.Run(name, func(t *testing.T) {
+				mnt := newMountpoint(t, dir, 0, 0)
+				out, err := runErr(volfsBin, append(args, tc.source, mnt)...)
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+					t.Fatalf("got %v, want a non-zero exit\n%s", err, out)
+				}
+				if !strings.Contains(out, tc.want) {
+					t.Errorf("the refusal does not say %q:\n%s", tc.want, out)
+				}
+				if tc.want == "nothing to serve" || tc.want == "no directory index" {
+					if !strings.Contains(out, "--allow-empty-source") {
+						t.Errorf("the refusal does not name --allow-empty-source:\n%s", out)
+					}
+				}
+				if isMounted(t, mnt) {
+					t.Errorf("%s mounted", mnt)
+				}
+			})
+		}
+	}
+	t.Run("--allow-empty-source", func(t *testing.T) {
+		for _, src := range []string{empty, web.URL + "/brian"} {
+			s := startVolfs(t, "mount", "--allow-empty-source", src)
+			if ents, err := os.ReadDir(s.mnt); err != nil || len(ents) != 0 {
+				t.Errorf("the mount of %s lists %v, %v; want nothing", src, ents, err)
+			}
+			run(t, "umount", s.mnt)
+			if err := s.wait(t); err != nil {
+				t.Errorf("volfs exited with %v after umount, want 0", err)
+			}
+		}
+	})
 }

@@ -652,6 +652,41 @@ func TestMountHelper(t *testing.T) {
 		}
 	})
 
+	// mount(8) waits for its helper: daemon=false, as an option or in
+	// the environment, must not keep it in the foreground.
+	t.Run("daemon=false", func(t *testing.T) {
+		mnt := newMountpoint(t, dir, 0, 0)
+		logFile := filepath.Join(t.TempDir(), "log")
+		cmd := exec.Command(helper, vol, mnt, "-o", "daemon=false,log_file="+logFile)
+		cmd.Env = append(os.Environ(), "VOLFS_DAEMON=false")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("mount.volfs -o daemon=false: %v\n%s", err, out.String())
+			}
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("mount.volfs -o daemon=false did not return within a minute:\n%s", out.String())
+		}
+		if !strings.Contains(out.String(), "ignoring daemon=false") {
+			t.Errorf("no warning that daemon=false is ignored:\n%s", out.String())
+		}
+		if !isMounted(t, mnt) {
+			t.Fatalf("%s is not mounted when mount.volfs returns", mnt)
+		}
+		exited := watchPID(t, daemonPID(t, logFile))
+		check(t, truth, mnt, vol)
+		run(t, "umount", mnt)
+		waitExited(t, exited, "the background volfs")
+	})
+
 	t.Run("mount(8)", func(t *testing.T) {
 		const sbin = "/sbin/mount.volfs"
 		if _, err := os.Lstat(sbin); err == nil {
@@ -874,7 +909,7 @@ func TestCompletion(t *testing.T) {
 		}{
 			{[]string{"mo"}, "mount"},
 			{[]string{"c"}, "cat completion"},
-			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty"},
+			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "--cache-size", "1G", "--dae"}, "--daemon"},
 			{[]string{"info", "--log-f"}, "--log-format --log-file"},
 		} {
@@ -919,7 +954,7 @@ func TestCompletion(t *testing.T) {
 			want  string
 		}{
 			{[]string{"mo"}, "mount"},
-			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty"},
+			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "src", ""}, "_files"},
 		} {
 			words := append([]string{volfsBin}, tc.words...)
@@ -1010,4 +1045,149 @@ func mustGlob(t *testing.T, pattern string) []string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestDaemonOrphan kills the foreground process of mount --daemon, as
+// `timeout 3 volfs mount --daemon` does, while the background one is still
+// opening a slow source: the caller has been told the mount failed, so the
+// background process must exit without mounting, not mount later.
+func TestDaemonOrphan(t *testing.T) {
+	requireFUSE(t)
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	vol, _ := writeVolume(t)
+	files := http.FileServer(http.Dir(vol))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	mnt := newMountpoint(t, t.TempDir(), 0, 0)
+	logFile := filepath.Join(t.TempDir(), "log")
+	cmd := exec.Command(volfsBin, "mount", "--daemon", "--log-file", logFile, srv.URL, mnt)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("volfs exited (%v) before the background process asked the server", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the background process did not ask the server within a minute")
+	}
+	var child int
+	for _, task := range mustGlob(t, fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)) {
+		data, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(data)) {
+			child, _ = strconv.Atoi(f)
+		}
+	}
+	if child == 0 {
+		t.Fatal("the foreground volfs has no child")
+	}
+	exited := watchPID(t, child)
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	// The source still hangs: the child must leave on its own.
+	waitExited(t, exited, "the orphaned background volfs")
+	t.Logf("the orphan exited %v after its parent was killed", time.Since(start))
+	// Now let the source answer: nothing is left to mount it.
+	close(release)
+	released = true
+	if isMounted(t, mnt) {
+		t.Errorf("%s is mounted by an orphan", mnt)
+	}
+	if log, _ := os.ReadFile(logFile); !strings.Contains(string(log), "is gone") || strings.Contains(string(log), "msg=mounted") {
+		t.Errorf("the orphan's log does not say it stopped without mounting:\n%s", log)
+	}
+}
+
+// TestFusermountFailure mounts as an unprivileged user where fusermount3
+// fails: the refusal carries fusermount3's own message and exit status, in
+// the foreground and under --daemon, and for a FUSE device the user cannot
+// open, the fix. The device is made inaccessible in a private mount
+// namespace (a root-only file bound over /dev/fuse), so that nothing else
+// on the machine sees it.
+func TestFusermountFailure(t *testing.T) {
+	vol, _ := sharedVolume(t)
+	dir := sharedDir(t)
+	u := newTestUser(t, dir)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare unavailable: %v", err)
+	}
+	fakeFuse := filepath.Join(dir, "fuse")
+	if err := os.WriteFile(fakeFuse, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		owner int  // of the mountpoint
+		fake  bool // /dev/fuse is a root-only file
+		want  []string
+	}{
+		{"mountpoint not the user's", 0, false, []string{"fusermount3 failed (exit status 1)", "mountpoint"}},
+		{"/dev/fuse not accessible", u.uid, true, []string{"fusermount3 failed (exit status 1)", "Permission denied", "chmod 0666 /dev/fuse"}},
+	} {
+		for _, daemon := range []bool{false, true} {
+			name := tc.name
+			if daemon {
+				name += " --daemon"
+			}
+			t.Run(name, func(t *testing.T) {
+				mnt := newMountpoint(t, dir, tc.owner, tc.owner)
+				if err := os.Chmod(mnt, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				args := []string{u.bin, "mount"}
+				if daemon {
+					logFile := mnt + ".log"
+					if err := os.WriteFile(logFile, nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chown(logFile, u.uid, u.gid); err != nil {
+						t.Fatal(err)
+					}
+					args = append(args, "--daemon", "--log-file", logFile)
+				}
+				args = append(args, vol, mnt)
+				cmd := u.command(args[0], args[1:]...)
+				if tc.fake {
+					script := `mount --bind "$1" /dev/fuse && shift && exec "$@"`
+					cmd = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", fakeFuse}, cmd.Args...)...)
+				}
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+					t.Errorf("got %v, want exit status 1\n%s", err, out)
+				}
+				for _, want := range tc.want {
+					if !strings.Contains(string(out), want) {
+						t.Errorf("the refusal does not say %q:\n%s", want, out)
+					}
+				}
+				if n := strings.Count(strings.TrimSpace(string(out)), "\n"); n > 1 {
+					t.Errorf("the refusal takes %d lines, want at most 2:\n%s", n+1, out)
+				}
+				if isMounted(t, mnt) {
+					t.Errorf("%s mounted", mnt)
+				}
+			})
+		}
+	}
 }

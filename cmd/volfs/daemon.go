@@ -4,13 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"log/syslog"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Background mode. Go cannot fork, so `volfs mount --daemon` re-executes
@@ -32,14 +36,29 @@ const readyMsg = "ready\n"
 
 // reporter tells whoever waits for the mount that it is live, or why it
 // failed: the --daemon parent through its pipe, and a systemd Type=notify
-// unit through NOTIFY_SOCKET. It is used from one goroutine.
+// unit through NOTIFY_SOCKET.
+//
+// A child also watches its parent until it reports: a parent that is gone
+// (killed by `timeout`, a closed terminal, SIGKILL) has told its caller
+// that the mount failed, so the child must not mount behind its back. The
+// parent holds the only read end of the pipe; when it exits the write end
+// polls POLLERR. Before mounting, the watcher exits the child; once the
+// mount has started, ready fails and serve unmounts.
 type reporter struct {
-	child bool     // this process is a --daemon child
-	pipe  *os.File // the parent's pipe in a child; nil once reported
+	child bool // this process is a --daemon child
+
+	mu       sync.Mutex
+	pipe     *os.File      // GUARDED_BY(mu); the parent's pipe in a child, nil once reported
+	mounting bool          // GUARDED_BY(mu); serve has started to mount
+	orphaned bool          // GUARDED_BY(mu); the parent went before a report
+	stop     chan struct{} // closed once reported, to end watchParent
 }
 
-// newReporter takes the descriptor named by readyFDEnv, if any, and hides
-// both from the programs volfs runs (fusermount3).
+// errOrphaned is the error of a child whose parent is gone.
+var errOrphaned = errors.New("the volfs that started this background one is gone (killed, or timed out) before the mount was reported live, so it does not mount")
+
+// newReporter takes the descriptor named by readyFDEnv, if any, hides both
+// from the programs volfs runs (fusermount3), and watches the parent.
 func newReporter() *reporter {
 	v, ok := os.LookupEnv(readyFDEnv)
 	if !ok {
@@ -50,28 +69,93 @@ func newReporter() *reporter {
 	if fd, err := strconv.Atoi(v); err == nil {
 		syscall.CloseOnExec(fd)
 		r.pipe = os.NewFile(uintptr(fd), "volfs-ready")
+		r.stop = make(chan struct{})
+		go r.watchParent(fd)
 	}
 	return r
 }
 
-// ready reports that the mount at mountpoint is live.
-func (r *reporter) ready(mountpoint string) {
-	if r.pipe != nil {
-		r.pipe.WriteString(readyMsg)
-		r.pipe.Close()
-		r.pipe = nil
+// watchParent waits until the read end of the pipe on fd is closed (the
+// parent is gone) or the child has reported. An orphan that has not
+// started to mount exits at once, with status 1.
+func (r *reporter) watchParent(fd int) {
+	stopR, stopW, err := os.Pipe()
+	if err != nil {
 		return
 	}
-	sdNotify("READY=1\nSTATUS=serving " + mountpoint)
+	defer stopR.Close()
+	go func() { <-r.stop; stopW.Close() }()
+	fds := []unix.PollFd{{Fd: int32(fd)}, {Fd: int32(stopR.Fd()), Events: unix.POLLIN}}
+	for {
+		// POLLERR and POLLHUP are reported whatever the events asked.
+		if _, err := unix.Poll(fds, -1); errors.Is(err, unix.EINTR) {
+			continue
+		}
+		r.mu.Lock()
+		if r.pipe == nil || fds[1].Revents != 0 {
+			r.mu.Unlock()
+			return
+		}
+		if fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) == 0 {
+			r.mu.Unlock()
+			continue
+		}
+		r.orphaned = true
+		if !r.mounting {
+			slog.Error("stopped", "err", errOrphaned)
+			os.Exit(1)
+		}
+		r.mu.Unlock()
+		return
+	}
+}
+
+// startMount reports whether serve may mount: false in an orphaned child.
+func (r *reporter) startMount() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mounting = true
+	return !r.orphaned
+}
+
+// ready reports that the mount at mountpoint is live. An error means that
+// nobody waits for the mount any more: the caller unmounts and exits.
+func (r *reporter) ready(mountpoint string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.orphaned {
+		return errOrphaned
+	}
+	if r.pipe == nil {
+		if !r.child {
+			sdNotify("READY=1\nSTATUS=serving " + mountpoint)
+		}
+		return nil
+	}
+	_, err := r.pipe.WriteString(readyMsg)
+	r.close()
+	if err != nil {
+		// EPIPE: the parent went between the watcher's last look and now.
+		return fmt.Errorf("%w (%v)", errOrphaned, err)
+	}
+	return nil
 }
 
 // failed reports err, if nothing was reported yet.
 func (r *reporter) failed(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.pipe != nil {
 		r.pipe.WriteString(err.Error())
-		r.pipe.Close()
-		r.pipe = nil
+		r.close()
 	}
+}
+
+// close ends the report. Call with mu held.
+func (r *reporter) close() {
+	r.pipe.Close()
+	r.pipe = nil
+	close(r.stop)
 }
 
 // sdNotify sends state to the service manager on the datagram socket named

@@ -1,6 +1,6 @@
-// Command volfs mounts chunked image volumes (Neuroglancer precomputed) from
-// local disk or HTTP(S) as a read-only directory tree in which every chunk
-// is a file of decoded voxels.
+// Command volfs mounts chunked image volumes (Neuroglancer precomputed,
+// Zarr v2 and v3, N5) from gs://, HTTP(S) or local disk as a read-only
+// directory tree in which every chunk is a file of decoded voxels.
 package main
 
 import (
@@ -23,6 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -110,8 +111,19 @@ func app(rep *reporter) *cli.App {
 		Name:    "volfs",
 		Usage:   "mount chunked image volumes as decompressed files",
 		Version: version(),
-		Description: `volfs shows every chunk of a Neuroglancer precomputed volume, on local disk or behind an
-HTTP(S) URL, as a read-only file of decoded voxels.
+		Description: `volfs shows every chunk of a chunked image volume as a read-only file of decoded voxels,
+and every volume as the same volume stored uncompressed.
+
+FORMATS: Neuroglancer precomputed (raw, gzip, jpeg, png, compressed_segmentation,
+sharded), Zarr v2 and v3 (blosc, gzip, zlib, zstd, lz4, bz2, xz; v3 sharding) and N5. The format
+of each directory is found from its metadata files; a prefix pins the root's:
+precomputed://, zarr:// (v2 or v3), zarr2://, zarr3://, n5://.
+
+SOURCES: gs://BUCKET[/PREFIX] (Application Default Credentials or anonymous; STORAGE_EMULATOR_HOST
+for an emulator), http:// and https:// URLs, and local paths or file:// URLs. A SOURCE that
+does not exist or holds nothing volfs can serve is refused (--allow-empty-source mounts it).
+
+` + sizeUnits + `
 
 Every flag can also be set in the environment, as VOLFS_ and the flag's name in upper case
 with underscores for dashes: VOLFS_CACHE_SIZE=2GiB is --cache-size=2GiB. A flag on the
@@ -179,13 +191,94 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 			},
 		},
 	}
+	a.Action = unknownCommand
+	a.OnUsageError = usageError
 	for _, c := range a.Commands {
+		c.OnUsageError = usageError
 		// No command has subcommands: without this urfave/cli gives each
 		// a "help" one, which shell completion then offers in place of
 		// the file names SOURCE and MOUNTPOINT are. --help stays.
 		c.HideHelpCommand = true
 	}
 	return a
+}
+
+// unknownCommand is the app's action, run when the first argument names
+// no command: help without arguments, otherwise the closest command.
+func unknownCommand(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return cli.ShowAppHelp(c)
+	}
+	name := c.Args().First()
+	return fmt.Errorf("unknown command %q; did you mean %q? (volfs --help lists the commands)", name, closest(name, commandNames(c.App)))
+}
+
+// usageError answers a flag that the command does not take with the
+// closest one it does, in one line instead of the whole help.
+func usageError(c *cli.Context, err error, _ bool) error {
+	cmd, flags := "volfs", c.App.Flags
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		cmd, flags = "volfs "+c.Command.Name, c.Command.Flags
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		var names []string
+		for _, f := range flags {
+			names = append(names, f.Names()...)
+		}
+		name = strings.TrimLeft(name, "-")
+		msg = fmt.Sprintf("unknown flag --%s; did you mean --%s? (%s --help lists the flags)", name, closest(name, names), cmd)
+	} else {
+		msg += fmt.Sprintf(" (%s --help lists the flags)", cmd)
+	}
+	return errors.New(msg)
+}
+
+// commandNames lists the names of a's commands.
+func commandNames(a *cli.App) []string {
+	var names []string
+	for _, c := range a.Commands {
+		names = append(names, c.Names()...)
+	}
+	return names
+}
+
+// closest returns the candidate nearest to s by edit distance (a
+// transposition counting as one edit), the first of equals.
+func closest(s string, candidates []string) string {
+	best, bestD := "", -1
+	for _, c := range candidates {
+		if d := editDistance(s, c); bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and adjacent transpositions.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // minCacheBytes is the smallest --cache-size accepted.
@@ -385,6 +478,30 @@ func checkMountpoint(c *cli.Context, source, mountpoint string) error {
 	return nil
 }
 
+// checkNotEmpty refuses a tree whose root shows nothing: no volume
+// metadata there and no entry listed. That is what a typo makes of a
+// source (an HTTP URL answered with 404, a gs:// prefix with no object
+// under it, an empty directory), and mounting it would only show an empty
+// directory with the reason in a log. The root's listing is the one
+// fs.New made, so this costs no request.
+func checkNotEmpty(ctx context.Context, tree *fs.Tree) error {
+	l, err := tree.Root().List(ctx)
+	if err != nil {
+		return err
+	}
+	if l.Len() > 0 {
+		return nil
+	}
+	why := "no volume metadata (info, zarr.json, .zarray, .zmetadata, attributes.json) at its root and nothing under it"
+	switch u := tree.Source().String(); {
+	case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"):
+		why = "no volume metadata (info, zarr.json, .zarray, .zmetadata, attributes.json) at that URL, and no directory index to list (check the URL for a typo)"
+	case strings.HasPrefix(u, "gs://"):
+		why = "no volume metadata at that prefix and no object under it (check the bucket and prefix for a typo)"
+	}
+	return fmt.Errorf("%s: nothing to serve: %s; pass --allow-empty-source to mount it anyway", tree.Source(), why)
+}
+
 // serve mounts source at mountpoint and blocks until it is unmounted by a
 // signal or from outside. Once the mount is up it runs ready, if set, and
 // tells rep.
@@ -398,26 +515,54 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		return err
 	}
 	defer tree.Close()
+	if !c.Bool("allow-empty-source") {
+		if err := checkNotEmpty(c.Context, tree); err != nil {
+			return err
+		}
+	}
 	if addr := c.String("metrics-addr"); addr != "" {
 		if err := serveMetrics(addr, tree); err != nil {
 			return err
 		}
 	}
-	srv, err := fs.Mount(mountpoint, tree, fs.MountOptions{
-		AllowOther: c.Bool("allow-other"),
-		UID:        uint32(c.Int("uid")),
-		GID:        uint32(c.Int("gid")),
-		Debug:      c.Bool("debug-fuse"),
-		DirectIO:   c.Bool("direct-io"),
+	// From here on a signal must unmount, never kill: a SIGINT or SIGTERM
+	// that arrives while the mount is set up waits in sig for the loop
+	// below. SIGHUP (a closed terminal or ssh session) does not stop a
+	// mount, as rclone's does not. SIGPIPE is caught so that a write to a
+	// log on a pipe whose reader is gone fails with EPIPE, which slog
+	// drops, instead of killing the process with the mount still up.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if !rep.startMount() {
+		return errOrphaned
+	}
+	var srv *fuse.Server
+	said, err := withFusermountOutput(func() (err error) {
+		srv, err = fs.Mount(mountpoint, tree, fs.MountOptions{
+			AllowOther: c.Bool("allow-other"),
+			UID:        uint32(c.Int("uid")),
+			GID:        uint32(c.Int("gid")),
+			Debug:      c.Bool("debug-fuse"),
+			DirectIO:   c.Bool("direct-io"),
+		})
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("mount %s: %w", mountpoint, err)
+		return fmt.Errorf("mount %s: %w", mountpoint, mountError(err, said))
 	}
+	logFusermountOutput(said)
 	slog.Info("mounted", "source", tree.Source().String(), "mountpoint", mountpoint, "pid", os.Getpid())
 	if ready != nil {
 		ready()
 	}
-	rep.ready(mountpoint)
+	if err := rep.ready(mountpoint); err != nil {
+		if uerr := srv.Unmount(); uerr != nil {
+			slog.Error("unmount failed", "mountpoint", mountpoint, "err", uerr)
+		}
+		return err
+	}
 	if rep.child {
 		// A daemon must not keep the directory it was started in busy.
 		// Nothing below resolves a relative path: the source and the
@@ -425,9 +570,6 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		os.Chdir("/")
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
 	for {
@@ -436,13 +578,20 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			slog.Info("unmounted", "mountpoint", mountpoint)
 			return nil
 		case s := <-sig:
-			slog.Info("unmounting", "signal", s.String())
+			if s == syscall.SIGHUP {
+				slog.Info("SIGHUP: still serving; stop with SIGINT, SIGTERM or umount", "mountpoint", mountpoint)
+				continue
+			}
+			// Unmount first: nothing before it may fail or block.
+			err := srv.Unmount()
 			sdNotify("STOPPING=1")
-			if err := srv.Unmount(); err != nil {
+			if err != nil {
 				// Busy: a process still has a file open or its cwd
 				// inside. Keep serving; another signal tries again.
-				slog.Error("unmount failed; still serving (close what uses the mount, then signal again)", "err", err)
+				slog.Error("unmount failed; still serving (close what uses the mount, then signal again)", "signal", s.String(), "err", err)
+				continue
 			}
+			slog.Info("unmounting", "signal", s.String())
 		}
 	}
 }
@@ -593,42 +742,6 @@ func copyFile(ctx context.Context, w io.Writer, f fs.File, name string, buf []by
 // progress bar (on a terminal): a chunk file or two reads in well under a
 // second.
 const progressMinBytes = 64 << 20
-
-// parseSize reads a byte count such as "512MiB", "2G" or "1048576".
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}}
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range units {
-		if r, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(r), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("not a size: %q", s)
-	}
-	return int64(n * float64(mult)), nil
-}
-
-func formatSize(n int64) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n)/1024, 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", f, units[i])
-}
 
 func dims(v []int64) string {
 	s := make([]string, len(v))

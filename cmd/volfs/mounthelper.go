@@ -18,7 +18,8 @@ import (
 // `volfs mount --daemon --flag=value... SOURCE MOUNTPOINT`: each -o option
 // is a flag of the mount command by its underscore name (cache_size=2GiB,
 // allow_other, missing=error), the generic options mount passes to every
-// filesystem are ignored, and an unknown one is refused by name.
+// filesystem are ignored, and an unknown one is refused by name. The helper
+// always detaches: daemon=false is ignored with a warning.
 
 // helperPrefix is how a mount helper's name starts; mount.fuse.volfs is
 // what mount(8) looks for given "-t fuse.volfs".
@@ -127,6 +128,11 @@ func parseHelperArgs(argv []string, flags []cli.Flag) (call helperCall, warnings
 		}
 		f, ok := byName[strings.ReplaceAll(name, "_", "-")]
 		switch {
+		case ok && f.Names()[0] == "daemon":
+			// mount(8) waits for its helper: one that serves in the
+			// foreground never returns.
+			warnings = append(warnings, fmt.Sprintf("ignoring %s: mount.volfs always serves in the background", o))
+			continue
 		case ok:
 		case isGenericOption(name):
 			continue
