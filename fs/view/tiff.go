@@ -347,13 +347,13 @@ func (t *tiffFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 }
 
 // chunksAt maps bytes [off, off+n) of the file to the pixel data's.
-func (t *tiffFile) chunksAt(off, n int64) [][]int64 {
+func (t *tiffFile) chunksAt(off, n int64, limit int) [][]int64 {
 	end := min(off+n, t.size)
 	off = max(off, t.dataAt)
 	if off >= end {
 		return nil
 	}
-	return t.pix.chunksAt(off-t.dataAt, end-off)
+	return t.pix.chunksAt(off-t.dataAt, end-off, limit)
 }
 
 // readParts clips a read to a file of the given size and reports io.EOF as
