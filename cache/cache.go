@@ -49,7 +49,7 @@ type Options struct {
 // of maxBytes: half the cache, at least 32 MiB (a view's largest batch,
 // so that one always fits) and at most memHeadroom, the room that
 // MemoryLimit leaves beside the cache.
-func InFlightBudget(maxBytes int64) int64 { return min(max(maxBytes/2, 32<<20), memHeadroom) }
+func InFlightBudget(maxBytes int64) int64 { return min(max(maxBytes/2, 16<<20), memHeadroom) }
 
 // Cache is a byte-bounded LRU of decoded chunks with in-flight dedupe.
 type Cache struct {

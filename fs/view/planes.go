@@ -64,7 +64,7 @@ type batchChunk struct {
 // a row's worth of ordinary chunks in one batch.
 const (
 	maxBatchChunks = 4096
-	maxBatchBytes  = 32 << 20
+	maxBatchBytes  = 16 << 20
 )
 
 // batchLimit is the number of chunks one batch may hold: maxBatchChunks,
