@@ -21,8 +21,8 @@ const (
 
 // File is one view file. Size is exact and never does I/O. ReadAt reads
 // bytes [off, off+len(p)) as io.ReaderAt does (n < len(p) only with an
-// error; io.EOF at or past the end), asking Chunks once per batch (see the package comment); it is
-// safe for concurrent use. A cancelled ctx is passed to Chunks.Get, whose
+// error; io.EOF at or past the end), asking Chunks once per batch (see
+// the package comment); it is safe for concurrent use. A cancelled ctx is passed to Chunks.Get, whose
 // error ReadAt returns wrapped.
 type File interface {
 	Name() string
