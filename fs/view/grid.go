@@ -194,9 +194,6 @@ func newGeom(g Grid) (*geom, error) {
 	return m, nil
 }
 
-// dataBytes is the size of every sample of the array.
-func (m *geom) dataBytes() int64 { return m.plane * m.outer * m.chans }
-
 // outerIndex writes into o (len ndim-2) the indices of axes 2.. of plane
 // number p, counted with axis 2 fastest.
 func (m *geom) outerIndex(p int64, o []int64) {
