@@ -48,7 +48,17 @@ type Options struct {
 	// runtime.GOMAXPROCS(0); a process that runs more Ps than cores (see
 	// cmd/volfs) passes its core count.
 	CPUSlots int
+	// InFlightBytes is the size of Store.Reserve's budget: the bytes that
+	// readers of stitched views hold at once beside the cache. Zero means
+	// InFlightBudget(MaxBytes).
+	InFlightBytes int64
 }
+
+// InFlightBudget is the default budget of the bytes in flight for a cache
+// of maxBytes: half the cache, at least 32 MiB (a view's largest batch,
+// so that one always fits) and at most memHeadroom, the room that
+// MemoryLimit leaves beside the cache.
+func InFlightBudget(maxBytes int64) int64 { return min(max(maxBytes/2, 16<<20), memHeadroom) }
 
 // Cache is a byte-bounded LRU of decoded chunks with in-flight dedupe.
 type Cache struct {

@@ -57,7 +57,8 @@ var ErrClosed = errors.New("cache: store closed")
 //
 // All methods are safe for concurrent use.
 type Store struct {
-	c *Cache
+	c      *Cache
+	budget *MemBudget // Reserve's
 
 	demand   chan *flight
 	prefetch chan *flight
@@ -88,6 +89,7 @@ func NewStore(opts Options) *Store {
 	}
 	s := &Store{
 		c:        New(opts),
+		budget:   NewMemBudget(cmp.Or(opts.InFlightBytes, InFlightBudget(opts.MaxBytes))),
 		demand:   make(chan *flight, demandQueue),
 		prefetch: make(chan *flight, prefetchQueue),
 		cpu:      make(chan struct{}, cmp.Or(opts.CPUSlots, runtime.GOMAXPROCS(0))),
@@ -144,6 +146,18 @@ func noRelease() {}
 
 // Cache returns the store's cache.
 func (s *Store) Cache() *Cache { return s.c }
+
+// Reserve takes n bytes of the store's budget of bytes in flight
+// (Options.InFlightBytes), waiting for room, and returns the function
+// that gives them back; see MemBudget.Reserve. A reader calls it before it
+// asks for a batch it will hold (a view's chunks while it copies them
+// out) and must not call it again before releasing.
+func (s *Store) Reserve(ctx context.Context, n int64) (release func(), err error) {
+	return s.budget.Reserve(ctx, n)
+}
+
+// MemBudget returns the store's budget of bytes in flight, for metrics.
+func (s *Store) MemBudget() *MemBudget { return s.budget }
 
 // work is one persistent worker. It exits when the store is closed.
 func (s *Store) work() {

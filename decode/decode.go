@@ -369,6 +369,12 @@ func (a *Array) DecodeFrom(src Source, stored []byte, c []int64) ([]byte, error)
 	return out, err
 }
 
+// MaxAxes is the most axes an array may have, as in tensorstore (kMaxRank)
+// and numpy 1.x: much of the work on an array's keys and layouts is
+// linear in its axes per chunk, so a metadata file of tens of thousands of
+// axes (a few hundred KB) would make listing it quadratic.
+const MaxAxes = 32
+
 // maxChunkBytes bounds the decoded size of one chunk: a chunk is decoded into
 // memory whole, so metadata promising more is refused rather than trusted.
 const maxChunkBytes = 1 << 31
@@ -378,6 +384,9 @@ const maxChunkBytes = 1 << 31
 func (a *Array) checkGrid(names [3]string) (field string, err error) {
 	if len(a.Shape) == 0 {
 		return names[0], fmt.Errorf("0-dimensional arrays are not supported: %w", ErrUnsupported)
+	}
+	if len(a.Shape) > MaxAxes {
+		return names[0], fmt.Errorf("%d axes, more than the %d volfs reads: %w", len(a.Shape), MaxAxes, ErrUnsupported)
 	}
 	if len(a.Chunk) != len(a.Shape) {
 		return names[1], fmt.Errorf("has %d axes, the shape %d", len(a.Chunk), len(a.Shape))

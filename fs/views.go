@@ -40,11 +40,16 @@ func (t *Tree) newViews(a *decode.Array) *arrayViews {
 		t.log.Debug("no stitched views", "array", "/"+a.Key, "err", err)
 		return nil
 	}
+	for _, why := range v.Refused {
+		t.log.Warn("stitched views left out", "array", "/"+a.Key, "why", why)
+	}
 	av := &arrayViews{t: t, a: a, v: v, key: a.Key}
 	for _, f := range v.Files {
 		av.names = append(av.names, fetcher.Entry{Name: f.Name()})
 	}
-	av.names = append(av.names, fetcher.Entry{Name: view.SectionsDir, IsDir: true})
+	if v.Sections.Len() > 0 {
+		av.names = append(av.names, fetcher.Entry{Name: view.SectionsDir, IsDir: true})
+	}
 	if v.Slabs.Len() > 0 {
 		av.names = append(av.names, fetcher.Entry{Name: view.SlabsDir, IsDir: true})
 	}
@@ -57,6 +62,20 @@ func (t *Tree) newViews(a *decode.Array) *arrayViews {
 	return av
 }
 
+// ViewNotes returns what `volfs info` says of a's stitched views: why
+// some were left out (see view.Views.Refused), or nothing. It does no I/O.
+func ViewNotes(a *decode.Array) []string {
+	g, err := viewGrid(a)
+	if err != nil {
+		return nil
+	}
+	v, err := view.New(g, &viewChunks{a: a})
+	if err != nil {
+		return nil
+	}
+	return v.Refused
+}
+
 // lookup returns the view called name, or false.
 func (v *arrayViews) lookup(name string) (Node, bool) {
 	if v == nil {
@@ -64,7 +83,10 @@ func (v *arrayViews) lookup(name string) (Node, bool) {
 	}
 	switch name {
 	case view.SectionsDir:
-		return &viewDir{d: v.v.Sections, av: v, key: path.Join(v.key, name)}, true
+		if v.v.Sections.Len() > 0 {
+			return &viewDir{d: v.v.Sections, av: v, key: path.Join(v.key, name)}, true
+		}
+		return nil, false
 	case view.SlabsDir:
 		if v.v.Slabs.Len() > 0 {
 			return &viewDir{d: v.v.Slabs, av: v, key: path.Join(v.key, name)}, true
@@ -165,6 +187,13 @@ func (c *viewChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error
 	return c.t.chunks(ctx, c.a, meta)
 }
 
+// Reserve takes n bytes of the store's budget of bytes in flight, so
+// that readers of views wait for room rather than hold more than the
+// budget between them (view.Reserver).
+func (c *viewChunks) Reserve(ctx context.Context, n int64) (func(), error) {
+	return c.t.store.Reserve(ctx, n)
+}
+
 func (c *viewChunks) Fill() []byte {
 	if c.a.Fill != nil {
 		return c.a.Fill
@@ -218,6 +247,12 @@ type viewFile struct {
 // prefetched, in file bytes: 16 kernel reads of 1 MiB.
 const viewAhead = 16 << 20
 
+// viewAheadChunks bounds the chunks one read-ahead of a view prefetches
+// (and the work of finding them): a read of a row of one-voxel chunks
+// would otherwise list a chunk per byte of viewAhead. It is the queue of
+// the store's prefetches, which drops what does not fit anyway.
+const viewAheadChunks = 256
+
 func (f *viewFile) IsDir() bool { return false }
 func (f *viewFile) Size() int64 { return f.f.Size() }
 
@@ -266,7 +301,7 @@ func (f *viewFile) readAhead(off, n int64) {
 	var keys []string
 	var coords [][]int64
 	budget := t.opts.ReadAhead
-	for _, c := range view.ChunksAt(f.f, from, to-from) {
+	for _, c := range view.ChunksAt(f.f, from, to-from, viewAheadChunks) {
 		if budget -= a.ChunkSize(c); budget < 0 {
 			break
 		}

@@ -653,6 +653,9 @@ func runInfo(c *cli.Context) error {
 			for _, kv := range a.Describe {
 				notes = append(notes, kv[0]+"="+kv[1])
 			}
+			for _, why := range fs.ViewNotes(a) {
+				notes = append(notes, "views: "+why)
+			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
 				orDot(v.Dir), orDot(a.Name), v.Format, a.DType.Name, a.Channels, dims(a.Shape), dims(a.Offset),
 				resolution(a), dims(a.Chunk), a.Encoding, a.NumChunks(), formatSize(decodedBytes(a)), strings.Join(notes, " "))

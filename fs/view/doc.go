@@ -84,6 +84,15 @@
 // cache: a section of a 20000 x 20000 x 100 volume is streamed, never
 // materialised.
 //
+// A batch holds at most maxBatchChunks chunks and maxBatchBytes of them:
+// a read that needs more calls Chunks.Get once per batch, copying each out
+// before asking for the next: batches of whole row pieces in byte order,
+// and a run of rows whose chunk row alone is too wide in windows of
+// columns, so that no chunk is asked for twice by one read. A Chunks that
+// is a Reserver has each batch's bytes reserved first. Headers, IFDs and
+// the TIFF strip arrays are generated for the bytes read alone, so that a
+// read's work and memory follow the read, never the array's geometry.
+//
 // Walking sections in z order loads each chunk once if the chunk store's
 // cache holds one chunk layer: every chunk a plane touches, i.e. X x Y x
 // chunk depth x channels x sample size bytes of decoded data (rounded out to

@@ -130,6 +130,10 @@ type geom struct {
 	outer    int64   // planes per channel: product of Shape[2:]
 	rowBytes int64   // X * size
 	plane    int64   // bytes of one plane of one channel
+	// chunkBytes is the decoded bytes of a full chunk, every channel,
+	// capped at maxBytes.
+	chunkBytes int64
+	limit      int // the batch limit in chunks when > 0 (tests)
 }
 
 // maxBytes bounds every size the views compute so that no product
@@ -176,6 +180,14 @@ func newGeom(g Grid) (*geom, error) {
 		if i >= 2 {
 			m.outer *= g.Shape[i]
 		}
+	}
+	m.chunkBytes = m.size * m.chans
+	for _, c := range g.Chunk {
+		if m.chunkBytes > maxBytes/c {
+			m.chunkBytes = maxBytes
+			break
+		}
+		m.chunkBytes *= c
 	}
 	m.rowBytes = g.Shape[0] * m.size
 	m.plane = m.rowBytes * g.Shape[1]

@@ -23,13 +23,23 @@ func (r *planes) size() int64 { return r.n * r.m.plane }
 // piece starts in the caller's buffer, q the plane, y the row, [b0, b1)
 // the piece's bytes within the row.
 func (r *planes) walk(off int64, n int, fn func(d int, q, y, b0, b1 int64)) {
+	r.walkWhile(off, n, func(d int, q, y, b0, b1 int64) bool {
+		fn(d, q, y, b0, b1)
+		return true
+	})
+}
+
+// walkWhile is walk that stops once fn returns false.
+func (r *planes) walkWhile(off int64, n int, fn func(d int, q, y, b0, b1 int64) bool) {
 	rb, pb := r.m.rowBytes, r.m.plane
 	end := off + int64(n)
 	for pos := off; pos < end; {
 		q, in := pos/pb, pos%pb
 		y, b0 := in/rb, in%rb
 		b1 := min(rb, b0+end-pos)
-		fn(int(pos-off), q, y, b0, b1)
+		if !fn(int(pos-off), q, y, b0, b1) {
+			return
+		}
 		pos += b1 - b0
 	}
 }
@@ -42,47 +52,111 @@ type batchChunk struct {
 	lay   ChunkLayout
 }
 
-// collect returns the chunks under bytes [off, off+n) of the sequence, in
-// the order the bytes need them (plane, then chunk row, then x), each once,
-// with their coordinates, and the position in the batch of each linear
-// chunk index.
-func (r *planes) collect(off, n int64) ([]batchChunk, [][]int64, map[int64]int) {
+// maxBatchChunks and maxBatchBytes bound one batch of a read: a read
+// whose bytes need more chunks, or chunks of more decoded bytes (counted
+// at the full chunk size), is served as several batches in turn, each
+// copied out before the next is asked for. So a read's memory is bounded
+// by these, not by how many chunks lie under it: a 128 KiB read of a row
+// of one-voxel chunks would otherwise ask for 131072 chunks at once, and
+// a 1 MiB read across a row of 2 MiB chunks for a gigabyte of them.
+// 4096 chunk loads in flight cost a few MiB of bookkeeping; 32 MiB of
+// chunks is 16 of the largest common chunks (64^3 uint64), enough to keep
+// a row's worth of ordinary chunks in one batch.
+const (
+	maxBatchChunks = 4096
+	maxBatchBytes  = 16 << 20
+)
+
+// batchLimit is the number of chunks one batch may hold: maxBatchChunks,
+// fewer for chunks so large that maxBatchBytes would be passed, and at
+// least one.
+func (m *geom) batchLimit() int {
+	if m.limit > 0 {
+		return m.limit
+	}
+	return int(max(1, min(maxBatchChunks, maxBatchBytes/m.chunkBytes)))
+}
+
+// linRow returns the linear chunk index of the chunk at x = 0 of row y
+// of plane q: a chunk row's chunks are linRow + cx. o is scratch space of
+// ndim-2, left holding plane q's outer index.
+func (r *planes) linRow(q, y int64, o []int64) int64 {
+	m := r.m
+	r.at(q, o)
+	lin := m.nchunks[0] * (y / m.Chunk[1])
+	stride := m.nchunks[0] * m.nchunks[1]
+	for i, v := range o {
+		lin += stride * (v / m.Chunk[i+2])
+		stride *= m.nchunks[i+2]
+	}
+	return lin
+}
+
+// collect returns the chunks under the row bytes [xlo, xhi) of bytes
+// [off, off+n) of the sequence, in the order the bytes need them (plane,
+// then chunk row, then x), each once, with their coordinates, and the
+// position in the batch of each linear chunk index; at most limit (>= 1)
+// chunks. stop is where the bytes these chunks cover end: off+n, or the
+// start of the first row piece whose chunks do not all fit beside the
+// ones before it. wide reports a first row piece that alone needs more
+// than limit chunks: nothing is collected then (see readWide). Its work
+// is proportional to the bytes up to stop and the chunks collected, never
+// to the array's geometry.
+func (r *planes) collect(off, n int64, limit int, xlo, xhi int64) (batch []batchChunk, coords [][]int64, index map[int64]int, stop int64, wide bool) {
 	m := r.m
 	o := make([]int64, m.ndim-2)
-	index := make(map[int64]int, 2*m.nchunks[0]) // linear chunk index -> batch position
 	// Room for the chunk rows the range spans when it lies in one plane,
 	// so that the batch rarely grows.
 	rows := n/m.rowBytes + 2
-	batch := make([]batchChunk, 0, min(m.nchunks[0]*(rows/m.Chunk[1]+2), 1<<14))
+	hint := min(m.nchunks[0]*(rows/m.Chunk[1]+2), int64(limit), 1<<14)
+	index = make(map[int64]int, hint) // linear chunk index -> batch position
+	batch = make([]batchChunk, 0, hint)
+	stop = off + n
+	cw := m.Chunk[0] * m.size             // bytes of a chunk's row piece
 	lastQ, lastCY := int64(-1), int64(-1) // the last whole row collected
-	r.walk(off, int(n), func(_ int, q, y, b0, b1 int64) {
+	r.walkWhile(off, int(n), func(d int, q, y, b0, b1 int64) bool {
 		cy := y / m.Chunk[1]
 		whole := b0 == 0 && b1 == m.rowBytes
 		if whole && q == lastQ && cy == lastCY {
-			return // every chunk of this chunk row is collected already
+			return true // every chunk of this chunk row is collected already
+		}
+		b0, b1 = max(b0, xlo), min(b1, xhi)
+		if b0 >= b1 {
+			return true
+		}
+		row := r.linRow(q, y, o)
+		// The chunks of this piece not in the batch yet: they come
+		// after every chunk of the batch in x, or are all in it, except
+		// where planes share chunks out of order; count them first.
+		lo, hi := b0/cw, (b1-1)/cw
+		fresh := 0
+		for cx := lo; cx <= hi && len(batch)+fresh <= limit; cx++ {
+			if _, ok := index[row+cx]; !ok {
+				fresh++
+			}
+		}
+		if len(batch)+fresh > limit {
+			if len(batch) == 0 {
+				wide = true
+			}
+			stop = off + int64(d)
+			return false
+		}
+		for cx := lo; cx <= hi; cx++ {
+			if _, ok := index[row+cx]; !ok {
+				index[row+cx] = len(batch)
+				batch = append(batch, batchChunk{lin: row + cx})
+			}
 		}
 		if whole {
 			lastQ, lastCY = q, cy
 		}
-		r.at(q, o)
-		for cx := b0 / m.size / m.Chunk[0]; cx <= (b1-1)/m.size/m.Chunk[0]; cx++ {
-			lin := cx + m.nchunks[0]*cy
-			stride := m.nchunks[0] * m.nchunks[1]
-			for i, v := range o {
-				lin += stride * (v / m.Chunk[i+2])
-				stride *= m.nchunks[i+2]
-			}
-			if _, ok := index[lin]; ok {
-				continue
-			}
-			index[lin] = len(batch)
-			batch = append(batch, batchChunk{lin: lin})
-		}
+		return true
 	})
 
 	// One allocation for every coordinate of the batch.
 	flat := make([]int64, len(batch)*m.ndim)
-	coords := make([][]int64, len(batch))
+	coords = make([][]int64, len(batch))
 	for i := range batch {
 		c := flat[i*m.ndim : (i+1)*m.ndim : (i+1)*m.ndim]
 		lin := batch[i].lin
@@ -92,30 +166,104 @@ func (r *planes) collect(off, n int64) ([]batchChunk, [][]int64, map[int64]int) 
 		}
 		batch[i].coord, coords[i] = c, c
 	}
-	return batch, coords, index
+	return batch, coords, index, stop, wide
+}
+
+// wideRun returns the end of the run of row pieces from off (before end)
+// that lie in the same chunk row as the first one, and the row bytes
+// [xlo, xhi) that the run spans: the bytes a row piece too wide for one
+// batch shares its chunks with, read in column windows by readWide.
+func (r *planes) wideRun(off, end int64) (runEnd, xlo, xhi int64) {
+	o := make([]int64, r.m.ndim-2)
+	first := int64(-1)
+	runEnd, xlo, xhi = off, r.m.rowBytes, 0
+	r.walkWhile(off, int(end-off), func(d int, q, y, b0, b1 int64) bool {
+		row := r.linRow(q, y, o)
+		if first >= 0 && row != first {
+			return false
+		}
+		first = row
+		runEnd = off + int64(d) + b1 - b0
+		xlo, xhi = min(xlo, b0), max(xhi, b1)
+		return true
+	})
+	return runEnd, xlo, xhi
 }
 
 // chunksAt returns the coordinates of the chunks under bytes [off, off+n)
-// of the sequence, clipped to it.
-func (r *planes) chunksAt(off, n int64) [][]int64 {
+// of the sequence, clipped to it, in the order a read asks for them; at
+// most limit of them (the first), so that its cost is bounded by limit.
+func (r *planes) chunksAt(off, n int64, limit int) [][]int64 {
 	off, end := max(off, 0), min(off+n, r.size())
-	if off >= end {
-		return nil
+	bl := r.m.batchLimit()
+	var all [][]int64
+	for off < end && len(all) < limit {
+		_, coords, _, stop, wide := r.collect(off, end-off, bl, 0, r.m.rowBytes)
+		if wide {
+			runEnd, xlo, xhi := r.wideRun(off, end)
+			w := int64(bl) * r.m.Chunk[0] * r.m.size
+			for x := xlo; x < xhi && len(all) < limit; x += w {
+				_, coords, _, _, _ = r.collect(off, runEnd-off, bl, x, min(x+w, xhi))
+				all = append(all, coords...)
+			}
+			off = runEnd
+			continue
+		}
+		all = append(all, coords...)
+		off = stop
 	}
-	_, coords, _ := r.collect(off, end-off)
-	return coords
+	return all[:min(len(all), limit)]
 }
 
 // readAt fills p with bytes [off, off+len(p)) of the sequence, which must
-// lie inside it. It asks Chunks once, for the chunks under the range in the
+// lie inside it. It asks Chunks for the chunks under the range in the
 // order the bytes need them (plane, then chunk row, then x), each chunk
-// once, and copies out of them.
+// once, and copies out of them: in one batch, unless the range needs more
+// than batchLimit chunks. Then each batch is copied out before the next
+// is asked for: batches of whole row pieces in byte order, and a run of
+// rows whose chunk row alone is too wide in windows of columns, each
+// window's chunks asked for once for every row of the run. If chunks is a
+// Reserver, each batch's decoded bytes are reserved before it is asked for
+// and released once it is copied out.
 func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64) error {
-	if len(p) == 0 {
-		return nil
-	}
 	m := r.m
-	batch, coords, index := r.collect(off, int64(len(p)))
+	limit := m.batchLimit()
+	end := off + int64(len(p))
+	for pos := off; pos < end; {
+		batch, coords, index, stop, wide := r.collect(pos, end-pos, limit, 0, m.rowBytes)
+		if !wide {
+			if err := r.readBatch(ctx, chunks, p[pos-off:stop-off], pos, batch, coords, index, 0, m.rowBytes); err != nil {
+				return err
+			}
+			pos = stop
+			continue
+		}
+		runEnd, xlo, xhi := r.wideRun(pos, end)
+		w := int64(limit) * m.Chunk[0] * m.size
+		for x := xlo - xlo%(m.Chunk[0]*m.size); x < xhi; x += w {
+			wlo, whi := max(x, xlo), min(x+w, xhi)
+			batch, coords, index, _, _ := r.collect(pos, runEnd-pos, limit, wlo, whi)
+			if err := r.readBatch(ctx, chunks, p[pos-off:runEnd-off], pos, batch, coords, index, wlo, whi); err != nil {
+				return err
+			}
+		}
+		pos = runEnd
+	}
+	return nil
+}
+
+// readBatch fills the row bytes [xlo, xhi) of p, bytes [off,
+// off+len(p)) of the sequence, from the chunks of one batch, which hold
+// every byte of them.
+func (r *planes) readBatch(ctx context.Context, chunks Chunks, p []byte, off int64, batch []batchChunk, coords [][]int64, index map[int64]int, xlo, xhi int64) error {
+	m := r.m
+	if res, ok := chunks.(Reserver); ok {
+		release, err := res.Reserve(ctx, int64(len(coords))*m.chunkBytes)
+		if err != nil {
+			return fmt.Errorf("view: %w", err)
+		}
+		defer release()
+	}
 	o := make([]int64, m.ndim-2)
 	datas, err := chunks.Get(ctx, coords)
 	if err != nil {
@@ -145,6 +293,13 @@ func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64)
 	var tmp [8]byte
 	lo := make([]int64, m.ndim)
 	r.walk(off, len(p), func(d int, q, y, b0, b1 int64) {
+		if b0 < xlo || b1 > xhi {
+			d += int(max(xlo-b0, 0))
+			b0, b1 = max(b0, xlo), min(b1, xhi)
+			if b0 >= b1 {
+				return
+			}
+		}
 		ch := r.at(q, o)
 		cy := y / m.Chunk[1]
 		lo[1] = y - cy*m.Chunk[1]

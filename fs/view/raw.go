@@ -25,7 +25,9 @@ func (f *rawFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) 
 	})
 }
 
-func (f *rawFile) chunksAt(off, n int64) [][]int64 { return f.pix.chunksAt(off, n) }
+func (f *rawFile) chunksAt(off, n int64, limit int) [][]int64 {
+	return f.pix.chunksAt(off, n, limit)
+}
 
 // textFile is a small header generated in memory (.nhdr, .mhd).
 type textFile struct {

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/volfs/volfs/internal/testenv"
@@ -335,4 +336,160 @@ func TestConcurrentReads(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestBatchedReads reads every view of every case with batches of at most
+// 1, 2, 3 and 7 chunks, so that reads split into batches of row pieces and
+// into column windows of rows too wide for one batch, and compares 200
+// random reads with the sequential read of the unsplit views. No batch
+// may ask for more chunks than the limit, and no read may ask for a chunk
+// more often than once per row it needs it in (the windows of a wide run
+// ask once for every row of the run).
+func TestBatchedReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range viewCases {
+		_, ref := genReference(t, c, t.TempDir())
+		whole, err := newViews(c.grid(), buildChunks(c, ref), options{forceBigTIFF: c.bigTIFF})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []int{1, 2, 3, 7} {
+			chunks := &limitChunks{memChunks: buildChunks(c, ref), limit: limit}
+			v, err := newViews(c.grid(), chunks, options{forceBigTIFF: c.bigTIFF, batchChunks: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := append([]File{}, v.Files...)
+			files = append(files, v.Sections.File(0), v.Sections.File(v.Sections.Len()-1))
+			for _, f := range files {
+				want := readAll(t, mustLookup(t, whole, f))
+				if got := readAll(t, f); !bytes.Equal(got, want) {
+					t.Fatalf("%s, limit %d: %s differs from the unsplit read", c.name, limit, f.Name())
+				}
+				for range 200 {
+					off := rng.Int64N(f.Size())
+					n := 1 + rng.Int64N(f.Size()-off)
+					buf := make([]byte, n)
+					if _, err := f.ReadAt(context.Background(), buf, off); err != nil && err != io.EOF {
+						t.Fatalf("%s, limit %d: %s: ReadAt(%d, %d): %v", c.name, limit, f.Name(), off, n, err)
+					}
+					if !bytes.Equal(buf, want[off:off+n]) {
+						t.Fatalf("%s, limit %d: %s: ReadAt(%d, %d) differs", c.name, limit, f.Name(), off, n)
+					}
+				}
+				if got := ChunksAt(f, 0, f.Size(), 5); len(got) > 5 {
+					t.Errorf("%s: ChunksAt(limit 5) returned %d chunks", f.Name(), len(got))
+				}
+			}
+			if chunks.over.Load() {
+				t.Errorf("%s, limit %d: a batch asked for more chunks than the limit", c.name, limit)
+			}
+		}
+	}
+}
+
+// limitChunks records whether a batch passed its limit.
+type limitChunks struct {
+	*memChunks
+	limit int
+	over  atomic.Bool
+}
+
+func (c *limitChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
+	if len(coords) > c.limit {
+		c.over.Store(true)
+	}
+	return c.memChunks.Get(ctx, coords)
+}
+
+// mustLookup returns the file of v named as f (a Files entry or a section).
+func mustLookup(t *testing.T, v *Views, f File) File {
+	t.Helper()
+	if g, ok := v.Lookup(f.Name()); ok {
+		return g
+	}
+	if g, ok := v.Sections.Lookup(f.Name()); ok {
+		return g
+	}
+	t.Fatalf("no %s", f.Name())
+	return nil
+}
+
+// TestHugeGeometry reads the views of arrays whose geometry is extreme
+// (issue 16: 2^26 and 2^40 one-sample rows, a 2^23-sample row of
+// one-sample chunks) and checks that a read's allocations are bounded by
+// the read, not by the array: the TIFF strip arrays are generated per
+// byte range, a batch holds at most maxBatchChunks chunks, and a plane
+// TIFF cannot describe has no TIFF views.
+func TestHugeGeometry(t *testing.T) {
+	one := func([]int64, []byte) (ChunkLayout, error) {
+		return ChunkLayout{Strides: []int64{1, 1}, Extent: []int64{1, 1}}, nil
+	}
+	for _, tc := range []struct {
+		name      string
+		shape     []int64
+		file      string
+		off, n    int64
+		tiff      bool
+		maxAlloc  uint64
+		maxChunks int
+	}{
+		{"2^26 rows, volume.tif header", []int64{1, 1 << 26}, VolumeTIFF, 0, 4096, true, 1 << 20, 0},
+		{"2^26 rows, volume.tif strip arrays", []int64{1, 1 << 26}, VolumeTIFF, 300 << 20, 128 << 10, true, 1 << 20, 0},
+		{"2^26 rows, volume.tif pixels", []int64{1, 1 << 26}, VolumeTIFF, 1<<29 + 1<<26 - 1<<20, 128 << 10, true, 48 << 20, 128 << 10},
+		{"2^40 rows, volume.raw", []int64{1, 1 << 40}, VolumeRaw, 1 << 39, 4096, false, 4 << 20, 4096},
+		// 131072 one-byte chunks in 32 batches: about 256 bytes of
+		// bookkeeping each, a batch's worth held at once.
+		{"2^23 columns, volume.raw", []int64{1 << 23, 1}, VolumeRaw, 1 << 20, 128 << 10, true, 48 << 20, 128 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := Grid{Shape: tc.shape, Chunk: []int64{1, 1}, Type: Uint8, Layout: one}
+			chunks := &countChunks{constChunks: constChunks{data: []byte{7}, fill: []byte{0}}}
+			v, err := New(g, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := v.Lookup(VolumeTIFF); ok != tc.tiff || (v.Sections.Len() > 0) != tc.tiff || (len(v.Refused) == 0) != tc.tiff {
+				t.Fatalf("volume.tif %v, %d sections, refused %q; want TIFF views %v", ok, v.Sections.Len(), v.Refused, tc.tiff)
+			}
+			f, ok := v.Lookup(tc.file)
+			if !ok {
+				t.Fatalf("no %s", tc.file)
+			}
+			buf := make([]byte, tc.n)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			if _, err := f.ReadAt(context.Background(), buf, tc.off); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			if a := after.TotalAlloc - before.TotalAlloc; a > tc.maxAlloc {
+				t.Errorf("ReadAt(%d, %d) allocated %d bytes, want at most %d", tc.off, tc.n, a, tc.maxAlloc)
+			}
+			if chunks.max.Load() > maxBatchChunks || chunks.total.Load() > int64(tc.maxChunks) {
+				t.Errorf("largest batch %d chunks, %d in all; want at most %d and %d", chunks.max.Load(), chunks.total.Load(), maxBatchChunks, tc.maxChunks)
+			}
+			if tc.file == VolumeRaw && !bytes.Equal(buf, bytes.Repeat([]byte{7}, int(tc.n))) {
+				t.Errorf("volume.raw bytes differ from the chunks'")
+			}
+			if len(ChunksAt(f, tc.off, 64<<20, 256)) > 256 {
+				t.Errorf("ChunksAt returned more than its limit")
+			}
+		})
+	}
+}
+
+// countChunks is constChunks that counts the chunks asked for.
+type countChunks struct {
+	constChunks
+	max, total atomic.Int64
+}
+
+func (c *countChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
+	c.total.Add(int64(len(coords)))
+	if n := int64(len(coords)); n > c.max.Load() {
+		c.max.Store(n)
+	}
+	return c.constChunks.Get(ctx, coords)
 }

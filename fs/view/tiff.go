@@ -128,6 +128,14 @@ func rational(v float64) [2]uint32 {
 func (t *tiffFile) Name() string { return t.name }
 func (t *tiffFile) Size() int64  { return t.size }
 
+// blockSize returns the bytes of page's block.
+func (t *tiffFile) blockSize(page int64) int64 {
+	if page == 0 {
+		return t.block0
+	}
+	return t.block
+}
+
 func (t *tiffFile) blockAt(page int64) int64 {
 	if page == 0 {
 		return t.ifdAt
@@ -153,40 +161,49 @@ func (t *tiffFile) header() []byte {
 	return h
 }
 
-// ifd encodes the block of one page: its IFD, then the arrays and values
-// that do not fit in an entry.
-func (t *tiffFile) ifd(page int64) []byte {
+// span is a part of one page's IFD block, at byte at of the block: either
+// literal bytes, or an array of n offsets (classic TIFF: 4 bytes each,
+// BigTIFF: 8) whose element k is gen(k), generated only where a read
+// asks for it. The strip arrays are spans of the second kind, so that a
+// read of a few bytes of a header costs a few bytes of work, however many
+// strips the array has (a plane of 2^26 one-row strips has 1 GiB of them).
+type span struct {
+	at  int64
+	lit []byte
+	n   int64
+	gen func(k int64) int64
+}
+
+// ifd describes the block of one page: its IFD, then the arrays and values
+// that do not fit in an entry, as spans laid back to back from byte 0.
+// Its cost is that of the IFD's few entries, never of the strip arrays.
+func (t *tiffFile) ifd(page int64) []span {
 	m := t.pix.m
 	at := t.blockAt(page)
-	n := t.block
 	entries := t.nEntries
 	if page == 0 {
-		n, entries = t.block0, t.nEntries+1
+		entries = t.nEntries + 1
 	}
-	b := make([]byte, n)
 	le := binary.LittleEndian
 	entry, countBytes, offBytes := 12, 2, 4
 	if t.big {
 		entry, countBytes, offBytes = 20, 8, 8
 	}
-	putOff := func(d []byte, v int64) {
-		if t.big {
-			le.PutUint64(d, uint64(v))
-		} else {
-			le.PutUint32(d, uint32(v))
-		}
-	}
+	head := make([]byte, countBytes+int(entries)*entry+offBytes)
+	spans := []span{{at: 0, lit: head}}
 	if t.big {
-		le.PutUint64(b, uint64(entries))
+		le.PutUint64(head, uint64(entries))
 	} else {
-		le.PutUint16(b, uint16(entries))
+		le.PutUint16(head, uint16(entries))
 	}
-	extra := countBytes + int(entries)*entry + offBytes // where out-of-line values go
+	extra := int64(len(head)) // where out-of-line values go
 	i := 0
 	// put writes one entry; value is called with the entry's value field
-	// when the value fits there, else with out-of-line space of vbytes.
-	put := func(tag, typ uint16, count int64, vbytes int, value func(d []byte)) {
-		e := b[countBytes+i*entry:]
+	// when the value fits there, else out-of-line space of vbytes is
+	// taken for it: a literal span filled by value, or the array gen
+	// when value is nil.
+	put := func(tag, typ uint16, count int64, vbytes int64, value func(d []byte), gen func(k int64) int64) {
+		e := head[countBytes+i*entry:]
 		le.PutUint16(e, tag)
 		le.PutUint16(e[2:], typ)
 		var v []byte
@@ -197,37 +214,44 @@ func (t *tiffFile) ifd(page int64) []byte {
 			le.PutUint32(e[4:], uint32(count))
 			v = e[8:12]
 		}
-		if vbytes <= offBytes {
+		switch {
+		case vbytes <= int64(offBytes) && gen != nil:
+			for k := range count {
+				t.putOff(v[k*int64(offBytes):], gen(k))
+			}
+		case vbytes <= int64(offBytes):
 			value(v)
-		} else {
-			putOff(v, at+int64(extra))
-			value(b[extra : extra+vbytes])
+		case gen != nil:
+			t.putOff(v, at+extra)
+			spans = append(spans, span{at: extra, n: count, gen: gen})
+			extra += vbytes
+		default:
+			t.putOff(v, at+extra)
+			lit := make([]byte, vbytes)
+			value(lit)
+			spans = append(spans, span{at: extra, lit: lit})
 			extra += vbytes
 		}
 		i++
 	}
 	short := func(tag uint16, v uint16) {
-		put(tag, typeShort, 1, 2, func(d []byte) { le.PutUint16(d, v) })
+		put(tag, typeShort, 1, 2, func(d []byte) { le.PutUint16(d, v) }, nil)
 	}
 	long := func(tag uint16, v int64) {
-		put(tag, typeLong, 1, 4, func(d []byte) { le.PutUint32(d, uint32(v)) })
+		put(tag, typeLong, 1, 4, func(d []byte) { le.PutUint32(d, uint32(v)) }, nil)
 	}
 	offType := uint16(typeLong)
 	if t.big {
 		offType = typeLong8
 	}
 	strips := func(tag uint16, v func(k int64) int64) {
-		put(tag, offType, t.nStrips, int(t.nStrips)*offBytes, func(d []byte) {
-			for k := range t.nStrips {
-				putOff(d[int(k)*offBytes:], v(k))
-			}
-		})
+		put(tag, offType, t.nStrips, t.nStrips*int64(offBytes), nil, v)
 	}
 	rat := func(tag uint16, r [2]uint32) {
 		put(tag, typeRational, 1, 8, func(d []byte) {
 			le.PutUint32(d, r[0])
 			le.PutUint32(d[4:], r[1])
-		})
+		}, nil)
 	}
 	stripBytes := t.rowsPerStrip * m.rowBytes
 	pageAt := t.dataAt + page*m.plane
@@ -238,7 +262,7 @@ func (t *tiffFile) ifd(page int64) []byte {
 	short(tagCompression, 1)
 	short(tagPhotometric, 1) // min-is-black
 	if page == 0 {
-		put(tagImageDesc, typeASCII, int64(len(t.desc)), 0, func(d []byte) { putOff(d, t.descAt) })
+		put(tagImageDesc, typeASCII, int64(len(t.desc)), 0, func(d []byte) { t.putOff(d, t.descAt) }, nil)
 	}
 	strips(tagStripOffsets, func(k int64) int64 { return pageAt + k*stripBytes })
 	short(tagSamplesPerPixel, 1)
@@ -252,9 +276,49 @@ func (t *tiffFile) ifd(page int64) []byte {
 	short(tagResolutionUnit, t.resUnit)
 	short(tagSampleFormat, sampleTypes[m.Type].format)
 	if page+1 < t.pix.n {
-		putOff(b[countBytes+int(entries)*entry:], t.blockAt(page+1))
+		t.putOff(head[countBytes+int(entries)*entry:], t.blockAt(page+1))
 	}
-	return b
+	return spans
+}
+
+// putOff writes an offset (4 bytes in classic TIFF, 8 in BigTIFF).
+func (t *tiffFile) putOff(d []byte, v int64) {
+	if t.big {
+		binary.LittleEndian.PutUint64(d, uint64(v))
+	} else {
+		binary.LittleEndian.PutUint32(d, uint32(v))
+	}
+}
+
+// readIFD fills p with bytes [rel, rel+len(p)) of page's block, which
+// must lie inside it, generating only the array elements under them.
+func (t *tiffFile) readIFD(page int64, p []byte, rel int64) {
+	offBytes := int64(4)
+	if t.big {
+		offBytes = 8
+	}
+	end := rel + int64(len(p))
+	var tmp [8]byte
+	for _, s := range t.ifd(page) {
+		size := int64(len(s.lit))
+		if s.gen != nil {
+			size = s.n * offBytes
+		}
+		lo, hi := max(rel, s.at), min(end, s.at+size)
+		if lo >= hi {
+			continue
+		}
+		if s.gen == nil {
+			copy(p[lo-rel:hi-rel], s.lit[lo-s.at:])
+			continue
+		}
+		for k := (lo - s.at) / offBytes; s.at+k*offBytes < hi; k++ {
+			e0 := s.at + k*offBytes
+			t.putOff(tmp[:], s.gen(k))
+			a, b := max(e0, lo), min(e0+offBytes, hi)
+			copy(p[a-rel:b-rel], tmp[a-e0:b-e0])
+		}
+	}
 }
 
 // ReadAt reads bytes [off, off+len(p)): the header and IFDs are generated,
@@ -270,8 +334,10 @@ func (t *tiffFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 			if off >= t.ifdAt+t.block0 {
 				page = 1 + (off-t.ifdAt-t.block0)/t.block
 			}
-			n := copy(p, t.ifd(page)[off-t.blockAt(page):])
-			p, off = p[n:], off+int64(n)
+			rel := off - t.blockAt(page)
+			n := min(int64(len(p)), t.blockSize(page)-rel)
+			t.readIFD(page, p[:n], rel)
+			p, off = p[n:], off+n
 		}
 		if len(p) == 0 {
 			return nil
@@ -281,13 +347,13 @@ func (t *tiffFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 }
 
 // chunksAt maps bytes [off, off+n) of the file to the pixel data's.
-func (t *tiffFile) chunksAt(off, n int64) [][]int64 {
+func (t *tiffFile) chunksAt(off, n int64, limit int) [][]int64 {
 	end := min(off+n, t.size)
 	off = max(off, t.dataAt)
 	if off >= end {
 		return nil
 	}
-	return t.pix.chunksAt(off-t.dataAt, end-off)
+	return t.pix.chunksAt(off-t.dataAt, end-off, limit)
 }
 
 // readParts clips a read to a file of the given size and reports io.EOF as

@@ -364,7 +364,7 @@ func randomReads(t *testing.T, f File, want []byte, chunks *memChunks, rng *rand
 			asked = chunks.last
 			chunks.mu.Unlock()
 		}
-		if got := ChunksAt(f, off, n); fmt.Sprint(got) != fmt.Sprint(asked) {
+		if got := ChunksAt(f, off, n, 1<<20); fmt.Sprint(got) != fmt.Sprint(asked) {
 			t.Fatalf("%s: ChunksAt(%d, %d) = %v, the read asked for %v", f.Name(), off, n, got, asked)
 		}
 		wantN := min(n, size-off)

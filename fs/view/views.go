@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,8 +21,8 @@ const (
 
 // File is one view file. Size is exact and never does I/O. ReadAt reads
 // bytes [off, off+len(p)) as io.ReaderAt does (n < len(p) only with an
-// error; io.EOF at or past the end), asking Chunks at most once; it is
-// safe for concurrent use. A cancelled ctx is passed to Chunks.Get, whose
+// error; io.EOF at or past the end), asking Chunks once per batch (see
+// the package comment); it is safe for concurrent use. A cancelled ctx is passed to Chunks.Get, whose
 // error ReadAt returns wrapped.
 type File interface {
 	Name() string
@@ -30,13 +31,26 @@ type File interface {
 }
 
 // ChunksAt returns the grid coordinates of the chunks that a read of bytes
-// [off, off+n) of f would ask Chunks for (none for a header), without any
-// I/O: a reader's read-ahead prefetches them.
-func ChunksAt(f File, off, n int64) [][]int64 {
-	if m, ok := f.(interface{ chunksAt(off, n int64) [][]int64 }); ok {
-		return m.chunksAt(off, n)
+// [off, off+n) of f would ask Chunks for (none for a header), in the order
+// it would, without any I/O: a reader's read-ahead prefetches them. It
+// returns the first limit of them at most, and its work is bounded by
+// limit, not by n.
+func ChunksAt(f File, off, n int64, limit int) [][]int64 {
+	if m, ok := f.(interface {
+		chunksAt(off, n int64, limit int) [][]int64
+	}); ok && limit > 0 {
+		return m.chunksAt(off, n, limit)
 	}
 	return nil
+}
+
+// Reserver is implemented by Chunks that bound the memory of the reads in
+// flight. Reserve waits until n more bytes fit in the budget (or ctx ends,
+// returning its error) and returns the function that gives them back. A
+// read reserves the decoded bytes of each batch before Get and releases
+// them once the batch is copied out.
+type Reserver interface {
+	Reserve(ctx context.Context, n int64) (release func(), err error)
 }
 
 // Dir is a directory of view files made on demand, so that a directory of
@@ -69,12 +83,17 @@ func (d *Dir) Lookup(name string) (File, bool) {
 
 // Views are the stitched views of one array: Files sit in the array's
 // directory (volume.tif, volume.raw, volume.nhdr, volume.mhd, in that
-// order), Sections in SectionsDir and Slabs in SlabsDir. Everything is
+// order; volume.tif only where the plane fits TIFF), Sections in
+// SectionsDir (empty where volume.tif is left out) and Slabs in SlabsDir. Everything is
 // computed from the Grid: making Views does no I/O.
 type Views struct {
 	Files    []File
 	Sections *Dir
 	Slabs    *Dir
+	// Refused says why views an array of this shape cannot have were left
+	// out (a TIFF plane past 2^32-1 samples a side), one sentence each,
+	// for the log and `volfs info`; empty for most arrays.
+	Refused []string
 }
 
 // Lookup returns the file of that name among Files, or false.
@@ -90,6 +109,7 @@ func (v *Views) Lookup(name string) (File, bool) {
 // options are settings for tests.
 type options struct {
 	forceBigTIFF bool // BigTIFF even where classic TIFF would do
+	batchChunks  int  // a read's batch limit in chunks instead of batchLimit's
 }
 
 // New returns the views of the array described by g, read through chunks.
@@ -104,8 +124,18 @@ func newViews(g Grid, chunks Chunks, opt options) (*Views, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.limit = opt.batchChunks
 	nm := newNamer(m)
 	v := &Views{}
+
+	// TIFF holds a plane's width and height in 32 bits (LONG; BigTIFF
+	// readers take no LONG8 there): a larger plane has no TIFF views
+	// rather than a header that lies.
+	tiff := m.Shape[0] <= math.MaxUint32 && m.Shape[1] <= math.MaxUint32
+	if !tiff {
+		v.Refused = append(v.Refused, fmt.Sprintf("no %s or %s: a plane of %d x %d samples does not fit TIFF's 32-bit width and height",
+			VolumeTIFF, SectionsDir, m.Shape[0], m.Shape[1]))
+	}
 
 	// volume.tif: pages in ImageJ order, channel fastest.
 	pages := &planes{m: m, n: m.outer * m.chans, at: func(q int64, o []int64) int64 {
@@ -116,8 +146,10 @@ func newViews(g Grid, chunks Chunks, opt options) (*Views, error) {
 	if m.ndim > 2 {
 		slices = m.Shape[2]
 	}
-	v.Files = append(v.Files, newTIFF(VolumeTIFF, chunks, pages,
-		imagejDesc(m, m.chans, slices, m.outer/slices), opt.forceBigTIFF))
+	if tiff {
+		v.Files = append(v.Files, newTIFF(VolumeTIFF, chunks, pages,
+			imagejDesc(m, m.chans, slices, m.outer/slices), opt.forceBigTIFF))
+	}
 
 	// volume.raw: the raw layout, x fastest, channel slowest.
 	raw := &planes{m: m, n: m.outer * m.chans, at: func(q int64, o []int64) int64 {
@@ -130,8 +162,12 @@ func newViews(g Grid, chunks Chunks, opt options) (*Views, error) {
 
 	// sections: one TIFF per plane, one page per channel.
 	secDesc := imagejDesc(m, m.chans, 1, 1)
+	nsec := int(m.outer)
+	if !tiff {
+		nsec = 0
+	}
 	v.Sections = &Dir{
-		n:    int(m.outer),
+		n:    nsec,
 		name: func(i int) string { return nm.section(int64(i)) + ".tif" },
 		file: func(i int) File {
 			pix := &planes{m: m, n: m.chans, at: func(q int64, o []int64) int64 {
