@@ -326,6 +326,11 @@ func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]
 	return s.t.src.GetRange(ctx, key, off, n)
 }
 
+func (s *treeSource) Stat(ctx context.Context, key string) (int64, error) {
+	s.last = key
+	return s.t.src.Stat(ctx, key)
+}
+
 func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
 	return s.t.memo.Get(ctx, key, load)
 }
