@@ -274,10 +274,11 @@ func storedEntry(t *testing.T, file string, n, i int) (uint64, uint64) {
 // TestZarr3Sharded mounts, over a loopback HTTP origin that counts the
 // bytes it serves, sharded Zarr v3 arrays written by two writers: by hand
 // in this test following the sharding_indexed spec (an 80 MiB shard of
-// 256 KiB uint16 chunks, 75 MB stored, its index at the end with crc32c; a nested array
-// with gzip chunks, its outer index at the start), and by zarrita (inner
-// chunks zstd-encoded by zarrita, packed into a 96 MiB shard (78 MB stored) by
-// zarr3shard.mjs, which zarrita reads back before the mount). Each has
+// 256 KiB uint16 chunks, 75 MB stored, its index at the end with crc32c;
+// a nested array with gzip chunks, its outer index at the start), and by
+// zarrita (inner chunks zstd-encoded by zarrita, packed into a 96 MiB
+// shard, 78 MB stored, by zarr3shard.mjs, which zarrita reads back before
+// the mount). Each has
 // absent inner chunks and a missing shard. Through the mount:
 //
 //   - the rewritten zarr.json has the inner chunk shape and no sharding;
