@@ -158,8 +158,12 @@ func (z *v3Sharded) readChunk(ctx context.Context, src Source, dir string, c []i
 			return nil, fmt.Errorf("%s: inner chunk %d of the level-%d shard at %d is absent: %w", key, i, l, base, ErrMissing)
 		}
 		if off > 1<<62 || n > 1<<62 || length >= 0 && (off > uint64(length) || n > uint64(length)-off) {
-			return nil, fmt.Errorf("%w: %s: index entry %d of the level-%d shard at %d: %d bytes at %d, outside the shard's %d",
-				ErrCorrupt, key, i, l, base, n, off, length)
+			size := "past 2^62"
+			if length >= 0 {
+				size = fmt.Sprintf("outside the shard's %d", length)
+			}
+			return nil, fmt.Errorf("%w: %s: index entry %d of the level-%d shard at %d: %d bytes at %d, %s",
+				ErrCorrupt, key, i, l, base, n, off, size)
 		}
 		base, length = base+off, int64(n)
 		if base > 1<<62 {

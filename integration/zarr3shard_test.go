@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // shardLevel is one level of sharding_indexed as shardWriter writes it.
@@ -467,4 +468,74 @@ func writeFileAll(t *testing.T, p string, data []byte) {
 		t.Fatal(err)
 	}
 	writeFile(t, p, data)
+}
+
+// TestHostileZarr3HugeInnerGrid: shards whose metadata promises 2^21 to
+// 2^26 one-element inner chunks behind a 1 MiB object. An index of more
+// than 64 MiB (2^22 chunks and a crc32c) is refused when the metadata is read: the
+// array passes through undecoded, its objects byte for byte. Up to that,
+// a read costs the chunk's block of the index, or, for an index with a
+// crc32c, a pass over the index in 1 MiB pieces: the 1 MiB object cannot
+// hold a 64 MiB index, so every read is EIO, at once, with a few MiB of
+// memory, and the mount serves on.
+func TestHostileZarr3HugeInnerGrid(t *testing.T) {
+	src := t.TempDir()
+	object := pattern(1<<20, 5)
+	cases := []struct {
+		name   string
+		shape  []int64
+		atEnd  bool
+		crc    bool
+		refuse bool // the array passes through
+	}{
+		{"2^26 end crc", []int64{1 << 10, 1 << 8, 1 << 8}, true, true, true},
+		{"2^24 start", []int64{1 << 8, 1 << 8, 1 << 8}, false, false, true},
+		{"2^22 end crc", []int64{1 << 6, 1 << 8, 1 << 8}, true, true, true}, // 4 bytes over
+		{"2^21 end crc", []int64{1 << 5, 1 << 8, 1 << 8}, true, true, false},
+		{"2^21 start crc", []int64{1 << 5, 1 << 8, 1 << 8}, false, true, false},
+		{"2^22 start", []int64{1 << 6, 1 << 8, 1 << 8}, false, false, false},
+	}
+	names := make([]string, len(cases))
+	for i, tc := range cases {
+		names[i] = strings.NewReplacer("^", "", " ", "-").Replace(tc.name)
+		a := &shardArray{Name: names[i], DType: "uint8", Shape: tc.shape, Shard: tc.shape, Inner: []int64{1, 1, 1},
+			levels: []shardLevel{{inner: []int64{1, 1, 1}, atEnd: tc.atEnd, crc: tc.crc}}}
+		meta, err := json.Marshal(map[string]any{
+			"zarr_format": 3, "node_type": "array", "shape": a.Shape, "data_type": a.DType,
+			"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": a.Shard}},
+			"chunk_key_encoding": map[string]any{"name": "default"}, "fill_value": 0, "codecs": a.codecs(0),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFileAll(t, filepath.Join(src, names[i], "zarr.json"), meta)
+		writeFileAll(t, filepath.Join(src, names[i], "c", "0", "0", "0"), object)
+	}
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(s.mnt, names[i])
+			if tc.refuse {
+				out, err := runBounded(t, time.Minute, "cat", filepath.Join(dir, "c", "0", "0", "0"))
+				if err != nil || out != string(object) {
+					t.Errorf("the undecoded shard: %v, %d bytes, want its %d bytes as stored", err, len(out), len(object))
+				}
+				return
+			}
+			last := filepath.Join(dir, "c", fmt.Sprint(tc.shape[0]-1), fmt.Sprint(tc.shape[1]-1), fmt.Sprint(tc.shape[2]-1))
+			for _, p := range []string{filepath.Join(dir, "c", "0", "0", "0"), last} {
+				start := time.Now()
+				out, err := runBounded(t, time.Minute, "cat", p)
+				if err == nil || !strings.Contains(out, "Input/output error") {
+					t.Errorf("cat %s: %v %.80q, want EIO", p, err, out)
+				}
+				t.Logf("cat %s: EIO in %v", strings.TrimPrefix(p, s.mnt), time.Since(start).Round(time.Millisecond))
+			}
+		})
+	}
+	checkAlive(t, s.mnt, filepath.Join(names[0], "zarr.json"), func() []byte {
+		b, _ := os.ReadFile(filepath.Join(src, names[0], "zarr.json"))
+		return b
+	}())
+	checkPeak(t, s)
 }
