@@ -50,7 +50,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 		return nil, fail("node_type", err)
 	}
 	if nodeType != "array" {
-		return nil, nil // a group
+		return parseZarr3Group(dir, meta, top)
 	}
 	a := &Array{Key: dir, Channels: 1, XLast: true}
 	if err := field(top, "shape", &a.Shape); err != nil {
@@ -448,4 +448,53 @@ func swapBytes(b []byte, size int) {
 			binary.LittleEndian.PutUint64(b[i:], binary.BigEndian.Uint64(b[i:]))
 		}
 	}
+}
+
+// parseZarr3Group rewrites the consolidated metadata of a Zarr v3 group
+// (zarr-python 3 writes it inline, under "consolidated_metadata") so that
+// every array it holds says what the mount serves, as ParseZarr3 rewrites
+// the array's own zarr.json. It describes no arrays itself; each array's
+// directory does. A group without consolidated metadata is not volume
+// metadata (nil, nil): it passes through as stored.
+func parseZarr3Group(dir string, meta []byte, top map[string]json.RawMessage) (*Volume, error) {
+	file := path.Join(dir, "zarr.json")
+	raw, ok := top["consolidated_metadata"]
+	if !ok || string(raw) == "null" {
+		return nil, nil
+	}
+	var cons map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &cons); err != nil {
+		return nil, &MetadataError{File: file, Field: "consolidated_metadata", Err: fmt.Errorf("want an object, got %.100s", raw)}
+	}
+	var entries map[string]json.RawMessage
+	if err := field(cons, "metadata", &entries); err != nil {
+		return nil, &MetadataError{File: file, Field: "consolidated_metadata.metadata", Err: err}
+	}
+	for k, v := range entries {
+		var node struct {
+			NodeType string `json:"node_type"`
+		}
+		if json.Unmarshal(v, &node) != nil || node.NodeType != "array" {
+			continue // a group's entry describes no chunks
+		}
+		vol, err := ParseZarr3(path.Join(dir, k), v)
+		if err != nil || vol == nil {
+			continue // that array passes through undecoded: keep its entry as stored
+		}
+		entries[k] = vol.Rewritten
+	}
+	em, err := json.Marshal(entries)
+	if err != nil {
+		return nil, err
+	}
+	if cons, err := rewriteJSON(cons, map[string]json.RawMessage{"metadata": em}); err != nil {
+		return nil, err
+	} else if raw, err = json.Marshal(json.RawMessage(cons)); err != nil {
+		return nil, err
+	}
+	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{"consolidated_metadata": raw})
+	if err != nil {
+		return nil, err
+	}
+	return &Volume{Format: "zarr3", Dir: dir, MetaName: "zarr.json", Original: meta, Rewritten: rewritten}, nil
 }
