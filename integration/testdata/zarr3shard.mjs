@@ -6,6 +6,9 @@
 //                                            from DIR, a volfs mount (no
 //                                            sharding left); exit 1 on a mismatch
 //   node zarr3shard.mjs check-source DIR MANIFEST   the same of the source
+//   node zarr3shard.mjs check-consolidated DIR MANIFEST   the same of a
+//                                            mount, the arrays' metadata taken
+//                                            from the root's consolidated zarr.json
 //
 // zarrita 0.7 reads sharded arrays but cannot write them. So "write" has
 // zarrita write an unsharded array whose chunk shape is the inner chunk
@@ -117,12 +120,18 @@ async function write(dir) {
 // check reads every array of list from dir with zarrita and compares it
 // with the values written; sharded says whether the arrays must still
 // shard (the source) or must not (a volfs mount).
-async function check(dir, list, sharded) {
-  const root = zarr.root(new FileSystemStore(dir));
+async function check(dir, list, sharded, consolidated) {
+  let store = new FileSystemStore(dir);
+  if (consolidated) {
+    // The arrays' metadata then comes from the root's zarr.json.
+    store = await zarr.withConsolidatedMetadata(store, { format: "v3" });
+    console.log("consolidated:", JSON.stringify(store.contents()));
+  }
+  const root = zarr.root(store);
   let bad = 0;
   for (const a of list) {
     const arr = await zarr.open(root.resolve(a.name), { kind: "array" });
-    const codecs = JSON.stringify(JSON.parse(await fsp.readFile(path.join(dir, a.name, "zarr.json"), "utf8")).codecs);
+    const codecs = consolidated ? "[]" : JSON.stringify(JSON.parse(await fsp.readFile(path.join(dir, a.name, "zarr.json"), "utf8")).codecs);
     if (codecs.includes("sharding_indexed") !== sharded || !sharded && JSON.stringify(arr.chunks) !== JSON.stringify(a.inner)) {
       console.log(`${a.name}: chunks ${JSON.stringify(arr.chunks)}, codecs ${codecs}; want ${sharded ? "sharded" : "inner chunks " + JSON.stringify(a.inner) + " with no sharding"}`);
       bad++;
@@ -134,7 +143,7 @@ async function check(dir, list, sharded) {
     // Per axis: the inner chunk and the shard of each coordinate.
     const axis = (d, n) => Array.from({ length: n }, (_, v) => [Math.floor(v / a.inner[d]), Math.floor(v / a.shard[d])]);
     const [az, ay, ax] = [axis(0, nz), axis(1, ny), axis(2, nx)];
-    const missing = new Set(a.missing.map(([z, y, x]) => (z * 4096 + y) * 4096 + x));
+    const missing = new Set((a.missing ?? []).map(([z, y, x]) => (z * 4096 + y) * 4096 + x));
     let i = 0, wrong = 0;
     for (let z = 0; z < nz; z++) {
       const hz = Math.imul((2166136261 ^ z) >>> 0, 16777619) >>> 0;
@@ -159,8 +168,8 @@ async function check(dir, list, sharded) {
 const [cmd, dir, manifest] = process.argv.slice(2);
 if (cmd === "write") {
   await write(dir);
-  await check(dir, [zs], true);
+  await check(dir, [zs], true, false);
 } else {
-  await check(dir, JSON.parse(await fsp.readFile(manifest, "utf8")), cmd === "check-source");
+  await check(dir, JSON.parse(await fsp.readFile(manifest, "utf8")), cmd === "check-source", cmd === "check-consolidated");
 }
 console.log("ok");
