@@ -288,6 +288,7 @@ func storedEntry(t *testing.T, file string, n, i int) (uint64, uint64) {
 //   - every inner chunk file is exact (fill where absent or missing);
 //   - volfs's peak memory after reading chunks of both shards stays far
 //     below the shard size (16 MiB over its size at mount);
+//   - the nested array's volume.raw view holds every element;
 //   - zarrita reopens every mounted array and finds the values written.
 func TestZarr3Sharded(t *testing.T) {
 	modules := requireZarrita(t)
@@ -420,6 +421,23 @@ func TestZarr3Sharded(t *testing.T) {
 		}
 		t.Logf("%s: %d inner chunks read, %d wrong", a.Name, len(cs), bad)
 	}
+	// The stitched view of the nested array reads through the inner
+	// chunks: every element in C order, fill where absent or missing.
+	nested := arrays[1]
+	var want []byte
+	for _, c := range nested.grid([]int64{1, 1, 1}) {
+		cc := []int64{c[0] / nested.Inner[0], c[1] / nested.Inner[1], c[2] / nested.Inner[2]}
+		sh := []int64{c[0] / nested.Shard[0], c[1] / nested.Shard[1], c[2] / nested.Shard[2]}
+		v := shardValue(c)
+		if nested.absent(cc) || nested.missing(sh) {
+			v = uint16(nested.Fill)
+		}
+		want = binary.LittleEndian.AppendUint16(want, v)
+	}
+	if got := run(t, "cat", filepath.Join(s.mnt, nested.Name, "volume.raw")); got != string(want) {
+		t.Errorf("%s/volume.raw: %d bytes differ from the %d written", nested.Name, len(got), len(want))
+	}
+
 	// Reading them all in order: the 16 MiB cache, the read-ahead and
 	// the collector's headroom (cache.MemoryLimit), whatever the shards.
 	checkPeak(t, s)
