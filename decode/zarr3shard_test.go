@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -320,5 +321,102 @@ func TestZarr3ShardHostile(t *testing.T) {
 	whole := strings.Replace(string(w.meta()), `"index_location": "end"}}]`, `"index_location": "end"}}, {"name": "gzip", "configuration": {"level": 1}}]`, 1)
 	if _, err := ParseZarr3("g", []byte(whole)); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("gzip after sharding_indexed: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestZarr3ConsolidatedGroup: a group's inline consolidated metadata is
+// rewritten entry by entry as ParseZarr3 rewrites each array; groups,
+// undecodable arrays and everything else stay as stored; a group without
+// it is no volume.
+func TestZarr3ConsolidatedGroup(t *testing.T) {
+	w := v3Writer{shape: []int64{8, 8, 8}, shard: []int64{8, 8, 8}, levels: []v3Level{{inner: []int64{4, 4, 4}, atEnd: true, crc: true}}, gz: true}
+	odd := `{"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "complex64", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}}, "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": [{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 1}}]}`
+	meta := `{"zarr_format": 3, "node_type": "group", "attributes": {"a": 1}, "consolidated_metadata": {"kind": "inline", "must_understand": false,
+		"metadata": {"s": ` + string(w.meta()) + `, "g": {"zarr_format": 3, "node_type": "group", "attributes": {}}, "g/odd": ` + odd + `}}}`
+	vol, err := ParseZarr3("root", []byte(meta))
+	if err != nil || vol == nil {
+		t.Fatalf("got %v, %v; want a volume", vol, err)
+	}
+	if len(vol.Arrays) != 0 || vol.MetaName != "zarr.json" || string(vol.Original) != meta {
+		t.Errorf("volume %+v: want no arrays, zarr.json, the original kept", vol)
+	}
+	var got struct {
+		Attributes           map[string]int
+		ConsolidatedMetadata struct {
+			Kind     string
+			Metadata map[string]struct {
+				NodeType  string `json:"node_type"`
+				DataType  string `json:"data_type"`
+				ChunkGrid struct {
+					Configuration struct {
+						ChunkShape []int64 `json:"chunk_shape"`
+					}
+				} `json:"chunk_grid"`
+				Codecs []struct{ Name string }
+			}
+		} `json:"consolidated_metadata"`
+	}
+	if err := json.Unmarshal(vol.Rewritten, &got); err != nil {
+		t.Fatal(err)
+	}
+	m := got.ConsolidatedMetadata.Metadata
+	if got.Attributes["a"] != 1 || got.ConsolidatedMetadata.Kind != "inline" || len(m) != 3 {
+		t.Errorf("rewritten group lost members: %s", vol.Rewritten)
+	}
+	if s := m["s"]; fmt.Sprint(s.ChunkGrid.Configuration.ChunkShape) != "[4 4 4]" || len(s.Codecs) != 1 || s.Codecs[0].Name != "bytes" {
+		t.Errorf("sharded entry: chunk shape %v, codecs %v; want the inner [4 4 4] and bytes", s.ChunkGrid.Configuration.ChunkShape, s.Codecs)
+	}
+	if o := m["g/odd"]; len(o.Codecs) != 2 || o.DataType != "complex64" {
+		t.Errorf("undecodable entry rewritten: %+v, want it as stored", o)
+	}
+	if m["g"].NodeType != "group" {
+		t.Errorf("group entry: %+v", m["g"])
+	}
+	if vol, err := ParseZarr3("", []byte(`{"zarr_format": 3, "node_type": "group"}`)); vol != nil || err != nil {
+		t.Errorf("plain group: %v, %v; want nil, nil", vol, err)
+	}
+	if _, err := ParseZarr3("", []byte(`{"zarr_format": 3, "node_type": "group", "consolidated_metadata": {"metadata": 3}}`)); err == nil {
+		t.Error("consolidated metadata that is not an object of entries: no error")
+	}
+}
+
+// TestSameChunks: two metadata files of one directory describe the same
+// chunks only with the same keys, grid, element type, byte order, order
+// and fill.
+func TestSameChunks(t *testing.T) {
+	v2 := func(dtype, extra string) string {
+		return `{"zarr_format": 2, "shape": [8, 8], "chunks": [4, 4], "dtype": "` + dtype + `", "order": "C", "compressor": {"id": "gzip", "level": 1}, "filters": null, "fill_value": 0, "dimension_separator": "."` + extra + `}`
+	}
+	v3 := func(keys, endian, fill string) string {
+		return `{"zarr_format": 3, "node_type": "array", "shape": [8, 8], "data_type": "uint16", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 4]}}, "chunk_key_encoding": ` + keys + `, "fill_value": ` + fill + `, "codecs": [{"name": "bytes", "configuration": {"endian": "` + endian + `"}}, {"name": "gzip", "configuration": {"level": 1}}]}`
+	}
+	v2keys, defkeys := `{"name": "v2", "configuration": {"separator": "."}}`, `{"name": "default"}`
+	cases := []struct {
+		name         string
+		zarray, zarr string
+		want         bool
+	}{
+		{"same", v2("<u2", ""), v3(v2keys, "little", "0"), true},
+		{"big-endian stored, same decoded", v2("<u2", ""), v3(v2keys, "big", "0"), true},
+		{"keys", v2("<u2", ""), v3(defkeys, "little", "0"), false},
+		{"byte order decoded", v2(">u2", ""), v3(v2keys, "big", "0"), false},
+		{"fill", v2("<u2", ""), v3(v2keys, "little", "5"), false},
+		{"type", v2("<i2", ""), v3(v2keys, "little", "0"), false},
+		{"order", strings.Replace(v2("<u2", ""), `"order": "C"`, `"order": "F"`, 1), v3(v2keys, "little", "0"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := ParseZarr2("d", []byte(tc.zarray))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ParseZarr3("d", []byte(tc.zarr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := SameChunks(a.Arrays[0], b.Arrays[0]); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
