@@ -364,15 +364,6 @@ func parseV3Shard(cfg json.RawMessage, shape []int64, elemSize int) (*v3Shard, e
 	return s, nil
 }
 
-// elements returns the number of elements of a chunk of the chain's shape.
-func (c *v3Chain) elements() int64 {
-	n := int64(1)
-	for _, e := range c.shape {
-		n *= e
-	}
-	return n
-}
-
 // decode decodes stored into out, which has exactly the chain's decoded
 // size: C-order little-endian elements. fill is one element of the fill
 // value (little-endian), nil for zeros. The chain must not shard.
