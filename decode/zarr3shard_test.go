@@ -31,6 +31,7 @@ type v3Writer struct {
 	levels       []v3Level
 	gz           bool
 	absent       func(g []int64) bool
+	v2keys       bool // chunk key encoding v2 ("0.1.2"), else default ("c/0/1/2")
 }
 
 func v3Value(g []int64) uint16 {
@@ -144,8 +145,15 @@ func jsonInts(v []int64) string { return strings.ReplaceAll(fmt.Sprint(v), " ", 
 func (w *v3Writer) meta() []byte {
 	return fmt.Appendf(nil, `{"zarr_format": 3, "node_type": "array", "shape": %s, "data_type": "uint16",
 		"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": %s}},
-		"chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-		"fill_value": 7, "codecs": %s}`, jsonInts(w.shape), jsonInts(w.shard), w.codecs(0))
+		"chunk_key_encoding": %s,
+		"fill_value": 7, "codecs": %s}`, jsonInts(w.shape), jsonInts(w.shard), w.keyEncoding(), w.codecs(0))
+}
+
+func (w *v3Writer) keyEncoding() string {
+	if w.v2keys {
+		return `{"name": "v2", "configuration": {"separator": "."}}`
+	}
+	return `{"name": "default", "configuration": {"separator": "/"}}`
 }
 
 // files writes the array under dir: zarr.json and every shard, except
@@ -171,7 +179,11 @@ func (w *v3Writer) files(t testing.TB, dir string, skip func(s []int64) bool) ma
 		if skip != nil && skip(s) {
 			continue
 		}
-		files[dir+"/c/"+strings.Trim(strings.ReplaceAll(fmt.Sprint(s), " ", "/"), "[]")] = w.encode(t, 0, o, w.shard)
+		key := "c/" + strings.Trim(strings.ReplaceAll(fmt.Sprint(s), " ", "/"), "[]")
+		if w.v2keys {
+			key = strings.Trim(strings.ReplaceAll(fmt.Sprint(s), " ", "."), "[]")
+		}
+		files[dir+"/"+key] = w.encode(t, 0, o, w.shard)
 	}
 	return files
 }
@@ -189,6 +201,7 @@ func TestZarr3ShardedInnerChunks(t *testing.T) {
 	}{
 		{"end crc", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []v3Level{{inner: []int64{2, 3, 4}, atEnd: true, crc: true}}, absent: absent}},
 		{"start", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []v3Level{{inner: []int64{2, 3, 4}}}, gz: true, absent: absent}},
+		{"v2 keys", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []v3Level{{inner: []int64{2, 3, 4}, atEnd: true}}, absent: absent, v2keys: true}},
 		{"start crc gzip", v3Writer{shape: []int64{8, 12, 16}, shard: []int64{8, 12, 16}, levels: []v3Level{{inner: []int64{1, 3, 16}, crc: true}}, gz: true}},
 		{"nested", v3Writer{shape: []int64{8, 12, 16}, shard: []int64{8, 12, 16}, levels: []v3Level{
 			{inner: []int64{4, 6, 8}, atEnd: true, crc: true}, {inner: []int64{2, 3, 4}, crc: true}}, gz: true, absent: absent}},
@@ -209,6 +222,9 @@ func TestZarr3ShardedInnerChunks(t *testing.T) {
 			innermost := tc.w.levels[len(tc.w.levels)-1].inner
 			if fmt.Sprint(a.Chunk) != fmt.Sprint(innermost) {
 				t.Fatalf("chunk shape %v, want the innermost %v", a.Chunk, innermost)
+			}
+			if want := map[bool]string{false: "c/1/2/3", true: "1.2.3"}[tc.w.v2keys]; a.ChunkName([]int64{1, 2, 3}) != want {
+				t.Errorf("inner chunk (1, 2, 3) is named %q, want %q", a.ChunkName([]int64{1, 2, 3}), want)
 			}
 			if !strings.Contains(string(vol.Rewritten), `"chunk_shape": [`) || strings.Contains(string(vol.Rewritten), "sharding") {
 				t.Errorf("rewritten zarr.json still shards or has no grid:\n%s", vol.Rewritten)
