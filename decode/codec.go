@@ -76,6 +76,9 @@ type Source interface {
 	// GetRange returns length bytes of the object at key from offset, or
 	// fewer when the object ends first.
 	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+	// Stat returns the size in bytes of the object at key as GetRange
+	// sees it.
+	Stat(ctx context.Context, key string) (int64, error)
 	// Memo returns the value that load produces for key, from a
 	// byte-bounded cache shared by every load of the mount, with one load
 	// in flight per key (shard and minishard indexes). Keys must be unique

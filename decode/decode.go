@@ -29,12 +29,15 @@
 package decode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"path"
+	"reflect"
+	"slices"
 
 	"github.com/volfs/volfs/cache/mem"
 )
@@ -430,4 +433,23 @@ func (a *Array) checkGrid(names [3]string) (field string, err error) {
 		}
 	}
 	return "", nil
+}
+
+// SameChunks reports whether two arrays, parsed from two metadata files of
+// one directory, name the same chunk files and decode them to the same
+// bytes: the same keys, grid, element type and byte order, axis order and
+// fill. Both metadata files then describe what the mount serves.
+func SameChunks(a, b *Array) bool {
+	fill := func(x *Array) []byte {
+		if len(x.Fill) == 0 {
+			return make([]byte, x.DType.Size)
+		}
+		return x.Fill
+	}
+	return a.Key == b.Key && a.Name == b.Name && slices.Equal(a.Shape, b.Shape) && slices.Equal(a.Chunk, b.Chunk) &&
+		slices.Equal(a.Offset, b.Offset) && a.Channels == b.Channels && a.Clipped == b.Clipped &&
+		a.FirstFastest == b.FirstFastest && a.DType.Size == b.DType.Size && a.DType.Kind == b.DType.Kind &&
+		a.DType.BigEndian == b.DType.BigEndian && a.header == nil && b.header == nil &&
+		bytes.Equal(fill(a), fill(b)) &&
+		reflect.DeepEqual(a.keys, b.keys)
 }

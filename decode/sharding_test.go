@@ -73,6 +73,14 @@ func (m *memSource) GetRange(ctx context.Context, key string, offset, length int
 
 func (m *memSource) Release([]byte) {}
 
+func (m *memSource) Stat(ctx context.Context, key string) (int64, error) {
+	b, ok := m.files[key]
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", key, errNoObject)
+	}
+	return int64(len(b)), nil
+}
+
 func (m *memSource) Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
 	m.mu.Lock()
 	v, ok := m.memo[key]

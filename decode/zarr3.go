@@ -1,11 +1,12 @@
 package decode
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/volfs/volfs/cache/mem"
@@ -25,9 +26,12 @@ var zarr3Types = map[string]DType{
 
 // ParseZarr3 parses the "zarr.json" of directory dir. A group's zarr.json is
 // not volume metadata (nil, nil). An array is dir itself; each of its chunk
-// files holds the chunk (for a sharded array: the whole shard) as C-order
-// little-endian elements, so the rewritten zarr.json has the codecs
-// [bytes little] and everything else unchanged. Any problem is a
+// files holds the chunk as C-order little-endian elements, so the rewritten
+// zarr.json has the codecs [bytes little] and everything else unchanged.
+// A sharded array's chunks are its innermost chunks (nested sharding
+// included), each read by range from its shard (zarr3shard.go): its
+// rewritten zarr.json has their shape as its regular grid, and its chunk
+// keys follow the array's chunk key encoding at that grid. Any problem is a
 // *MetadataError naming the field; a codec, option or data type volfs does
 // not implement wraps ErrUnsupported.
 func ParseZarr3(dir string, meta []byte) (*Volume, error) {
@@ -46,7 +50,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 		return nil, fail("node_type", err)
 	}
 	if nodeType != "array" {
-		return nil, nil // a group
+		return parseZarr3Group(dir, meta, top)
 	}
 	a := &Array{Key: dir, Channels: 1, XLast: true}
 	if err := field(top, "shape", &a.Shape); err != nil {
@@ -74,9 +78,9 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	if grid.Name != "regular" {
 		return nil, fail("chunk_grid", fmt.Errorf("grid %q: %w", grid.Name, ErrUnsupported))
 	}
-	a.Chunk = grid.Configuration.ChunkShape
-	if f, err := a.checkGrid([3]string{"shape", "chunk_grid", "shape"}); err != nil {
-		return nil, fail(f, err)
+	shardShape := grid.Configuration.ChunkShape
+	if err := checkShardShape(shardShape, a.Shape, d.Size); err != nil {
+		return nil, fail("chunk_grid", err)
 	}
 	var enc struct {
 		Name          string
@@ -111,13 +115,31 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	if err := field(top, "codecs", &codecs); err != nil {
 		return nil, fail("codecs", err)
 	}
-	chain, err := parseV3Chain(codecs, a.Chunk, d.Size)
+	chain, err := parseV3Chain(codecs, shardShape, d.Size)
 	if err != nil {
 		return nil, fail("codecs", err)
 	}
 	a.Encoding = chain.String()
+	a.Chunk = shardShape
 	if chain.shard != nil {
-		a.storedExtra = 2*chain.shard.indexSize + 64*chain.shard.n
+		// A sharded array is served as its innermost chunks: they are the
+		// array's chunks, each read by range from its shard.
+		sh, err := newV3Sharded(chain, shardShape, a.keys)
+		if err != nil {
+			return nil, fail("codecs", err)
+		}
+		chain = sh.innermost
+		a.Chunk = chain.shape
+		a.load = func(ctx context.Context, src Source, c []int64, limit int64) ([]byte, error) {
+			return sh.readChunk(ctx, src, a.Key, c, limit)
+		}
+		a.Describe = append(a.Describe, [2]string{"sharding", sh.String()})
+	}
+	if f, err := a.checkGrid([3]string{"shape", "chunk_grid", "shape"}); err != nil {
+		if f == "chunk_grid" && !slices.Equal(a.Chunk, shardShape) {
+			f = "codecs (the innermost sharding_indexed chunk_shape)"
+		}
+		return nil, fail(f, err)
 	}
 	a.decode = func(dst, stored []byte, _ []int64, size int) ([]byte, error) {
 		out := dst[:0]
@@ -130,14 +152,20 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 		}
 		return out, nil
 	}
-	a.Describe = [][2]string{{"order", "C"}, {"fill", fillString(top["fill_value"])}}
+	a.Describe = append([][2]string{{"order", "C"}, {"fill", fillString(top["fill_value"])}}, a.Describe...)
 	if raw, ok := top["dimension_names"]; ok {
 		a.Describe = append(a.Describe, [2]string{"dimensions", string(raw)})
 	}
 
-	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{
+	set := map[string]json.RawMessage{
 		"codecs": json.RawMessage(`[{"name": "bytes", "configuration": {"endian": "little"}}]`),
-	})
+	}
+	if !slices.Equal(a.Chunk, shardShape) {
+		if set["chunk_grid"], err = json.Marshal(map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": a.Chunk}}); err != nil {
+			return nil, fail("", err)
+		}
+	}
+	rewritten, err := rewriteJSON(top, set)
 	if err != nil {
 		return nil, fail("", err)
 	}
@@ -336,35 +364,22 @@ func parseV3Shard(cfg json.RawMessage, shape []int64, elemSize int) (*v3Shard, e
 	return s, nil
 }
 
-// elements returns the number of elements of a chunk of the chain's shape.
-func (c *v3Chain) elements() int64 {
-	n := int64(1)
-	for _, e := range c.shape {
-		n *= e
-	}
-	return n
-}
-
 // decode decodes stored into out, which has exactly the chain's decoded
 // size: C-order little-endian elements. fill is one element of the fill
-// value (little-endian), nil for zeros; it fills absent inner chunks.
+// value (little-endian), nil for zeros. The chain must not shard.
 func (c *v3Chain) decode(out, stored []byte, fill []byte) error {
 	b := stored
 	limit := len(out)
 	if c.shard != nil {
-		// A shard stores an index besides its chunks, and compression may
-		// expand tiny chunks: bound it loosely, it is only an allocation
-		// bound for the bytes-to-bytes stages.
-		limit = 2*len(out) + int(c.shard.indexSize) + 64*int(c.shard.n) + 1<<20
+		// Shards are read by range, one inner chunk at a time
+		// (v3Sharded.readChunk); no chain decodes a whole one.
+		return fmt.Errorf("decode: a sharding_indexed chain decodes only its inner chunks")
 	}
 	for i := len(c.b2b) - 1; i >= 0; i-- {
 		var err error
 		if b, err = c.b2b[i](nil, b, limit); err != nil {
 			return err
 		}
-	}
-	if c.shard != nil {
-		return c.shard.decode(out, b, c.elemSize, fill)
 	}
 	if len(b) != len(out) {
 		return fmt.Errorf("%w: chunk has %d bytes, want %d", ErrCorrupt, len(b), len(out))
@@ -378,74 +393,6 @@ func (c *v3Chain) decode(out, stored []byte, fill []byte) error {
 		swapBytes(out, c.elemSize)
 	}
 	return nil
-}
-
-// decode decodes a shard's bytes into out (the shard's C-order elements).
-func (s *v3Shard) decode(out, b []byte, elemSize int, fill []byte) error {
-	if int64(len(b)) < s.indexSize {
-		return fmt.Errorf("%w: shard of %d bytes has no room for its index of %d", ErrCorrupt, len(b), s.indexSize)
-	}
-	var raw []byte
-	if s.indexAtEnd {
-		raw = b[int64(len(b))-s.indexSize:]
-	} else {
-		raw = b[:s.indexSize]
-	}
-	index := make([]byte, 16*s.n)
-	if err := s.index.decode(index, raw, nil); err != nil {
-		return fmt.Errorf("shard index: %w", err)
-	}
-	innerSize := s.inner.elements() * int64(elemSize)
-	chunk := make([]byte, innerSize)
-	pos := make([]int64, len(s.grid))
-	for i := range s.n {
-		off := binary.LittleEndian.Uint64(index[16*i:])
-		n := binary.LittleEndian.Uint64(index[16*i+8:])
-		// Inner chunk i in C order of the shard's grid.
-		rem := i
-		for d := len(s.grid) - 1; d >= 0; d-- {
-			pos[d] = rem % s.grid[d]
-			rem /= s.grid[d]
-		}
-		if off == math.MaxUint64 && n == math.MaxUint64 {
-			fillElements(chunk, fill)
-		} else {
-			if off > uint64(len(b)) || n > uint64(len(b))-off {
-				return fmt.Errorf("%w: shard index entry %d [%d, +%d) is outside the shard's %d bytes", ErrCorrupt, i, off, n, len(b))
-			}
-			if err := s.inner.decode(chunk, b[off:off+n], fill); err != nil {
-				return fmt.Errorf("inner chunk %v: %w", pos, err)
-			}
-		}
-		placeChunk(out, chunk, s.inner.shape, pos, elemSize, s.grid)
-	}
-	return nil
-}
-
-// placeChunk copies the C-order inner chunk at grid position pos into out,
-// the C-order elements of a shard of grid*inner elements per axis.
-func placeChunk(out, chunk []byte, inner, pos []int64, elemSize int, grid []int64) {
-	nd := len(inner)
-	outer := make([]int64, nd)
-	for d := range nd {
-		outer[d] = grid[d] * inner[d]
-	}
-	row := inner[nd-1] * int64(elemSize)
-	idx := make([]int64, nd-1) // position within the inner chunk, all but the last axis
-	for src := int64(0); src < int64(len(chunk)); src += row {
-		dst := int64(0)
-		for d := range nd - 1 {
-			dst = dst*outer[d] + pos[d]*inner[d] + idx[d]
-		}
-		dst = (dst*outer[nd-1] + pos[nd-1]*inner[nd-1]) * int64(elemSize)
-		copy(out[dst:dst+row], chunk[src:src+row])
-		for d := nd - 2; d >= 0; d-- {
-			if idx[d]++; idx[d] < inner[d] {
-				break
-			}
-			idx[d] = 0
-		}
-	}
 }
 
 // untranspose writes into out the C-order elements of an array of shape
@@ -492,4 +439,53 @@ func swapBytes(b []byte, size int) {
 			binary.LittleEndian.PutUint64(b[i:], binary.BigEndian.Uint64(b[i:]))
 		}
 	}
+}
+
+// parseZarr3Group rewrites the consolidated metadata of a Zarr v3 group
+// (zarr-python 3 writes it inline, under "consolidated_metadata") so that
+// every array it holds says what the mount serves, as ParseZarr3 rewrites
+// the array's own zarr.json. It describes no arrays itself; each array's
+// directory does. A group without consolidated metadata is not volume
+// metadata (nil, nil): it passes through as stored.
+func parseZarr3Group(dir string, meta []byte, top map[string]json.RawMessage) (*Volume, error) {
+	file := path.Join(dir, "zarr.json")
+	raw, ok := top["consolidated_metadata"]
+	if !ok || string(raw) == "null" {
+		return nil, nil
+	}
+	var cons map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &cons); err != nil {
+		return nil, &MetadataError{File: file, Field: "consolidated_metadata", Err: fmt.Errorf("want an object, got %.100s", raw)}
+	}
+	var entries map[string]json.RawMessage
+	if err := field(cons, "metadata", &entries); err != nil {
+		return nil, &MetadataError{File: file, Field: "consolidated_metadata.metadata", Err: err}
+	}
+	for k, v := range entries {
+		var node struct {
+			NodeType string `json:"node_type"`
+		}
+		if json.Unmarshal(v, &node) != nil || node.NodeType != "array" {
+			continue // a group's entry describes no chunks
+		}
+		vol, err := ParseZarr3(path.Join(dir, k), v)
+		if err != nil || vol == nil {
+			continue // that array passes through undecoded: keep its entry as stored
+		}
+		entries[k] = vol.Rewritten
+	}
+	em, err := json.Marshal(entries)
+	if err != nil {
+		return nil, err
+	}
+	if cons, err := rewriteJSON(cons, map[string]json.RawMessage{"metadata": em}); err != nil {
+		return nil, err
+	} else if raw, err = json.Marshal(json.RawMessage(cons)); err != nil {
+		return nil, err
+	}
+	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{"consolidated_metadata": raw})
+	if err != nil {
+		return nil, err
+	}
+	return &Volume{Format: "zarr3", Dir: dir, MetaName: "zarr.json", Original: meta, Rewritten: rewritten}, nil
 }

@@ -18,7 +18,11 @@
 //     the original under that name plus ".orig" (e.g. "info.orig"), its
 //     arrays, and every other object as it is. A precomputed layer has one
 //     array directory per scale; a Zarr array or N5 dataset is the volume
-//     directory itself, so its chunk keys sit beside its metadata;
+//     directory itself, so its chunk keys sit beside its metadata. Metadata
+//     of another format in the same directory is shown rewritten when it
+//     describes the same chunks, and otherwise only under its ".orig" name
+//     (Tree.openDir): no metadata file describes bytes the mount does not
+//     serve;
 //   - a key directory is a level of an array's chunk-key tree: the scale
 //     directory of precomputed, or a nested directory of zarr "/" and N5
 //     keys ("c/0/1" fixes the first coordinates). It lists the names below
@@ -40,10 +44,10 @@
 // runs, shared by every reader of that chunk: decode.Array.Load reads the
 // chunk through a decode.Source (the object, or its ".gz" sibling when the
 // plain one does not exist, with transport gzip removed; ranged reads and
-// memoised indexes for a chunk inside a precomputed shard), decodes it and
-// checks its size, and the result is inserted. The read then copies out of
-// (or, under FUSE, hands go-fuse a slice of) the cached bytes, which are
-// never modified.
+// memoised indexes for a chunk inside a precomputed or Zarr v3 shard),
+// decodes it and checks its size, and the result is inserted. The read
+// then copies out of (or, under FUSE, hands go-fuse a slice of) the cached
+// bytes, which are never modified.
 //
 // Chunks live in one cache.Store per tree: a byte-bounded cache in
 // memory plus one pool of Options.Workers loaders shared by batches and

@@ -358,3 +358,48 @@ func TestMetadataTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedMetadataDir: of two formats' metadata in one directory, the one
+// that does not describe the chunks served is hidden behind its .orig
+// name, with a log line; the one volfs cannot decode gives way to the
+// other.
+func TestMixedMetadataDir(t *testing.T) {
+	zarray := func(dtype string) []byte {
+		return []byte(`{"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "` + dtype + `", "compressor": null, "filters": null, "fill_value": 0}`)
+	}
+	zarrJSON := func(keys string) []byte {
+		return []byte(`{"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint16", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}}, "chunk_key_encoding": ` + keys + `, "fill_value": 0, "codecs": [{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 1}}]}`)
+	}
+	v2keys := `{"name": "v2", "configuration": {"separator": "."}}`
+	tree, logs := newTree(t, map[string][]byte{
+		"keys/.zarray": zarray("<u2"), "keys/zarr.json": zarrJSON(`{"name": "default"}`), "keys/0": []byte{1, 0, 2, 0},
+		"undecodable/.zarray": zarray("|S2"), "undecodable/zarr.json": zarrJSON(v2keys), "undecodable/0": gz(t, []byte{1, 0, 2, 0}),
+	}, Options{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		dir, list, hidden, served string
+	}{
+		{"keys", ".zarray .zarray.orig zarr.json.orig 0 1", "zarr.json", ".zarray"},
+		{"undecodable", ".zarray.orig zarr.json zarr.json.orig 0 1", ".zarray", "zarr.json"},
+	} {
+		d, err := tree.Resolve(ctx, tc.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(names(t, d.(Dir)), " "); got != tc.list {
+			t.Errorf("%s lists %q, want %q", tc.dir, got, tc.list)
+		}
+		if _, err := tree.Resolve(ctx, tc.dir+"/"+tc.hidden); !errors.Is(err, fetcher.ErrNotExist) {
+			t.Errorf("%s/%s: %v, want not found", tc.dir, tc.hidden, err)
+		}
+		if got, err := readAll(t, tree, tc.dir+"/"+tc.hidden+".orig"); err != nil || len(got) == 0 {
+			t.Errorf("%s/%s.orig: %v, %q; want the stored file", tc.dir, tc.hidden, err, got)
+		}
+		if !strings.Contains(logs.String(), "file=/"+tc.dir+"/"+tc.hidden) {
+			t.Errorf("no log line names /%s/%s:\n%s", tc.dir, tc.hidden, logs)
+		}
+		if got, err := readAll(t, tree, tc.dir+"/0"); err != nil || !bytes.Equal(got, []byte{1, 0, 2, 0}) {
+			t.Errorf("%s/0 (served by %s): %v, %v", tc.dir, tc.served, got, err)
+		}
+	}
+}

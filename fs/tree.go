@@ -247,6 +247,15 @@ func (t *Tree) Resolve(ctx context.Context, p string) (Node, error) {
 // listing and no GET. Bad metadata is an error when strict (the root), and
 // otherwise logged, the directory then passing through as it is so that
 // nothing in it is lost.
+//
+// A directory may hold metadata of several formats (converters write
+// both ".zarray" and "zarr.json"). The first format in probe order that
+// describes arrays is served; failing that, the first that only rewrites
+// (a consolidated ".zmetadata", a Zarr v3 group's consolidated metadata).
+// Every other metadata file found is then shown rewritten when it
+// describes the same chunk files in the same decoded layout (or only
+// rewrites), and hidden behind its ".orig" name otherwise, with a log
+// line: no metadata file in the mount describes bytes it does not serve.
 func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error) {
 	src := &sourceDir{t: t, key: key}
 	_, byName, err := src.list(ctx)
@@ -254,6 +263,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 	if err != nil && !errors.Is(err, fetcher.ErrNotSupported) {
 		return nil, err
 	}
+	var found []foundMeta
 	for _, f := range decode.Formats() {
 		if len(t.opts.Formats) > 0 && key == "" && !slices.Contains(t.opts.Formats, f.Name) {
 			continue
@@ -265,49 +275,98 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 				continue
 			}
 		}
-		metaKey := path.Join(key, f.Meta)
-		obj, objKey, err := t.fetch(ctx, metaKey, maxMetadataBytes)
+		obj, objKey, err := t.fetch(ctx, path.Join(key, f.Meta), maxMetadataBytes)
 		switch {
 		case errors.Is(err, fetcher.ErrNotExist):
 			continue
 		case errors.Is(err, fetcher.ErrTooLarge) && !strict:
-			// Metadata past the cap is no volume's: show the directory.
+			// Metadata past the cap is no volume's.
+			found = append(found, foundMeta{name: f.Meta, err: err})
+			continue
 		case err != nil:
 			return nil, err
 		}
-		var data []byte
-		if err == nil {
-			if data, err = untransport(obj, objKey, 1<<20, maxMetadataBytes); err != nil {
-				err = fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
-			}
+		m := foundMeta{name: f.Meta}
+		if m.data, err = untransport(obj, objKey, 1<<20, maxMetadataBytes); err != nil {
+			m.err = fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
+		} else {
+			m.vol, m.err = f.Parse(key, m.data)
 		}
-		var vol *decode.Volume
-		if err == nil {
-			vol, err = f.Parse(key, data)
+		if m.vol != nil || m.err != nil {
+			found = append(found, m)
 		}
-		if err == nil && vol == nil {
-			continue // not volume metadata (a group, an info of something else)
+	}
+	primary := -1
+	for i, m := range found {
+		if m.err == nil && len(m.vol.Arrays) > 0 {
+			primary = i
+			break
 		}
-		if err != nil {
-			if strict {
-				return nil, err
-			}
-			t.log.Warn("not shown as a volume: its objects pass through undecoded", "dir", "/"+key, "err", err)
-			src.refused = err
+	}
+	if primary < 0 {
+		primary = slices.IndexFunc(found, func(m foundMeta) bool { return m.err == nil })
+	}
+	if primary < 0 {
+		if len(found) == 0 {
 			return src, nil
 		}
-		for _, sk := range vol.Skipped {
-			t.log.Warn("array not decoded: its objects pass through undecoded", "array", "/"+path.Join(key, sk.Name), "err", sk.Err)
+		err := found[0].err
+		if strict {
+			return nil, err
 		}
-		for _, a := range vol.Arrays {
-			if biggest := a.ChunkSize(make([]int64, len(a.Grid))); biggest > t.opts.CacheBytes/4 {
-				t.log.Warn("chunks are large for the cache: each read of an evicted chunk fetches and decodes it again; raise --cache-size",
-					"array", "/"+a.Key, "chunk_bytes", biggest, "cache_bytes", t.opts.CacheBytes)
-			}
-		}
-		return newVolumeDir(t, vol, src), nil
+		t.log.Warn("not shown as a volume: its objects pass through undecoded", "dir", "/"+key, "err", err)
+		src.refused = err
+		return src, nil
 	}
-	return src, nil
+	vol := found[primary].vol
+	for _, sk := range vol.Skipped {
+		t.log.Warn("array not decoded: its objects pass through undecoded", "array", "/"+path.Join(key, sk.Name), "err", sk.Err)
+	}
+	for _, a := range vol.Arrays {
+		if biggest := a.ChunkSize(make([]int64, len(a.Grid))); biggest > t.opts.CacheBytes/4 {
+			t.log.Warn("chunks are large for the cache: each read of an evicted chunk fetches and decodes it again; raise --cache-size",
+				"array", "/"+a.Key, "chunk_bytes", biggest, "cache_bytes", t.opts.CacheBytes)
+		}
+	}
+	d := newVolumeDir(t, vol, src)
+	for i, m := range found {
+		if i == primary {
+			continue
+		}
+		if m.err == nil && (len(m.vol.Arrays) == 0 || sameChunks(vol, m.vol)) {
+			d.meta[m.name] = m.vol.Rewritten
+			d.meta[m.name+origSuffix] = m.vol.Original
+			continue
+		}
+		why := "it describes other chunk files, or another decoded layout"
+		if m.err != nil {
+			why = m.err.Error()
+		}
+		t.log.Warn("metadata hidden behind its .orig name: it does not describe the chunks served",
+			"file", "/"+path.Join(key, m.name), "served", vol.MetaName, "why", why)
+		d.hidden[m.name] = true
+		d.hidden[m.name+".gz"] = true
+		if m.data != nil {
+			d.meta[m.name+origSuffix] = m.data
+		}
+	}
+	return d, nil
+}
+
+// foundMeta is a metadata file found in a directory: its volume, or why
+// it is not one.
+type foundMeta struct {
+	name string
+	data []byte // as stored, transport gzip removed; nil when not read
+	vol  *decode.Volume
+	err  error
+}
+
+// sameChunks reports whether two volumes of one directory describe the
+// same arrays: the same chunk files, decoded to the same bytes.
+func sameChunks(a, b *decode.Volume) bool {
+	return len(a.Arrays) == len(b.Arrays) && len(a.Skipped) == 0 && len(b.Skipped) == 0 &&
+		slices.EqualFunc(a.Arrays, b.Arrays, decode.SameChunks)
 }
 
 // fetch gets the object at key, or when there is none its ".gz" sibling

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/volfs/volfs/cache"
@@ -31,10 +33,17 @@ type volumeDir struct {
 	vol    *decode.Volume
 	arrays map[string]*keyDir // by Array.Name; "" is the directory itself
 	rest   *sourceDir         // the same directory as the source shows it
+	// meta holds the metadata files shown by name: vol's rewritten and
+	// original, and those of other formats in the directory (openDir).
+	meta map[string][]byte
+	// hidden are names of the source's objects that are not shown:
+	// metadata that does not describe the chunks served.
+	hidden map[string]bool
 }
 
 func newVolumeDir(t *Tree, vol *decode.Volume, rest *sourceDir) *volumeDir {
-	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*keyDir), rest: rest}
+	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*keyDir), rest: rest, hidden: map[string]bool{},
+		meta: map[string][]byte{vol.MetaName: vol.Rewritten, vol.MetaName + origSuffix: vol.Original}}
 	for _, a := range vol.Arrays {
 		d.arrays[a.Name] = &keyDir{t: t, a: a, node: a.KeyRoot(), key: a.Key, views: t.newViews(a)}
 	}
@@ -44,11 +53,11 @@ func newVolumeDir(t *Tree, vol *decode.Volume, rest *sourceDir) *volumeDir {
 func (d *volumeDir) IsDir() bool { return true }
 
 func (d *volumeDir) Lookup(ctx context.Context, name string) (Node, error) {
-	switch name {
-	case d.vol.MetaName:
-		return bytesFile(d.vol.Rewritten), nil
-	case d.vol.MetaName + origSuffix:
-		return bytesFile(d.vol.Original), nil
+	if b, ok := d.meta[name]; ok {
+		return bytesFile(b), nil
+	}
+	if d.hidden[name] {
+		return nil, fmt.Errorf("fs: %s: metadata that does not describe the chunks served: %w", path.Join(d.vol.Dir, name), fetcher.ErrNotExist)
 	}
 	if a, ok := d.arrays[name]; ok && name != "" {
 		return a, nil
@@ -65,8 +74,12 @@ func (d *volumeDir) Lookup(ctx context.Context, name string) (Node, error) {
 // directory itself, its chunk keys) first, then whatever else the source
 // lists in the directory. A source that cannot list shows only the former.
 func (d *volumeDir) List(ctx context.Context) (Listing, error) {
-	own := []fetcher.Entry{{Name: d.vol.MetaName}, {Name: d.vol.MetaName + origSuffix}}
-	taken := map[string]bool{d.vol.MetaName: true, d.vol.MetaName + origSuffix: true}
+	var own []fetcher.Entry
+	taken := maps.Clone(d.hidden)
+	for _, name := range slices.Sorted(maps.Keys(d.meta)) {
+		own = append(own, fetcher.Entry{Name: name})
+		taken[name] = true
+	}
 	for _, a := range d.vol.Arrays {
 		if a.Name != "" {
 			own = append(own, fetcher.Entry{Name: a.Name, IsDir: true})
@@ -365,6 +378,17 @@ func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]
 	}
 	s.saw(key, id)
 	return b, nil
+}
+
+// Stat reads the size of the object at key (a shard whose index sits at
+// its end), and records the version it saw.
+func (s *treeSource) Stat(ctx context.Context, key string) (int64, error) {
+	s.last = key
+	n, id, err := s.t.src.Stat(ctx, key)
+	if err == nil {
+		s.saw(key, id)
+	}
+	return n, err
 }
 
 // saw records that the load read the version id of the object at key, and

@@ -93,8 +93,8 @@ const zarritaModules = "../.ci/node/node_modules"
 // TestZarrita writes Zarr v3 arrays with zarrita (transpose, big-endian
 // bytes, both separators, fill values, unwritten chunks), mounts them, and
 // reads the mount back with zarrita, which must find plain little-endian
-// bytes and the values written. zarrita 0.7 cannot write sharded arrays;
-// the zarrita fixtures cover sharding.
+// bytes and the values written. zarrita 0.7 cannot write sharded arrays:
+// TestZarr3Sharded packs shards of zarrita-encoded chunks.
 func TestZarrita(t *testing.T) {
 	modules, err := filepath.Abs(zarritaModules)
 	if err != nil {
