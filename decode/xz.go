@@ -3,20 +3,148 @@ package decode
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
+	"strings"
 
 	"github.com/ulikunitz/xz"
 	"github.com/ulikunitz/xz/lzma"
 )
 
-// numcodecs calls the codec "lzma" (its default container is xz); N5 calls
+// numcodecs calls the codec "lzma" (its default container is xz), with a
+// "format" and, for raw streams, the "filters" that decode them; N5 calls
 // it "xz".
 func init() {
-	RegisterCodec("lzma", decodeLZMA)
-	RegisterCodec("xz", decodeLZMA)
+	RegisterCodec("lzma", newLZMA)
+	registerCompressor("xz", decodeLZMA)
+}
+
+// Python's lzma module numbers (numcodecs stores them as they are).
+const (
+	lzmaFormatAuto  = 0
+	lzmaFormatXZ    = 1
+	lzmaFormatAlone = 2
+	lzmaFormatRaw   = 3
+
+	lzmaFilterLZMA1 = 0x4000000000000001
+	lzmaFilterLZMA2 = 0x21
+	lzmaFilterDelta = 0x03
+)
+
+// lzmaFilter is one entry of Python's lzma filter chain specification.
+type lzmaFilter struct {
+	ID   uint64 `json:"id"`
+	Dist *int   `json:"dist"` // delta
+	LC   *int   `json:"lc"`   // LZMA1
+	LP   *int   `json:"lp"`
+	PB   *int   `json:"pb"`
+}
+
+// newLZMA configures numcodecs' "lzma": format 1 (xz) and 2 (.lzma) are
+// self-describing and decoded as decodeLZMA does; format 3 (raw) takes its
+// filter chain from the configuration: an optional delta filter, then LZMA1
+// or LZMA2 (what Python's lzma module accepts for raw streams, less the
+// branch-call-jump filters for executables, which are ErrUnsupported).
+func newLZMA(cfg CodecConfig) (*Stage, error) {
+	var p struct {
+		Format  *int
+		Filters []lzmaFilter
+	}
+	if len(cfg.Params) > 0 {
+		if err := json.Unmarshal(cfg.Params, &p); err != nil {
+			return nil, fmt.Errorf("configuration %s: %w", cfg.Params, err)
+		}
+	}
+	format := lzmaFormatXZ
+	if p.Format != nil {
+		format = *p.Format
+	}
+	stage := &Stage{Decode: decodeLZMA, Name: "lzma", Encoded: cfg.Elem, Decoded: cfg.Elem, InLimit: storedLimit}
+	switch format {
+	case lzmaFormatAuto, lzmaFormatXZ, lzmaFormatAlone:
+		return stage, nil
+	case lzmaFormatRaw:
+	default:
+		return nil, fmt.Errorf("format %d: want 1 (xz), 2 (alone) or 3 (raw)", format)
+	}
+	f := p.Filters
+	if len(f) == 0 {
+		return nil, errors.New("format 3 (raw) without filters")
+	}
+	delta := 0
+	if f[0].ID == lzmaFilterDelta {
+		if f[0].Dist == nil {
+			delta = 1 // liblzma's default distance
+		} else if delta = *f[0].Dist; delta < 1 || delta > 256 {
+			return nil, fmt.Errorf("filters[0]: delta dist %d: want 1 to 256", delta)
+		}
+		f = f[1:]
+	}
+	if len(f) != 1 || f[0].ID != lzmaFilterLZMA1 && f[0].ID != lzmaFilterLZMA2 {
+		return nil, fmt.Errorf("raw filter chain %s: only [delta,] LZMA1 or LZMA2: %w", cfg.Params, ErrUnsupported)
+	}
+	last := f[0]
+	if last.ID == lzmaFilterLZMA2 {
+		stage.Name = "lzma(raw lzma2)"
+		stage.Decode = func(dst, src []byte, limit int) ([]byte, error) {
+			r, err := lzma.Reader2Config{DictCap: max(limit, minDict)}.NewReader2(bytes.NewReader(src))
+			if err != nil {
+				return nil, corrupt("lzma", err)
+			}
+			return readLZMA(dst, r, limit, delta)
+		}
+	} else {
+		// A raw LZMA1 stream is a .lzma stream without its header: the
+		// properties come from the filter (liblzma's defaults lc=3, lp=0,
+		// pb=2), and the end marker ends it.
+		props := lzma.Properties{LC: 3, LP: 0, PB: 2}
+		for _, v := range []struct {
+			p   *int
+			dst *int
+		}{{last.LC, &props.LC}, {last.LP, &props.LP}, {last.PB, &props.PB}} {
+			if v.p != nil {
+				*v.dst = *v.p
+			}
+		}
+		if props.LC < 0 || props.LC > 8 || props.LP < 0 || props.LP > 4 || props.PB < 0 || props.PB > 4 {
+			return nil, fmt.Errorf("LZMA1 properties %+v out of range", props)
+		}
+		stage.Name = "lzma(raw lzma1)"
+		stage.Decode = func(dst, src []byte, limit int) ([]byte, error) {
+			header := make([]byte, 13)
+			header[0] = props.Code()
+			binary.LittleEndian.PutUint32(header[1:], uint32(max(limit, minDict)))
+			binary.LittleEndian.PutUint64(header[5:], math.MaxUint64) // size unknown: the end marker ends the stream
+			r, err := lzma.NewReader(io.MultiReader(bytes.NewReader(header), bytes.NewReader(src)))
+			if err != nil {
+				return nil, corrupt("lzma", err)
+			}
+			return readLZMA(dst, r, limit, delta)
+		}
+	}
+	if delta > 0 {
+		stage.Name = strings.TrimSuffix(stage.Name, ")") + fmt.Sprintf(", delta %d)", delta)
+	}
+	return stage, nil
+}
+
+// readLZMA reads r whole into dst[:0], at most limit bytes, then undoes a
+// delta filter of distance delta (0 for none).
+func readLZMA(dst []byte, r io.Reader, limit, delta int) ([]byte, error) {
+	out, err := readAllLimit(dst, r, limit, make([]byte, 1))
+	if err != nil {
+		return nil, corrupt("lzma", err)
+	}
+	if delta > 0 {
+		for i := delta; i < len(out); i++ {
+			out[i] += out[i-delta]
+		}
+	}
+	return out, nil
 }
 
 // xzMagic starts every xz stream.
