@@ -31,7 +31,7 @@ func registerChecksum(name, location string, sum func([]byte) uint32) {
 		var p struct{ Location *string }
 		if len(cfg.Params) > 0 {
 			if err := json.Unmarshal(cfg.Params, &p); err != nil {
-				return nil, fmt.Errorf("configuration %s: %w", cfg.Params, err)
+				return nil, fmt.Errorf("configuration: %w", err)
 			}
 		}
 		at := location

@@ -67,7 +67,7 @@ func filterDType(raw json.RawMessage, field string) (DType, error) {
 func filterParams(cfg CodecConfig) (map[string]json.RawMessage, error) {
 	var p map[string]json.RawMessage
 	if len(cfg.Params) == 0 || json.Unmarshal(cfg.Params, &p) != nil || p == nil {
-		return nil, fmt.Errorf("want a configuration object, got %q", cfg.Params)
+		return nil, errors.New("want a configuration object with the filter's parameters")
 	}
 	return p, nil
 }
@@ -130,7 +130,7 @@ func newShuffle(cfg CodecConfig) (*Stage, error) {
 	var p struct{ Elementsize *int }
 	if len(cfg.Params) > 0 {
 		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration %s: %w", cfg.Params, err)
+			return nil, fmt.Errorf("configuration: %w", err)
 		}
 	}
 	if p.Elementsize != nil {
@@ -174,7 +174,7 @@ func newBitRound(cfg CodecConfig) (*Stage, error) {
 	var p struct{ Keepbits *int }
 	if len(cfg.Params) > 0 {
 		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration %s: %w", cfg.Params, err)
+			return nil, fmt.Errorf("configuration: %w", err)
 		}
 	}
 	if p.Keepbits == nil || *p.Keepbits < 0 {

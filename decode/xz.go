@@ -56,7 +56,7 @@ func newLZMA(cfg CodecConfig) (*Stage, error) {
 	}
 	if len(cfg.Params) > 0 {
 		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration %s: %w", cfg.Params, err)
+			return nil, fmt.Errorf("configuration: %w", err)
 		}
 	}
 	format := lzmaFormatXZ
@@ -66,6 +66,13 @@ func newLZMA(cfg CodecConfig) (*Stage, error) {
 	stage := &Stage{Decode: decodeLZMA, Name: "lzma", Encoded: cfg.Elem, Decoded: cfg.Elem, InLimit: storedLimit}
 	switch format {
 	case lzmaFormatAuto, lzmaFormatXZ, lzmaFormatAlone:
+		// The stream names its filters; the configuration's, when given,
+		// say in advance what it will name.
+		for _, f := range p.Filters {
+			if f.ID != lzmaFilterLZMA1 && f.ID != lzmaFilterLZMA2 {
+				return nil, fmt.Errorf("format %d with filter chain %v: only LZMA1 or LZMA2 alone: %w", format, filterIDs(p.Filters), ErrUnsupported)
+			}
+		}
 		return stage, nil
 	case lzmaFormatRaw:
 	default:
@@ -85,7 +92,7 @@ func newLZMA(cfg CodecConfig) (*Stage, error) {
 		f = f[1:]
 	}
 	if len(f) != 1 || f[0].ID != lzmaFilterLZMA1 && f[0].ID != lzmaFilterLZMA2 {
-		return nil, fmt.Errorf("raw filter chain %s: only [delta,] LZMA1 or LZMA2: %w", cfg.Params, ErrUnsupported)
+		return nil, fmt.Errorf("raw filter chain %v: only [delta,] LZMA1 or LZMA2: %w", filterIDs(p.Filters), ErrUnsupported)
 	}
 	last := f[0]
 	if last.ID == lzmaFilterLZMA2 {
@@ -130,6 +137,16 @@ func newLZMA(cfg CodecConfig) (*Stage, error) {
 		stage.Name = strings.TrimSuffix(stage.Name, ")") + fmt.Sprintf(", delta %d)", delta)
 	}
 	return stage, nil
+}
+
+// filterIDs names the filters of a chain by their ids, in hex as liblzma
+// writes them (0x21 is LZMA2, 0x3 delta).
+func filterIDs(f []lzmaFilter) []string {
+	ids := make([]string, len(f))
+	for i, x := range f {
+		ids[i] = fmt.Sprintf("%#x", x.ID)
+	}
+	return ids
 }
 
 // readLZMA reads r whole into dst[:0], at most limit bytes, then undoes a

@@ -406,8 +406,9 @@ func (c *v3Chain) decode(out, stored []byte, fill []byte) error {
 		limit = 2*len(out) + int(c.shard.indexSize) + 64*int(c.shard.n) + 1<<20
 	}
 	bytesLen := limit
+	// Stage i's output is what stage i-1 (in encoding order) encoded.
 	limits := make([]int, len(c.b2b))
-	for i := len(c.b2b) - 1; i >= 0; i-- {
+	for i := range c.b2b {
 		limits[i] = limit
 		limit = c.b2b[i].InLimit(limit)
 	}
