@@ -39,6 +39,13 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	}
 	var zf int
 	if err := field(top, "zarr_format", &zf); err != nil || zf != 3 {
+		var draft string
+		if json.Unmarshal(top["zarr_format"], &draft) == nil && strings.Contains(draft, "zarr/spec/protocol/core/3.0") {
+			// The entry point of the Zarr v3 draft layout (metadata under
+			// meta/root, chunks under data/root), which zarrita and
+			// zarr-python 2's v3 store wrote before the spec settled.
+			return nil, fail("zarr_format", fmt.Errorf("%q: the Zarr v3 draft layout (meta/root, data/root): %w", draft, ErrUnsupported))
+		}
 		return nil, nil // zarr.json of another version or of something else
 	}
 	var nodeType string

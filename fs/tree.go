@@ -274,7 +274,9 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 			continue // not volume metadata (a group, an info of something else)
 		}
 		if err != nil {
-			if strict {
+			// Metadata volfs cannot decode passes through, even at the
+			// root; metadata that is wrong refuses a mount of it.
+			if strict && !errors.Is(err, decode.ErrUnsupported) {
 				return nil, err
 			}
 			t.log.Warn("not shown as a volume: its objects pass through undecoded", "dir", "/"+key, "err", err)
