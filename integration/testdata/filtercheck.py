@@ -368,6 +368,68 @@ def write_v3(src, expect, rng):
     return names
 
 
+def write_v3_sharded(src, expect, rng):
+    """A sharded array whose inner chunks carry numcodecs filters, as
+    zarr-python 3 writes filters and compressors with shards=: inside the
+    sharding codec. Its expectation is the whole array (numcodecs' decode of
+    every inner chunk), so that it holds however the mount lays out chunks."""
+    from numcodecs import Delta, Zlib
+    name = "v3_sharded_delta"
+    path = os.path.join(src, name)
+    os.makedirs(path)
+    shape, shard, inner = (37, 45), (16, 20), (8, 10)
+    data = data_for("<i4", shape, rng)
+    a2a, b2b = [Delta("<i4", astype="<i2")], [Zlib(1)]
+    codecs = [v3_codec(c) for c in a2a] + [{"name": "bytes", "configuration": {"endian": "little"}}] + [v3_codec(c) for c in b2b]
+    meta = {"zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": "int32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(shard)}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "attributes": {},
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": list(inner), "codecs": codecs, "index_location": "end",
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}]}
+    json.dump(meta, open(os.path.join(path, "zarr.json"), "w"), indent=2)
+    decoded = np.zeros([-(-s // c) * c for s, c in zip(shape, shard)], "<i4")
+    padded = np.zeros_like(decoded)
+    padded[:shape[0], :shape[1]] = data
+    for sidx in np.ndindex(*[-(-s // c) for s, c in zip(shape, shard)]):
+        body, index = b"", []
+        for iidx in np.ndindex(*[s // i for s, i in zip(shard, inner)]):
+            lo = [si * s + ii * i for si, s, ii, i in zip(sidx, shard, iidx, inner)]
+            sel = tuple(slice(l, l + i) for l, i in zip(lo, inner))
+            if sidx == (0, 0) and iidx == (1, 1):
+                index += [2**64 - 1, 2**64 - 1]  # absent: reads as the fill value
+                continue
+            arr = np.asarray(a2a[0].encode(padded[sel])).reshape(inner)
+            b = bytes(b2b[0].encode(arr.astype("<i2").tobytes()))
+            index += [len(body), len(b)]
+            body += b
+            dec = np.frombuffer(b2b[0].decode(b), "<i2").reshape(inner)
+            decoded[sel] = np.asarray(a2a[0].decode(dec)).reshape(inner)
+        ib = struct.pack("<%dQ" % len(index), *index)
+        key = "c/" + "/".join(map(str, sidx))
+        os.makedirs(os.path.dirname(os.path.join(path, key)), exist_ok=True)
+        open(os.path.join(path, key), "wb").write(body + ib + struct.pack("<I", crc32c(ib)))
+    os.makedirs(os.path.join(expect, name))
+    np.save(os.path.join(expect, name, "whole.npy"), decoded[:shape[0], :shape[1]])
+    return [name]
+
+
+def read_v3(path):
+    """Reads a Zarr v3 array as the mount shows it: codecs [bytes little]."""
+    meta = json.load(open(os.path.join(path, "zarr.json")))
+    if meta["codecs"] != [{"name": "bytes", "configuration": {"endian": "little"}}]:
+        failures.append(f"{path}: the mount's zarr.json names {meta['codecs']}")
+        return None
+    dtype = np.dtype(V3_TYPES[meta["data_type"]])
+    shape, chunk = meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"]
+    out = np.zeros(shape, dtype)
+    for idx in np.ndindex(*[-(-s // c) for s, c in zip(shape, chunk)]):
+        data = np.fromfile(os.path.join(path, "c/" + "/".join(map(str, idx))), dtype).reshape(chunk)
+        sel = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(idx, chunk, shape))
+        out[sel] = data[tuple(slice(0, x.stop - x.start) for x in sel)]
+    return out
+
+
 def write_n5(src, expect, rng):
     """N5 datasets with lz4 compression, as n5-java writes them."""
     names = []
@@ -409,7 +471,7 @@ def corrupt(src, names):
 
 def write(src, expect):
     rng = np.random.default_rng(20261203)
-    names = write_v2(src, expect, rng) + write_v3(src, expect, rng) + write_n5(src, expect, rng)
+    names = write_v2(src, expect, rng) + write_v3(src, expect, rng) + write_v3_sharded(src, expect, rng) + write_n5(src, expect, rng)
     corrupt(src, names)
     json.dump(names, open(os.path.join(expect, "manifest.json"), "w"))
 
@@ -440,7 +502,11 @@ def verify(src, expect, mnt):
         if meta == "attributes.json" and md["compression"] != {"type": "raw"}:
             failures.append(f"{name}: the mount's attributes.json names {md['compression']}")
         edir = os.path.join(expect, name)
-        first = True
+        if os.path.exists(os.path.join(edir, "whole.npy")):
+            got, want = read_v3(m), np.load(os.path.join(edir, "whole.npy"))
+            if got is not None and not np.array_equal(got, want):
+                failures.append(f"{name}: reads {got.ravel()[:6]}, numcodecs decodes {want.ravel()[:6]}")
+            continue
         for dirpath, _, files in sorted(os.walk(edir)):
             for f in sorted(files):
                 key = os.path.relpath(os.path.join(dirpath, f), edir)
