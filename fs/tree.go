@@ -89,6 +89,7 @@ type Tree struct {
 	root Dir
 
 	errLog errorLog
+	ome    omeImages
 }
 
 // Node is an entry of the tree: a Dir or a File.
@@ -286,6 +287,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		for _, sk := range vol.Skipped {
 			t.log.Warn("array not decoded: its objects pass through undecoded", "array", "/"+path.Join(key, sk.Name), "err", sk.Err)
 		}
+		t.applyOME(ctx, key, vol)
 		for _, a := range vol.Arrays {
 			if biggest := a.ChunkSize(make([]int64, len(a.Grid))); biggest > t.opts.CacheBytes/4 {
 				t.log.Warn("chunks are large for the cache: each read of an evicted chunk fetches and decodes it again; raise --cache-size",
