@@ -196,7 +196,7 @@ func (img *OMEImage) Apply(a *Array, i int) bool {
 	res := make([]float64, len(img.Axes))
 	known := true
 	for k, ax := range img.Axes {
-		a.Axes[k] = Axis{Name: ax.Name, Type: ax.Type, Unit: ax.Unit}
+		a.Axes[k] = Axis(ax)
 		res[k] = 1
 		if ax.Type == "space" {
 			nm, ok := lengthUnits[ax.Unit]
