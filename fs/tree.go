@@ -276,8 +276,9 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		}
 		if err != nil {
 			// Metadata volfs cannot decode passes through, even at the
-			// root; metadata that is wrong refuses a mount of it.
-			if strict && !errors.Is(err, decode.ErrUnsupported) {
+			// root unless a format was pinned; metadata that is wrong
+			// refuses a mount of it.
+			if strict && (!errors.Is(err, decode.ErrUnsupported) || len(t.opts.Formats) > 0) {
 				return nil, err
 			}
 			t.log.Warn("not shown as a volume: its objects pass through undecoded", "dir", "/"+key, "err", err)
