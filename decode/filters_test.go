@@ -31,7 +31,7 @@ func TestNewStageRefusals(t *testing.T) {
 		{"crc32", `{"id": "crc32", "location": "middle"}`, false, "location"},
 		{"lzma", `{"id": "lzma", "format": 3}`, false, "without filters"},
 		{"lzma", `{"id": "lzma", "format": 3, "filters": [{"id": 4}, {"id": 33}]}`, true, "0x4"},
-		{"lzma", `{"id": "lzma", "format": 1, "filters": [{"id": 3, "dist": 2}, {"id": 33}]}`, true, "0x3"},
+		{"lzma", `{"id": "lzma", "format": 1, "filters": [{"id": 4}, {"id": 33}]}`, true, "0x4"},
 		{"lzma", `{"id": "lzma", "format": 7}`, false, "format 7"},
 		{"zfpy", `{"id": "zfpy"}`, true, "zfpy"},
 	} {

@@ -15,7 +15,7 @@ import (
 // datasets with n5-java's lz4 framing; mounts them; and compares every
 // chunk file with numcodecs' own decode of the stored chunk. A chunk whose
 // checksum is damaged reads as EIO; categorize (which decodes to strings)
-// and an xz stream with a delta filter pass through byte for byte, each
+// and an xz stream with an x86 filter pass through byte for byte, each
 // with a log line.
 func TestNumcodecsFilters(t *testing.T) {
 	requireZarr(t)
@@ -30,7 +30,7 @@ func TestNumcodecsFilters(t *testing.T) {
 	var logs logBuffer
 	mnt := mountSource(t, src, fs.Options{Log: newLogger(&logs)})
 	t.Log(run(t, python, "testdata/filtercheck.py", "verify", src, expect, mnt))
-	for _, name := range []string{"pass_categorize", "pass_xz_delta"} {
+	for _, name := range []string{"pass_categorize", "pass_xz_x86"} {
 		n := 0
 		for _, line := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(line, "pass through undecoded") && strings.Contains(line, "/"+name) {
