@@ -2,8 +2,11 @@ package decode
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/snappy"
@@ -60,7 +63,30 @@ var bloscInner = [8]struct {
 }
 
 func init() {
-	RegisterCodec("blosc", decodeBlosc)
+	RegisterCodec("blosc", newBlosc)
+}
+
+// newBlosc configures "blosc". The buffer's header says everything that
+// decoding needs; the configuration names the inner codec and shuffle for
+// display only (numcodecs writes shuffle as 0, 1, 2, Zarr v3 as
+// "noshuffle", "shuffle", "bitshuffle").
+func newBlosc(cfg CodecConfig) (*Stage, error) {
+	name := "blosc"
+	var p struct {
+		Cname   string
+		Shuffle json.RawMessage
+	}
+	if len(cfg.Params) > 0 && json.Unmarshal(cfg.Params, &p) == nil && p.Cname != "" {
+		shuffle := strings.Trim(string(p.Shuffle), `"`)
+		if n, err := strconv.Atoi(shuffle); err == nil {
+			shuffle = [...]string{"noshuffle", "shuffle", "bitshuffle", "shuffle?"}[min(max(n, 0), 3)]
+		}
+		name = fmt.Sprintf("blosc(%s, %s)", p.Cname, shuffle)
+		if shuffle == "" {
+			name = fmt.Sprintf("blosc(%s)", p.Cname)
+		}
+	}
+	return &Stage{Decode: decodeBlosc, Name: name, Encoded: cfg.Elem, Decoded: cfg.Elem, InLimit: storedLimit}, nil
 }
 
 // bloscScratch pools the buffers that hold a shuffled block before it is

@@ -2,13 +2,15 @@ package decode
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 )
 
-// Codec undoes one bytes-to-bytes stage of a chunk's stored encoding (a
-// compressor such as gzip, zstd or blosc, or a checksum such as crc32c).
+// Codec undoes one stage of a chunk's stored encoding (a compressor such as
+// gzip, zstd or blosc, a checksum such as crc32c, or a filter such as
+// delta).
 //
 // Decode appends the decoded form of src to dst[:0] (reusing dst's storage
 // when it is large enough) and returns it. limit is the most bytes the
@@ -21,41 +23,111 @@ import (
 // or the result.
 type Codec func(dst, src []byte, limit int) ([]byte, error)
 
+// CodecConfig is what the metadata says of one codec of a chain.
+type CodecConfig struct {
+	// Params is the codec's JSON object of parameters: a numcodecs
+	// configuration ({"id": "delta", "dtype": "<i4"}) or a Zarr v3
+	// codec's "configuration". Nil when the metadata gives none.
+	Params json.RawMessage
+	// Elem is the element type of the data the codec was given when the
+	// chunk was encoded, as far as the format knows it (Size 0 when it
+	// does not). Filters whose parameters leave it out take it from here
+	// (numcodecs.shuffle's element size in Zarr v3, say).
+	Elem DType
+}
+
+// Stage is a codec configured for one chain: its decoder and what it does
+// to sizes and element types.
+type Stage struct {
+	Decode Codec
+	// Name is the codec as shown to users, with the parameters that
+	// matter: "zstd", "blosc(lz4, shuffle)", "delta(<i2 -> <i4)".
+	Name string
+	// Encoded and Decoded are the element types of the stage's input and
+	// output when decoding. They differ only for filters that change
+	// the type (astype, delta or fixedscaleoffset with an astype); for
+	// byte codecs both are CodecConfig.Elem.
+	Encoded, Decoded DType
+	// InLimit returns the most bytes the stage's input may hold when its
+	// output may hold at most out bytes: the limit of the stage before
+	// it in decoding order.
+	InLimit func(out int) int
+}
+
+// NewCodec builds the Stage of a codec from its configuration. A
+// parameter that is missing or wrong is an error naming it; a value the
+// decoder does not implement wraps ErrUnsupported.
+type NewCodec func(cfg CodecConfig) (*Stage, error)
+
 var codecs = struct {
 	sync.RWMutex
-	byName map[string]Codec // GUARDED_BY(RWMutex)
-}{byName: make(map[string]Codec)}
+	byName map[string]NewCodec // GUARDED_BY(RWMutex)
+}{byName: make(map[string]NewCodec)}
 
 // RegisterCodec makes a codec available by name to every format, as
-// archive/zip's RegisterDecompressor does for compression methods. Names are
-// the ones numcodecs and Zarr v3 use ("gzip", "zlib", "bz2", "zstd", "lz4",
-// "blosc", "crc32c"); formats map their own spellings onto them. It panics
-// if name is already registered.
-func RegisterCodec(name string, c Codec) {
+// archive/zip's RegisterDecompressor does for compression methods. Names
+// are numcodecs' ids ("gzip", "zlib", "bz2", "zstd", "lz4", "lzma",
+// "blosc", "delta", "crc32", ...) and Zarr v3's ("crc32c"); each format
+// maps its own spellings onto them (codecName). It panics if name is
+// already registered.
+func RegisterCodec(name string, f NewCodec) {
 	codecs.Lock()
 	defer codecs.Unlock()
 	if _, dup := codecs.byName[name]; dup {
 		panic("decode: codec registered twice: " + name)
 	}
-	codecs.byName[name] = c
+	codecs.byName[name] = f
 }
 
-// LookupCodec returns the codec registered under name.
-func LookupCodec(name string) (Codec, bool) {
+// registerCompressor registers a codec whose parameters do not matter to
+// decoding (a compression level, say): its output is bounded by the next
+// stage, its input by nothing it knows.
+func registerCompressor(name string, c Codec) {
+	RegisterCodec(name, func(cfg CodecConfig) (*Stage, error) {
+		return &Stage{Decode: c, Name: name, Encoded: cfg.Elem, Decoded: cfg.Elem, InLimit: storedLimit}, nil
+	})
+}
+
+// storedLimit bounds the stored form of out decoded bytes, as
+// Array.StoredLimit does: compression may expand incompressible data a
+// little, never by twice.
+func storedLimit(out int) int { return 2*out + 1<<20 }
+
+// NewStage returns the stage of the codec registered under name, configured
+// by cfg; a name that is not registered wraps ErrUnsupported.
+func NewStage(name string, cfg CodecConfig) (*Stage, error) {
 	codecs.RLock()
-	defer codecs.RUnlock()
-	c, ok := codecs.byName[name]
-	return c, ok
-}
-
-// codecFor returns the codec called name, or an error wrapping
-// ErrUnsupported that names it.
-func codecFor(name string) (Codec, error) {
-	c, ok := LookupCodec(name)
+	f, ok := codecs.byName[name]
+	codecs.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("codec %q: %w", name, ErrUnsupported)
 	}
-	return c, nil
+	s, err := f(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("codec %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// LookupCodec returns the decoder of the codec registered under name,
+// configured with no parameters (a compressor or checksum; filters need
+// theirs, and are not found).
+func LookupCodec(name string) (Codec, bool) {
+	s, err := NewStage(name, CodecConfig{})
+	if err != nil {
+		return nil, false
+	}
+	return s.Decode, true
+}
+
+// codecFor returns the decoder of the codec called name with no
+// parameters, or an error wrapping ErrUnsupported that names it.
+func codecFor(name string) (Codec, error) {
+	s, err := NewStage(name, CodecConfig{})
+	if err != nil {
+		return nil, err
+	}
+	return s.Decode, nil
 }
 
 // ErrMissing marks a chunk that its container says is absent (an empty

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/adler32"
-	"hash/crc32"
 	"io"
 
 	"github.com/klauspost/compress/zstd"
@@ -19,11 +18,10 @@ import (
 // The numcodecs and Zarr v3 codecs that are one library call each; blosc,
 // which volfs implements itself, is in blosc.go.
 func init() {
-	RegisterCodec("zlib", decodeZlib)
-	RegisterCodec("bz2", decodeBz2)
-	RegisterCodec("zstd", decodeZstd)
-	RegisterCodec("lz4", decodeLZ4)
-	RegisterCodec("crc32c", decodeCRC32C)
+	registerCompressor("zlib", decodeZlib)
+	registerCompressor("bz2", decodeBz2)
+	registerCompressor("zstd", decodeZstd)
+	registerCompressor("lz4", decodeLZ4)
 }
 
 // errTooLong reports a stream that decodes to more than its limit.
@@ -298,24 +296,4 @@ func lz4DecodeExact(dst, src []byte) error {
 		return fmt.Errorf("lz4 block decodes to %d bytes, want %d", n, len(dst))
 	}
 	return nil
-}
-
-// castagnoli is the CRC-32C table.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// decodeCRC32C is the Zarr v3 "crc32c" Codec: the data followed by the
-// CRC-32C (Castagnoli) of the data, 4 bytes little-endian. A mismatch is
-// ErrCorrupt; the result is the data.
-func decodeCRC32C(dst, src []byte, limit int) ([]byte, error) {
-	if len(src) < 4 {
-		return nil, corrupt("crc32c", io.ErrUnexpectedEOF)
-	}
-	data, sum := src[:len(src)-4], binary.LittleEndian.Uint32(src[len(src)-4:])
-	if len(data) > limit {
-		return nil, corrupt("crc32c", errTooLong)
-	}
-	if got := crc32.Checksum(data, castagnoli); got != sum {
-		return nil, corrupt("crc32c", fmt.Errorf("checksum %08x, stored %08x", got, sum))
-	}
-	return append(dst[:0], data...), nil
 }

@@ -163,6 +163,13 @@ type Array struct {
 	// Resolution is the physical size of a voxel per axis, when the
 	// format says (precomputed: nanometres).
 	Resolution []float64
+	// Axes names each axis, in metadata order, when the metadata does
+	// (OME-Zarr); nil otherwise.
+	Axes []Axis
+	// OME is the OME-Zarr image whose level OMELevel the array is, nil
+	// for an array that is not a level of one.
+	OME      *OMEImage
+	OMELevel int
 	// Describe holds format-specific facts for `volfs info`, as
 	// name/value pairs in display order (e.g. "order", "C").
 	Describe [][2]string

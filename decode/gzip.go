@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	RegisterCodec("gzip", func(dst, src []byte, limit int) ([]byte, error) {
+	registerCompressor("gzip", func(dst, src []byte, limit int) ([]byte, error) {
 		return gunzip(dst, src, limit, limit)
 	})
 }

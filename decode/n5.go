@@ -21,7 +21,7 @@ var n5Types = map[string]DType{
 }
 
 // n5Codecs maps N5 compression types onto registered codec names.
-var n5Codecs = map[string]string{"gzip": "gzip", "bzip2": "bz2", "blosc": "blosc", "zstd": "zstd", "xz": "xz"}
+var n5Codecs = map[string]string{"gzip": "gzip", "bzip2": "bz2", "blosc": "blosc", "zstd": "zstd", "xz": "xz", "lz4": "n5.lz4"}
 
 // ParseN5 parses the "attributes.json" of directory dir. Attributes without
 // "dimensions" (a group, the root) are not volume metadata (nil, nil). A

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -71,30 +72,42 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 	}
 
 	// Decoding undoes the compressor, then the filters in reverse order.
-	var chain []Codec
-	var names []string
-	if raw, ok := top["compressor"]; ok && string(raw) != "null" {
-		c, name, err := numcodec(raw)
-		if err != nil {
-			return nil, fail("compressor", err)
-		}
-		chain, names = append(chain, c), append(names, name)
-	}
+	// Encoding ran the other way, from the array's elements: each filter
+	// is configured with the element type it was given.
+	var chain []*Stage
+	elem := a.DType
 	if raw, ok := top["filters"]; ok && string(raw) != "null" {
 		var filters []json.RawMessage
 		if err := json.Unmarshal(raw, &filters); err != nil {
 			return nil, fail("filters", fmt.Errorf("want a list, got %s", raw))
 		}
-		for i := len(filters) - 1; i >= 0; i-- {
-			c, name, err := numcodec(filters[i])
+		for i, f := range filters {
+			s, err := numcodec(f, elem)
 			if err != nil {
 				return nil, fail(fmt.Sprintf("filters[%d]", i), err)
 			}
-			chain, names = append(chain, c), append(names, name)
+			if s.Decoded.Size != elem.Size {
+				// zarr-python views the filters' output as the array's
+				// dtype, which fails on another element size.
+				return nil, fail(fmt.Sprintf("filters[%d]", i), fmt.Errorf("%s decodes %d-byte elements, the stage after it takes %d-byte ones", s.Name, s.Decoded.Size, elem.Size))
+			}
+			chain, elem = append(chain, s), s.Encoded
 		}
 	}
+	if raw, ok := top["compressor"]; ok && string(raw) != "null" {
+		s, err := numcodec(raw, elem)
+		if err != nil {
+			return nil, fail("compressor", err)
+		}
+		chain = append(chain, s)
+	}
+	slices.Reverse(chain)
 	a.Encoding = "raw"
-	if len(names) > 0 {
+	if len(chain) > 0 {
+		names := make([]string, len(chain))
+		for i, s := range chain {
+			names[i] = s.Name
+		}
 		a.Encoding = strings.Join(names, " | ")
 	}
 	a.decode = chainDecoder(chain)
@@ -148,64 +161,47 @@ func parseZarr2Consolidated(dir string, meta []byte) (*Volume, error) {
 	return &Volume{Format: "zarr2", Dir: dir, MetaName: ".zmetadata", Original: meta, Rewritten: rewritten}, nil
 }
 
-// numcodecCodecs maps numcodecs ids onto registered codec names.
-var numcodecCodecs = map[string]string{
-	"zlib": "zlib", "gzip": "gzip", "bz2": "bz2", "zstd": "zstd", "lz4": "lz4", "blosc": "blosc", "lzma": "xz", "crc32c": "crc32c",
-}
-
-// numcodec returns the decoder of a numcodecs codec configuration
-// ({"id": "blosc", ...}) and its display name.
-func numcodec(raw json.RawMessage) (Codec, string, error) {
+// numcodec returns the stage of a numcodecs codec configuration
+// ({"id": "blosc", ...}) applied to elements of type elem. Codecs are
+// registered under their numcodecs ids.
+func numcodec(raw json.RawMessage, elem DType) (*Stage, error) {
 	var cfg map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return nil, "", fmt.Errorf("want a codec object, got %s", raw)
+		return nil, fmt.Errorf("want a codec object, got %s", raw)
 	}
 	var id string
 	if err := field(cfg, "id", &id); err != nil {
-		return nil, "", fmt.Errorf("id: %w", err)
+		return nil, fmt.Errorf("id: %w", err)
 	}
-	name, ok := numcodecCodecs[id]
-	if !ok {
-		return nil, "", fmt.Errorf("codec %q: %w", id, ErrUnsupported)
-	}
-	if id == "lzma" {
-		var format int
-		json.Unmarshal(cfg["format"], &format)
-		if format == 3 { // lzma.FORMAT_RAW: no container says how to decode it
-			return nil, "", fmt.Errorf("codec lzma with format 3 (raw): %w", ErrUnsupported)
-		}
-	}
-	c, err := codecFor(name)
-	if err != nil {
-		return nil, "", err
-	}
-	display := id
-	if id == "blosc" {
-		var cname string
-		var shuffle int
-		json.Unmarshal(cfg["cname"], &cname)
-		json.Unmarshal(cfg["shuffle"], &shuffle)
-		display = fmt.Sprintf("blosc(%s, %s)", cname, [...]string{"noshuffle", "shuffle", "bitshuffle", "shuffle?"}[min(max(shuffle, 0), 3)])
-	}
-	return c, display, nil
+	return NewStage(id, CodecConfig{Params: raw, Elem: elem})
 }
 
-// chainDecoder returns a chunk decoder that applies chain in order, each
-// stage bounded by the chunk's decoded size (compressors and filters of
-// fixed-size arrays never produce more).
-func chainDecoder(chain []Codec) func(dst, stored []byte, c []int64, size int) ([]byte, error) {
+// chainDecoder returns a chunk decoder that applies chain in order. The
+// last stage's output is bounded by the chunk's decoded size, and each
+// stage's by what the stage after it may take.
+func chainDecoder(chain []*Stage) func(dst, stored []byte, c []int64, size int) ([]byte, error) {
 	return func(dst, stored []byte, _ []int64, size int) ([]byte, error) {
 		if len(chain) == 0 {
 			return decodeRaw(dst, stored, nil, size)
 		}
+		var limits [8]int
+		limit := limits[:0]
+		if len(chain) > len(limits) {
+			limit = make([]int, 0, len(chain))
+		}
+		limit = limit[:len(chain)]
+		limit[len(chain)-1] = size
+		for i := len(chain) - 2; i >= 0; i-- {
+			limit[i] = chain[i+1].InLimit(limit[i+1])
+		}
 		b := stored
-		for i, c := range chain {
+		for i, s := range chain {
 			var out []byte
 			if i == len(chain)-1 {
 				out = dst
 			}
 			var err error
-			if b, err = c(out, b, size); err != nil {
+			if b, err = s.Decode(out, b, limit[i]); err != nil {
 				return nil, err
 			}
 		}

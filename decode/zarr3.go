@@ -43,6 +43,13 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	}
 	var zf int
 	if err := field(top, "zarr_format", &zf); err != nil || zf != 3 {
+		var draft string
+		if json.Unmarshal(top["zarr_format"], &draft) == nil && strings.Contains(draft, "zarr/spec/protocol/core/3.0") {
+			// The entry point of the Zarr v3 draft layout (metadata under
+			// meta/root, chunks under data/root), which zarrita and
+			// zarr-python 2's v3 store wrote before the spec settled.
+			return nil, fail("zarr_format", fmt.Errorf("%q: the Zarr v3 draft layout (meta/root, data/root): %w", draft, ErrUnsupported))
+		}
 		return nil, nil // zarr.json of another version or of something else
 	}
 	var nodeType string
@@ -115,7 +122,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	if err := field(top, "codecs", &codecs); err != nil {
 		return nil, fail("codecs", err)
 	}
-	chain, err := parseV3Chain(codecs, shardShape, d.Size)
+	chain, err := parseV3Codecs(codecs, shardShape, d)
 	if err != nil {
 		return nil, fail("codecs", err)
 	}
@@ -181,8 +188,12 @@ type v3Chain struct {
 	perm     []int // transpose order, nil for none: encoded axis i is axis perm[i]
 	big      bool  // bytes codec endianness
 	shard    *v3Shard
-	b2b      []Codec // in encoding order
+	b2b      []*Stage // in encoding order
 	names    []string
+	// a2a are the numcodecs array-to-array filters, in encoding order;
+	// encSize is the element size they leave for the bytes codec.
+	a2a     []*Stage
+	encSize int
 }
 
 // v3Shard is a sharding_indexed codec.
@@ -203,9 +214,26 @@ type v3CodecEntry struct {
 	Configuration json.RawMessage
 }
 
+// v3Filters are the numcodecs codecs that zarr-python 3 places before
+// the bytes codec (array-to-array); the other numcodecs.* codecs are
+// bytes-to-bytes.
+var v3Filters = map[string]bool{"delta": true, "fixedscaleoffset": true, "bitround": true, "quantize": true, "astype": true}
+
+// v3CodecName returns the registered name of a Zarr v3 codec: zarr-python
+// 3 writes numcodecs' codecs as "numcodecs.<id>".
+func v3CodecName(name string) string { return strings.TrimPrefix(name, "numcodecs.") }
+
 // parseV3Chain parses a codecs list for chunks of shape.
 func parseV3Chain(list []json.RawMessage, shape []int64, elemSize int) (*v3Chain, error) {
-	c := &v3Chain{shape: shape, elemSize: elemSize}
+	return parseV3Codecs(list, shape, DType{Size: elemSize})
+}
+
+// parseV3Codecs parses a codecs list for chunks of shape whose elements
+// are of type elem (its Name may be unknown, "": filters then need every
+// parameter stated, as zarr-python 3 writes them).
+func parseV3Codecs(list []json.RawMessage, shape []int64, elem DType) (*v3Chain, error) {
+	elemSize := elem.Size
+	c := &v3Chain{shape: shape, elemSize: elemSize, encSize: elemSize}
 	stage := 0 // 0: array->array, 1: bytes->bytes
 	for i, raw := range list {
 		var e v3CodecEntry
@@ -217,10 +245,32 @@ func parseV3Chain(list []json.RawMessage, shape []int64, elemSize int) (*v3Chain
 			e.Name = name
 		}
 		where := fmt.Sprintf("[%d] (%s)", i, e.Name)
+		if name := v3CodecName(e.Name); stage == 0 && v3Filters[name] && name != e.Name {
+			f, err := NewStage(name, CodecConfig{Params: e.Configuration, Elem: elem})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			if f.Decoded.Size != elem.Size {
+				return nil, fmt.Errorf("%s: decodes %d-byte elements, the stage after it takes %d-byte ones", where, f.Decoded.Size, elem.Size)
+			}
+			if name == "delta" && c.perm != nil {
+				return nil, fmt.Errorf("%s: delta after transpose: %w", where, ErrUnsupported)
+			}
+			c.a2a = append(c.a2a, f)
+			elem = f.Encoded
+			c.encSize = elem.Size
+			c.names = append(c.names, f.Name)
+			continue
+		}
 		switch e.Name {
 		case "transpose":
 			if stage != 0 || c.perm != nil {
 				return nil, fmt.Errorf("%s: out of place", where)
+			}
+			for _, f := range c.a2a {
+				if strings.HasPrefix(f.Name, "delta") {
+					return nil, fmt.Errorf("%s: transpose after delta: %w", where, ErrUnsupported)
+				}
 			}
 			perm, err := parseTranspose(e.Configuration, len(shape))
 			if err != nil {
@@ -251,8 +301,8 @@ func parseV3Chain(list []json.RawMessage, shape []int64, elemSize int) (*v3Chain
 			if stage != 0 {
 				return nil, fmt.Errorf("%s: a second array-to-bytes codec", where)
 			}
-			if c.perm != nil {
-				return nil, fmt.Errorf("%s: transpose before sharding: %w", where, ErrUnsupported)
+			if c.perm != nil || c.a2a != nil {
+				return nil, fmt.Errorf("%s: transpose or filters before sharding: %w", where, ErrUnsupported)
 			}
 			s, err := parseV3Shard(e.Configuration, shape, elemSize)
 			if err != nil {
@@ -265,12 +315,15 @@ func parseV3Chain(list []json.RawMessage, shape []int64, elemSize int) (*v3Chain
 			if stage != 1 {
 				return nil, fmt.Errorf("%s: a bytes-to-bytes codec before the array-to-bytes codec", where)
 			}
-			codec, err := codecFor(e.Name)
+			codec, err := NewStage(v3CodecName(e.Name), CodecConfig{Params: e.Configuration, Elem: elem})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
+			if v3Filters[v3CodecName(e.Name)] {
+				return nil, fmt.Errorf("%s: an array-to-array codec after the array-to-bytes codec", where)
+			}
 			c.b2b = append(c.b2b, codec)
-			c.names = append(c.names, e.Name)
+			c.names = append(c.names, codec.Name)
 		}
 	}
 	if stage != 1 {
@@ -369,27 +422,67 @@ func parseV3Shard(cfg json.RawMessage, shape []int64, elemSize int) (*v3Shard, e
 // value (little-endian), nil for zeros. The chain must not shard.
 func (c *v3Chain) decode(out, stored []byte, fill []byte) error {
 	b := stored
-	limit := len(out)
+	// The bytes codec's output: the chunk's elements, before the
+	// filters, if any, widen or narrow them.
+	limit := len(out) / c.elemSize * c.encSize
 	if c.shard != nil {
 		// Shards are read by range, one inner chunk at a time
 		// (v3Sharded.readChunk); no chain decodes a whole one.
 		return fmt.Errorf("decode: a sharding_indexed chain decodes only its inner chunks")
 	}
+	bytesLen := limit
+	// Stage i's output is what stage i-1 (in encoding order) encoded.
+	limits := make([]int, len(c.b2b))
+	for i := range c.b2b {
+		limits[i] = limit
+		limit = c.b2b[i].InLimit(limit)
+	}
 	for i := len(c.b2b) - 1; i >= 0; i-- {
 		var err error
-		if b, err = c.b2b[i](nil, b, limit); err != nil {
+		if b, err = c.b2b[i].Decode(nil, b, limits[i]); err != nil {
+			return err
+		}
+	}
+	if len(b) != bytesLen {
+		return fmt.Errorf("%w: chunk has %d bytes, want %d", ErrCorrupt, len(b), bytesLen)
+	}
+	dst := out
+	if c.a2a != nil {
+		dst = make([]byte, bytesLen)
+	}
+	if c.perm == nil {
+		copy(dst, b)
+	} else {
+		untranspose(dst, b, c.shape, c.perm, c.encSize)
+	}
+	if c.big {
+		swapBytes(dst, c.encSize)
+	}
+	if c.a2a != nil {
+		return c.unfilter(out, dst)
+	}
+	return nil
+}
+
+// unfilter undoes the chain's array-to-array filters on b, the chunk's
+// elements as the bytes codec decoded them, into out: little-endian
+// elements of the array's type.
+func (c *v3Chain) unfilter(out, b []byte) error {
+	for i := len(c.a2a) - 1; i >= 0; i-- {
+		var dst []byte
+		if i == 0 {
+			dst = out[:0]
+		}
+		var err error
+		if b, err = c.a2a[i].Decode(dst, b, len(out)/c.elemSize*c.a2a[i].Decoded.Size); err != nil {
 			return err
 		}
 	}
 	if len(b) != len(out) {
-		return fmt.Errorf("%w: chunk has %d bytes, want %d", ErrCorrupt, len(b), len(out))
+		return fmt.Errorf("%w: filters decoded %d bytes, want %d", ErrCorrupt, len(b), len(out))
 	}
-	if c.perm == nil {
-		copy(out, b)
-	} else {
-		untranspose(out, b, c.shape, c.perm, c.elemSize)
-	}
-	if c.big {
+	copy(out, b) // a no-op when the last filter wrote into out's storage
+	if c.a2a[0].Decoded.BigEndian {
 		swapBytes(out, c.elemSize)
 	}
 	return nil

@@ -173,12 +173,26 @@ func TestNewRefusesBadRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(context.Background(), src, Options{})
-	if err == nil || !strings.Contains(err.Error(), "data_type") {
-		t.Errorf("got %v, want a refusal naming data_type", err)
+	// A data type volfs does not decode: the root passes through, with a
+	// log line naming the field; with the format pinned, it is refused.
+	var logs bytes.Buffer
+	tree, err := New(context.Background(), src, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Errorf("unsupported data type at the root: got %v, want it to pass through", err)
+	} else {
+		tree.Close()
+		if !strings.Contains(logs.String(), "data_type") || !strings.Contains(logs.String(), "pass through undecoded") {
+			t.Errorf("no log line names data_type; log:\n%s", logs.String())
+		}
 	}
-	if _, err := New(context.Background(), src, Options{Formats: []string{"precomputed"}}); err == nil {
-		t.Error("pinned format: got no error")
+	if _, err := New(context.Background(), src, Options{Formats: []string{"precomputed"}}); err == nil || !strings.Contains(err.Error(), "data_type") {
+		t.Errorf("pinned format: got %v, want a refusal naming data_type", err)
+	}
+	bad, _ := fetcher.Open(writeFiles(t, map[string][]byte{
+		"info": []byte(strings.Replace(testInfo, `"data_type": "uint8"`, `"data_type": 7`, 1)),
+	}), fetcher.Options{})
+	if _, err := New(context.Background(), bad, Options{}); err == nil || !strings.Contains(err.Error(), "data_type") {
+		t.Errorf("invalid data type at the root: got %v, want a refusal naming data_type", err)
 	}
 	empty, _ := fetcher.Open(t.TempDir(), fetcher.Options{})
 	if _, err := New(context.Background(), empty, Options{Formats: []string{"precomputed"}}); err == nil || !strings.Contains(err.Error(), "no precomputed metadata") {

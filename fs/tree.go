@@ -102,6 +102,7 @@ type Tree struct {
 	root  Dir
 
 	errLog errorLog
+	ome    omeImages
 }
 
 // Node is an entry of the tree: a Dir or a File.
@@ -311,7 +312,10 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 			return src, nil
 		}
 		err := found[0].err
-		if strict {
+		// Metadata volfs cannot decode passes through, even at the root
+		// unless a format was pinned; metadata that is wrong refuses a
+		// mount of it.
+		if strict && (!errors.Is(err, decode.ErrUnsupported) || len(t.opts.Formats) > 0) {
 			return nil, err
 		}
 		t.log.Warn("not shown as a volume: its objects pass through undecoded", "dir", "/"+key, "err", err)
@@ -322,6 +326,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 	for _, sk := range vol.Skipped {
 		t.log.Warn("array not decoded: its objects pass through undecoded", "array", "/"+path.Join(key, sk.Name), "err", sk.Err)
 	}
+	t.applyOME(ctx, key, vol)
 	for _, a := range vol.Arrays {
 		if biggest := a.ChunkSize(make([]int64, len(a.Grid))); biggest > t.opts.CacheBytes/4 {
 			t.log.Warn("chunks are large for the cache: each read of an evicted chunk fetches and decodes it again; raise --cache-size",

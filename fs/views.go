@@ -128,6 +128,13 @@ func viewGrid(a *decode.Array) (view.Grid, error) {
 			g.Resolution[k] = a.Resolution[metaAxis(a, k)]
 		}
 	}
+	if len(a.Axes) == n {
+		g.Axes = make([]view.Axis, n)
+		for k := range n {
+			ax := a.Axes[metaAxis(a, k)]
+			g.Axes[k] = view.Axis{Name: ax.Name, Role: ax.Type}
+		}
+	}
 	// The chunk path hands out exactly ChunkSize bytes in the model's
 	// layout (an N5 block re-laid to its clipped extent after its header),
 	// so the layout follows from the coordinates alone.

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -642,6 +643,7 @@ func runInfo(c *cli.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED\tNOTES")
 	found := false
+	var images []*decode.OMEImage
 	err = tree.Walk(c.Context, 6, func(dir string, v *decode.Volume, refused error) {
 		found = true
 		if refused != nil {
@@ -649,6 +651,9 @@ func runInfo(c *cli.Context) error {
 			return
 		}
 		for _, a := range v.Arrays {
+			if a.OME != nil && !slices.Contains(images, a.OME) {
+				images = append(images, a.OME)
+			}
 			var notes []string
 			for _, kv := range a.Describe {
 				notes = append(notes, kv[0]+"="+kv[1])
@@ -671,7 +676,49 @@ func runInfo(c *cli.Context) error {
 		fmt.Printf("no volumes found under %s\n", tree.Source())
 		return nil
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return printOME(images)
+}
+
+// printOME lists OME-Zarr images, one entry each: the image's group, its
+// axes (name, type, unit) and, per level, the array and its scale in the
+// axes' units.
+func printOME(images []*decode.OMEImage) error {
+	if len(images) == 0 {
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nOME-ZARR IMAGE\tNGFF\tNAME\tAXES\tLEVEL\tSCALE")
+	for _, img := range images {
+		axes := make([]string, len(img.Axes))
+		for i, ax := range img.Axes {
+			axes[i] = ax.Name
+			if ax.Type != "" || ax.Unit != "" {
+				axes[i] += "(" + strings.Trim(ax.Type+" "+ax.Unit, " ") + ")"
+			}
+		}
+		for i, l := range img.Levels {
+			scale := make([]string, len(l.Scale))
+			for k, x := range l.Scale {
+				scale[k] = strconv.FormatFloat(x, 'g', -1, 64)
+			}
+			if i == 0 {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", orDot(img.Dir), orDash(img.Version), orDash(img.Name), strings.Join(axes, " "), l.Path, strings.Join(scale, "x"))
+			} else {
+				fmt.Fprintf(w, "\t\t\t\t%s\t%s\n", l.Path, strings.Join(scale, "x"))
+			}
+		}
+	}
 	return w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // runCat writes the files PATH... of SOURCE to stdout in order, as

@@ -24,8 +24,9 @@
 // first, each zero-padded to the width of the axis' largest index, so that
 // lexical order is plane order: "z042.tif" for a 3-D array of 100 planes;
 // for 4-D and more the axes after z are named a3, a4, ... with a "-"
-// before the index: "a3-2_z042.tif". A 2-D array has one section,
-// "plane.tif".
+// before the index: "a3-2_z042.tif". When Grid.Axes names every axis after
+// y (OME-Zarr's "t", "c", "z"), those names are used instead:
+// "t0_c2_z042.tif". A 2-D array has one section, "plane.tif".
 //
 // In slabs/ (Views.Slabs), for arrays of 3 or more axes: the whole x-y
 // extent over one chunk's range of z, at one index of every axis after z,
@@ -61,7 +62,9 @@
 // channel count and sample type.
 //
 // volume.tif has one page per plane and channel in ImageJ's order
-// (channel fastest, then z, then the axes after z as frames), with the
+// (channel fastest, then z, then the axes after z as frames; an axis after
+// y whose Grid.Axes role is "channel" counts channels, and axis 2 is z
+// unless its role is channel or time), with the
 // ImageJ description images=, channels=, slices=, frames=, hyperstack=,
 // unit=um and spacing= (the z voxel size in µm). It is a classic TIFF while
 // the file fits in 4 GiB and a BigTIFF beyond that (Fiji opens those with

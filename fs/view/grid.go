@@ -96,12 +96,24 @@ type Grid struct {
 	// Resolution is the voxel size per axis in nanometres; nil when
 	// unknown (the views then write a spacing of 1 with no unit).
 	Resolution []float64
+	// Axes name the axes and say what they hold (OME-Zarr), per axis;
+	// nil when the metadata does not say. Names of the axes after y
+	// name sections and slabs ("c1_z042.tif"); a channel axis after y
+	// becomes ImageJ channels in volume.tif and the axes after it
+	// frames. A name that is not a short lowercase word is ignored.
+	Axes []Axis
 	// Layout returns the layout of the chunk at grid coordinates c (chunk
 	// indices, Grid axis order) whose decoded bytes are data (never nil:
 	// a missing chunk has no layout), e.g. from an N5 block header. An
 	// error fails the read as ErrCorrupt. It is called once per chunk per
 	// read and must be safe for concurrent use.
 	Layout func(c []int64, data []byte) (ChunkLayout, error)
+}
+
+// Axis is what the metadata says of one Grid axis.
+type Axis struct {
+	Name string // e.g. "z", "c", "t"; "" for the default name
+	Role string // "space", "channel", "time", or "" when unknown (space)
 }
 
 // Chunks gives the views the decoded chunks of one array. The tree
@@ -158,6 +170,9 @@ func newGeom(g Grid) (*geom, error) {
 		if !(r > 0) || math.IsInf(r, 0) {
 			return nil, fmt.Errorf("view: resolution %v is not a positive number", g.Resolution)
 		}
+	}
+	if g.Axes != nil && len(g.Axes) != n {
+		return nil, fmt.Errorf("view: %d axes described for %d axes", len(g.Axes), n)
 	}
 	if g.Layout == nil {
 		return nil, errors.New("view: grid has no Layout")

@@ -539,17 +539,23 @@ func TestNewRefuses(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	layout := func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }
+	tcz := []Axis{{"x", "space"}, {"y", "space"}, {"z", "space"}, {"c", "channel"}, {"t", "time"}}
 	for _, tc := range []struct {
 		shape, chunk         []int64
 		first, last, slab0   string
 		nsections, slabFiles int
+		axes                 []Axis
 	}{
-		{[]int64{10, 10, 100}, []int64{4, 4, 64}, "z00.tif", "z99.tif", "z00-63.mhd", 100, 6},
-		{[]int64{10, 10, 5}, []int64{4, 4, 64}, "z0.tif", "z4.tif", "z0-4.mhd", 5, 3},
-		{[]int64{10, 10, 12, 3}, []int64{4, 4, 5, 1}, "a3-0_z00.tif", "a3-2_z11.tif", "a3-0_z00-04.mhd", 36, 27},
-		{[]int64{10, 10}, []int64{4, 4}, "plane.tif", "plane.tif", "", 1, 0},
+		{[]int64{10, 10, 4, 3, 2}, []int64{4, 4, 4, 1, 1}, "t0_c0_z0.tif", "t1_c2_z3.tif", "t0_c0_z0-3.mhd", 24, 18, tcz},
+		{[]int64{10, 10, 3}, []int64{4, 4, 1}, "c0.tif", "c2.tif", "c0-0.mhd", 3, 9, []Axis{{}, {}, {"c", "channel"}}},
+		// A name that is no short lowercase word: the default names.
+		{[]int64{10, 10, 4, 3}, []int64{4, 4, 4, 1}, "a3-0_z0.tif", "a3-2_z3.tif", "a3-0_z0-3.mhd", 12, 9, []Axis{{}, {}, {"z", ""}, {"C", "channel"}}},
+		{[]int64{10, 10, 100}, []int64{4, 4, 64}, "z00.tif", "z99.tif", "z00-63.mhd", 100, 6, nil},
+		{[]int64{10, 10, 5}, []int64{4, 4, 64}, "z0.tif", "z4.tif", "z0-4.mhd", 5, 3, nil},
+		{[]int64{10, 10, 12, 3}, []int64{4, 4, 5, 1}, "a3-0_z00.tif", "a3-2_z11.tif", "a3-0_z00-04.mhd", 36, 27, nil},
+		{[]int64{10, 10}, []int64{4, 4}, "plane.tif", "plane.tif", "", 1, 0, nil},
 	} {
-		v, err := New(Grid{Shape: tc.shape, Chunk: tc.chunk, Type: Uint8, Layout: layout}, nil)
+		v, err := New(Grid{Shape: tc.shape, Chunk: tc.chunk, Type: Uint8, Layout: layout, Axes: tc.axes}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -567,6 +573,41 @@ func TestNames(t *testing.T) {
 			}
 			if _, ok := v.Slabs.Lookup(bad); ok {
 				t.Errorf("shape %v: slab Lookup(%q) found a file", tc.shape, bad)
+			}
+		}
+	}
+}
+
+// TestImageJOrder checks that volume.tif's pages follow ImageJ's order,
+// channel fastest, then z, then time, whatever the Grid's axis order.
+func TestImageJOrder(t *testing.T) {
+	layout := func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }
+	for _, tc := range []struct {
+		shape []int64
+		axes  []Axis
+		// pages[i] is the Grid plane (axis 2 fastest) of page group i
+		pages            []int64
+		channels, slices int64
+	}{
+		// (t, c, z, y, x): Grid x, y, z=4, c=3, t=2; page 1 is c=1, z=0,
+		// plane 0 + 4*1; page 3 is c=0, z=1, plane 1; page 12 is t=1.
+		{[]int64{5, 5, 4, 3, 2}, []Axis{{}, {}, {"z", "space"}, {"c", "channel"}, {"t", "time"}}, []int64{0, 4, 8, 1, 5, 9, 2}, 3, 4},
+		// (t, y, x): no z, time is frames.
+		{[]int64{5, 5, 6}, []Axis{{}, {}, {"t", "time"}}, []int64{0, 1, 2}, 1, 1},
+		// No axes: z is axis 2, the rest frames, as before.
+		{[]int64{5, 5, 4, 3}, nil, []int64{0, 1, 2, 3, 4}, 1, 4},
+	} {
+		m, err := newGeom(Grid{Shape: tc.shape, Chunk: tc.shape, Type: Uint8, Layout: layout, Axes: tc.axes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ij := newImageJOrder(m)
+		if ij.channels != tc.channels || ij.slices != tc.slices {
+			t.Errorf("%v: %d channels, %d slices, want %d, %d", tc.shape, ij.channels, ij.slices, tc.channels, tc.slices)
+		}
+		for p, want := range tc.pages {
+			if got := ij.plane(int64(p)); got != want {
+				t.Errorf("%v: page %d is plane %d, want %d", tc.shape, p, got, want)
 			}
 		}
 	}

@@ -138,17 +138,14 @@ func newViews(g Grid, chunks Chunks, opt options) (*Views, error) {
 	}
 
 	// volume.tif: pages in ImageJ order, channel fastest.
+	ij := newImageJOrder(m)
 	pages := &planes{m: m, n: m.outer * m.chans, at: func(q int64, o []int64) int64 {
-		m.outerIndex(q/m.chans, o)
+		m.outerIndex(ij.plane(q/m.chans), o)
 		return q % m.chans
 	}}
-	slices := int64(1)
-	if m.ndim > 2 {
-		slices = m.Shape[2]
-	}
 	if tiff {
 		v.Files = append(v.Files, newTIFF(VolumeTIFF, chunks, pages,
-			imagejDesc(m, m.chans, slices, m.outer/slices), opt.forceBigTIFF))
+			imagejDesc(m, m.chans*ij.channels, ij.slices, m.outer/(ij.channels*ij.slices)), opt.forceBigTIFF))
 	}
 
 	// volume.raw: the raw layout, x fastest, channel slowest.
@@ -232,6 +229,91 @@ func newViews(g Grid, chunks Chunks, opt options) (*Views, error) {
 	return v, nil
 }
 
+// imagejOrder maps ImageJ's page order (channel fastest, then z, then
+// frames) onto the Grid's planes (axis 2 fastest). The channel axis is the
+// first axis after y whose role is "channel", the z axis is axis 2 unless
+// its role is channel or time, and every other axis after y counts frames,
+// in Grid order.
+type imagejOrder struct {
+	m        *geom
+	order    []int // axes after y (Grid indices) in ImageJ order
+	channels int64 // planes along the channel axis, 1 without one
+	slices   int64 // planes along z, 1 without one
+}
+
+func newImageJOrder(m *geom) *imagejOrder {
+	ij := &imagejOrder{m: m, channels: 1, slices: 1}
+	role := func(k int) string {
+		if m.Axes == nil {
+			return ""
+		}
+		return m.Axes[k].Role
+	}
+	c, z := -1, -1
+	for k := 2; k < m.ndim; k++ {
+		if role(k) == "channel" {
+			c = k
+			break
+		}
+	}
+	if m.ndim > 2 && role(2) != "channel" && role(2) != "time" {
+		z = 2
+	}
+	if c >= 0 {
+		ij.order = append(ij.order, c)
+		ij.channels = m.Shape[c]
+	}
+	if z >= 0 {
+		ij.order = append(ij.order, z)
+		ij.slices = m.Shape[z]
+	}
+	for k := 2; k < m.ndim; k++ {
+		if k != c && k != z {
+			ij.order = append(ij.order, k)
+		}
+	}
+	return ij
+}
+
+// plane returns the Grid plane number (axis 2 fastest) of ImageJ page
+// group p (pages of one plane's channels of Grid.Channels).
+func (ij *imagejOrder) plane(p int64) int64 {
+	m := ij.m
+	var idx [16]int64
+	at := idx[:0]
+	if m.ndim-2 > len(idx) {
+		at = make([]int64, 0, m.ndim-2)
+	}
+	at = at[:m.ndim-2]
+	for _, k := range ij.order {
+		at[k-2] = p % m.Shape[k]
+		p /= m.Shape[k]
+	}
+	q := int64(0)
+	for k := m.ndim - 1; k >= 2; k-- {
+		q = q*m.Shape[k] + at[k-2]
+	}
+	return q
+}
+
+// axisName returns the name that Grid.Axes gives axis k, or "" when it
+// gives none fit for a file name: 1 to 8 lowercase letters.
+func axisName(m *geom, k int) string {
+	if m.Axes == nil {
+		return ""
+	}
+	n := m.Axes[k].Name
+	if len(n) < 1 || len(n) > 8 {
+		return ""
+	}
+	for _, r := range n {
+		if r < 'a' || r > 'z' {
+			return ""
+		}
+	}
+	return n
+}
+
 // namer makes and parses the names of sections and slabs. A section is
 // named by the indices of the axes after y, slowest first, each as the
 // axis' name followed by the index zero-padded to the width of the axis'
@@ -252,10 +334,19 @@ type namer struct {
 func newNamer(m *geom) *namer {
 	nm := &namer{m: m}
 	var parts, slab []string
+	given := map[string]bool{}
+	for k := 2; k < m.ndim; k++ {
+		given[axisName(m, k)] = true
+	}
 	for k := m.ndim - 1; k >= 2; k-- {
 		name := "z"
 		if k > 2 {
 			name = "a" + strconv.Itoa(k) + "-"
+		}
+		// The metadata's names, when every axis after y has a distinct
+		// one (the default names could otherwise collide with them).
+		if len(given) == m.ndim-2 && !given[""] {
+			name = axisName(m, k)
 		}
 		nm.names = append([]string{name}, nm.names...)
 	}
@@ -266,7 +357,7 @@ func newNamer(m *geom) *namer {
 		p := regexp.QuoteMeta(nm.names[k-2]) + `([0-9]{` + strconv.Itoa(nm.width[k-2]) + `})`
 		parts = append(parts, p)
 		if k == 2 {
-			p = `z([0-9]{` + strconv.Itoa(nm.width[0]) + `})-([0-9]{` + strconv.Itoa(nm.width[0]) + `})`
+			p = regexp.QuoteMeta(nm.names[0]) + `([0-9]{` + strconv.Itoa(nm.width[0]) + `})-([0-9]{` + strconv.Itoa(nm.width[0]) + `})`
 		}
 		slab = append(slab, p)
 	}
@@ -326,7 +417,7 @@ func (nm *namer) slab(s int64) string {
 	for k := range o {
 		parts[len(o)-1-k] = nm.names[k] + nm.pad(k, o[k])
 	}
-	parts[len(o)-1] = "z" + nm.pad(0, z0) + "-" + nm.pad(0, z1)
+	parts[len(o)-1] = nm.names[0] + nm.pad(0, z0) + "-" + nm.pad(0, z1)
 	return strings.Join(parts, "_")
 }
 
