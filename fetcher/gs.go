@@ -515,9 +515,8 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 // MinRate each, and the most back-off between them, end sooner (the bound
 // of an HTTP source's request).
 func (g *GCS) callBound(n int64) time.Duration {
-	h := HTTP{opts: HTTPOptions{StallTimeout: g.opts.StallTimeout, MinRate: g.opts.MinRate}}
 	attempts := time.Duration(g.opts.MaxAttempts)
-	return min(g.opts.CallTimeout, attempts*h.attemptBound(n)+(attempts-1)*g.opts.MaxBackoff)
+	return min(g.opts.CallTimeout, attempts*attemptBound(g.opts.StallTimeout, g.opts.MinRate, n)+(attempts-1)*g.opts.MaxBackoff)
 }
 
 // error classifies err, from a call on key that ran under cctx, a child of
@@ -692,8 +691,7 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	bound := maxAttemptBound
 	if n >= 0 {
-		h := HTTP{opts: HTTPOptions{StallTimeout: t.timeout, MinRate: t.minRate}}
-		bound = h.attemptBound(n)
+		bound = attemptBound(t.timeout, t.minRate, n)
 	}
 	deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
 	resp.Body = &watchedBody{body: resp.Body, ctx: ctx, cancel: cancel, watchdog: watchdog, deadline: deadline, timeout: t.timeout, bound: bound}

@@ -498,7 +498,7 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		if resp.ContentLength >= 0 && resp.ContentLength < expect {
 			expect = resp.ContentLength
 		}
-		bound = h.attemptBound(expect)
+		bound = attemptBound(h.opts.StallTimeout, h.opts.MinRate, expect)
 		deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
 		defer deadline.Stop()
 		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}
@@ -528,11 +528,12 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 const maxAttemptBound = 7 * 24 * time.Hour
 
 // attemptBound is how long an attempt whose body has n bytes may take from
-// its request to its end: StallTimeout for the latency, plus n bytes at
-// MinRate.
-func (h *HTTP) attemptBound(n int64) time.Duration {
-	transfer := float64(n) / float64(h.opts.MinRate) * float64(time.Second)
-	return min(h.opts.StallTimeout+time.Duration(min(transfer, float64(maxAttemptBound))), maxAttemptBound)
+// its request to its end: stall (StallTimeout) for the latency, plus n
+// bytes at minRate (MinRate). The HTTP fetcher's attempts and the gs://
+// fetcher's exchanges share it.
+func attemptBound(stall time.Duration, minRate, n int64) time.Duration {
+	transfer := float64(n) / float64(minRate) * float64(time.Second)
+	return min(stall+time.Duration(min(transfer, float64(maxAttemptBound))), maxAttemptBound)
 }
 
 // backoff returns the wait after failed attempt n (from 0). Full jitter

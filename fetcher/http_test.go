@@ -769,7 +769,6 @@ func TestHTTPHeaderStall(t *testing.T) {
 }
 
 func TestAttemptBound(t *testing.T) {
-	h := newHTTP(t, "http://example.org/", HTTPOptions{StallTimeout: time.Second, MinRate: 1 << 20})
 	for _, tc := range []struct {
 		n    int64
 		want time.Duration
@@ -779,7 +778,7 @@ func TestAttemptBound(t *testing.T) {
 		{10 << 20, 11 * time.Second},
 		{math.MaxInt64, maxAttemptBound},
 	} {
-		if got := h.attemptBound(tc.n); got != tc.want {
+		if got := attemptBound(time.Second, 1<<20, tc.n); got != tc.want {
 			t.Errorf("attemptBound(%d): got %v, want %v", tc.n, got, tc.want)
 		}
 	}
