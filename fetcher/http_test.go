@@ -697,6 +697,24 @@ func TestOrigin(t *testing.T) {
 	}
 }
 
+// drip writes one byte every 10 ms until release is closed or the client
+// goes: a body that never stalls but never ends in time.
+func drip(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+	for {
+		if _, err := w.Write([]byte{1}); err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+			return
+		case <-r.Context().Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // TestHTTPDrip: a server that sends a byte every few milliseconds never
 // stalls, but misses the deadline of StallTimeout plus the body at
 // MinRate, with or without a Content-Length; each attempt is abandoned,
@@ -716,19 +734,7 @@ func TestHTTPDrip(t *testing.T) {
 				if tc.contentLength != "" {
 					w.Header().Set("Content-Length", tc.contentLength)
 				}
-				for {
-					if _, err := w.Write([]byte{1}); err != nil {
-						return
-					}
-					w.(http.Flusher).Flush()
-					select {
-					case <-release:
-						return
-					case <-r.Context().Done():
-						return
-					case <-time.After(10 * time.Millisecond):
-					}
-				}
+				drip(w, r, release)
 			})
 			opts := fastRetries
 			// A 100-byte body may take 50ms + 100ms; the drip takes 1s.
@@ -861,19 +867,7 @@ func TestHTTPRangeDeadline(t *testing.T) {
 					w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", tc.offset, tc.offset+1<<20-1))
 				}
 				w.WriteHeader(tc.status)
-				for {
-					if _, err := w.Write([]byte{1}); err != nil {
-						return
-					}
-					w.(http.Flusher).Flush()
-					select {
-					case <-release:
-						return
-					case <-r.Context().Done():
-						return
-					case <-time.After(10 * time.Millisecond):
-					}
-				}
+				drip(w, r, release)
 			})
 			opts := fastRetries
 			// 1 MiB at 1 MiB/s after a 100 ms stall timeout: 1.1 s; a 200
