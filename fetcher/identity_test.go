@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/volfs/volfs/internal/gcsfake"
 	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	"github.com/volfs/volfs/internal/gcsfake"
 )
 
 // identities returns the identities that Get, GetRange and Stat report for
@@ -76,26 +76,20 @@ func TestIdentity(t *testing.T) {
 			}
 		}
 	}
+	fileFetcher := func(t *testing.T, inPlace bool) source {
+		dir, rw := fileSource(t, inPlace)
+		f, err := NewFile(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return source{f, rw}
+	}
 	for _, tc := range []struct {
 		name string
 		mk   func(t *testing.T) source
 	}{
-		{"file rewritten in place", func(t *testing.T) source {
-			dir, rw := fileSource(t, true)
-			f, err := NewFile(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return source{f, rw}
-		}},
-		{"file renamed over", func(t *testing.T) source {
-			dir, rw := fileSource(t, false)
-			f, err := NewFile(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return source{f, rw}
-		}},
+		{"file rewritten in place", func(t *testing.T) source { return fileFetcher(t, true) }},
+		{"file renamed over", func(t *testing.T) source { return fileFetcher(t, false) }},
 		{"http Last-Modified", func(t *testing.T) source {
 			dir, rw := fileSource(t, false)
 			srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
