@@ -262,15 +262,11 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 				data = []byte{} // the object ends before the range
 				return nil
 			}
-			if offset > MaxRangeSkip {
-				return fmt.Errorf("the server ignores Range (it sent the whole object): reaching byte %d would read all the bytes before it, more than %d: %w",
-					offset, MaxRangeSkip, ErrNotSupported)
-			}
-			if _, err := io.CopyN(io.Discard, resp.Body, offset); err == io.EOF {
+			if ended, err := skipTo(resp.Body, offset); err != nil {
+				return err
+			} else if ended {
 				data = []byte{}
 				return nil
-			} else if err != nil {
-				return bodyError(err)
 			}
 			if size >= 0 {
 				size = min(size-offset, length)
@@ -469,6 +465,25 @@ func upTo(n int64) expectFunc { return func(*http.Response) int64 { return n } }
 // before each range; beyond this, a read would download more than a
 // hostile or broken server deserves, so it is refused.
 const MaxRangeSkip = 64 << 20
+
+// skipTo reads and drops the bytes before offset of body, the whole object
+// from a server that ignored Range; ended reports an object that ends
+// before offset. An offset beyond MaxRangeSkip is refused, with
+// ErrNotSupported, before a byte is read.
+func skipTo(body io.Reader, offset int64) (ended bool, err error) {
+	if offset > MaxRangeSkip {
+		return false, fmt.Errorf("the server ignores Range (it sent the whole object): reaching byte %d would read all the bytes before it, more than %d: %w",
+			offset, MaxRangeSkip, ErrNotSupported)
+	}
+	switch _, err := io.CopyN(io.Discard, body, offset); err {
+	case nil:
+		return false, nil
+	case io.EOF:
+		return true, nil
+	default:
+		return false, bodyError(err)
+	}
+}
 
 // try makes one attempt of do.
 func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expectOf expectFunc, read func(*http.Response) error) error {
@@ -905,11 +920,8 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 			return refuse(fmt.Errorf("reply to range %d- has Content-Range %q", offset, resp.Header.Get("Content-Range")))
 		}
 	case http.StatusOK:
-		if offset > MaxRangeSkip {
-			return refuse(fmt.Errorf("the server ignores Range: reaching byte %d would read all the bytes before it, more than %d: %w", offset, MaxRangeSkip, ErrNotSupported))
-		}
-		if _, err := io.CopyN(io.Discard, body, offset); err != nil && err != io.EOF {
-			return refuse(bodyError(err))
+		if _, err := skipTo(body, offset); err != nil {
+			return refuse(err)
 		}
 	default:
 		return refuse(statusError(resp))
