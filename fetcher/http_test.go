@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -877,6 +878,63 @@ func TestHTTPRangeDeadline(t *testing.T) {
 			checkErr(t, err, ErrTransient)
 			if err == nil || !strings.Contains(err.Error(), tc.wantBound) {
 				t.Errorf("got %v, want it to say %q", err, tc.wantBound)
+			}
+		})
+	}
+}
+
+// TestHTTPStream: Stream returns the object's bytes from an offset from a
+// server that honours Range and from one that ignores it, an empty stream
+// from an offset past the end, and refuses an encoded reply and a
+// Range-ignoring one that would have to be read past MaxRangeSkip.
+func TestHTTPStream(t *testing.T) {
+	data := []byte("0123456789abcdefghij")
+	for _, tc := range []struct {
+		name        string
+		ignoreRange bool
+		encoding    string
+		offset      int64
+		want        string
+		wantErr     string // "": no error
+		wantIs      error
+	}{
+		{"206", false, "", 5, "56789abcdefghij", "", nil},
+		{"206 from 0", false, "", 0, string(data), "", nil},
+		{"416 past the end", false, "", 30, "", "", nil},
+		{"200 skipped to the offset", true, "", 5, "56789abcdefghij", "", nil},
+		{"200 past the end", true, "", 30, "", "", nil},
+		{"200 beyond MaxRangeSkip", true, "", MaxRangeSkip + 1, "", "ignores Range", ErrNotSupported},
+		{"gzip reply", true, "gzip", 0, "", "Content-Encoding", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if tc.encoding != "" {
+					w.Header().Set("Content-Encoding", tc.encoding)
+				}
+				if tc.ignoreRange {
+					w.Write(data)
+					return
+				}
+				http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+			})
+			rc, err := newHTTP(t, srv.URL, fastRetries).Stream(context.Background(), "k", tc.offset)
+			if tc.wantErr != "" {
+				if err == nil {
+					rc.Close()
+					t.Fatalf("got a stream, want an error saying %q", tc.wantErr)
+				}
+				if !strings.Contains(err.Error(), tc.wantErr) || tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+					t.Errorf("got %v, want an error saying %q (wrapping %v)", err, tc.wantErr, tc.wantIs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			got, err := io.ReadAll(rc)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %q, %v, want %q", got, err, tc.want)
 			}
 		})
 	}
