@@ -80,9 +80,15 @@ func (s *objectStream) read(ctx context.Context, st fetcher.Streamer, key string
 			s.next = off + n
 			return 0, false
 		}
+		// The stream outlives this read, but its opening is the read's
+		// wait: the reader's end (an interrupt, --read-timeout) ends it.
 		sctx, cancel := context.WithCancel(context.Background())
+		stop := context.AfterFunc(ctx, cancel)
 		rc, err := st.Stream(sctx, key, off)
-		if err != nil {
+		if !stop() || err != nil {
+			if err == nil {
+				rc.Close()
+			}
 			cancel()
 			s.next = off + n
 			return 0, false

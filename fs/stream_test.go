@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,5 +81,45 @@ func TestObjectStream(t *testing.T) {
 			wg.Wait()
 			check(f, piece) // back
 		})
+	}
+}
+
+// TestObjectStreamOpenEndsWithRead: the opening of a stream is bounded by
+// the read that opens it: a server that sends no headers for the stream's
+// request keeps the read no longer than the reader's context, not for the
+// fetcher's stall timeout.
+func TestObjectStreamOpenEndsWithRead(t *testing.T) {
+	data := bytes.Repeat([]byte{7}, 1<<20)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rng := r.Header.Get("Range"); strings.HasSuffix(rng, "-") {
+			// The stream's open-ended range: no answer.
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	defer close(release)
+	const stall = 20 * time.Second
+	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{StallTimeout: stall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &objectFile{t: &Tree{src: src}, key: "obj", size: int64(len(data))}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	f.ReadAt(ctx, make([]byte, 4096), 0)
+	if took := time.Since(start); took >= stall/2 {
+		t.Errorf("read took %v, want it ended with its context (200ms), not the stall timeout (%v)", took, stall)
+	}
+	// A read elsewhere in the file is a ranged read, served.
+	p := make([]byte, 4096)
+	if n, err := f.ReadAt(context.Background(), p, 64<<10); err != nil || n != len(p) || !bytes.Equal(p, data[64<<10:68<<10]) {
+		t.Errorf("read after: %d bytes, %v, want the object's %d", n, err, len(p))
 	}
 }
