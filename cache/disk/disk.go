@@ -488,7 +488,16 @@ func payloadBound(form byte, size int64) int64 {
 // stale; any other error of check is a miss that leaves the entry.
 func (c *Cache) Get(key string, size int64, check func(ident []byte) error) ([]byte, bool) {
 	name := fileName(key)
-	ident, payload, form, err := c.read(name, key, size)
+	// One descriptor of the subdirectory serves the read and the touch.
+	sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		defer unix.Close(sfd)
+	}
+	var ident, payload []byte
+	var form byte
+	if err == nil {
+		ident, payload, form, err = c.read(sfd, name, key, size)
+	}
 	if err == nil {
 		if err = check(ident); errors.Is(err, ErrStale) {
 			c.remove(name, func(s *Stats) { s.Stale++ })
@@ -514,12 +523,9 @@ func (c *Cache) Get(key string, size int64, check func(ident []byte) error) ([]b
 		c.mu.Unlock()
 		return nil, false
 	}
-	now := []unix.Timespec{unix.NsecToTimespec(time.Now().UnixNano()), unix.NsecToTimespec(time.Now().UnixNano())}
-	if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		// The access order that outlives the process.
-		unix.UtimesNanoAt(sfd, name[3:], now, unix.AT_SYMLINK_NOFOLLOW)
-		unix.Close(sfd)
-	}
+	// The access order that outlives the process.
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	unix.UtimesNanoAt(sfd, name[3:], []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
 	fileSize := int64(headerSize+len(key)+len(ident)) + int64(len(payload))
 	c.mu.Lock()
 	c.stats.Hits++
@@ -539,15 +545,11 @@ func (c *Cache) Get(key string, size int64, check func(ident []byte) error) ([]b
 // must go.
 var errCorrupt = errors.New("disk: corrupt cache file")
 
-// read opens the entry name of key without following links or blocking,
-// checks its type and length before reading it, and returns its identity
-// and stored payload once its MAC and key check out.
-func (c *Cache) read(name, key string, size int64) (ident, payload []byte, form byte, err error) {
-	sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	defer unix.Close(sfd)
+// read opens the entry name of key in its subdirectory sfd without
+// following links or blocking, checks its type and length before reading
+// it, and returns its identity and stored payload once its MAC and key
+// check out.
+func (c *Cache) read(sfd int, name, key string, size int64) (ident, payload []byte, form byte, err error) {
 	max := int64(headerSize+len(key)+maxIdent) + payloadBound(formZstd, size)
 	raw, err := readFileAt(sfd, name[3:], max, func(*unix.Stat_t) bool { return true })
 	switch {
