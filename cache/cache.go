@@ -55,7 +55,7 @@ type Options struct {
 }
 
 // InFlightBudget is the default budget of the bytes in flight for a cache
-// of maxBytes: half the cache, at least 32 MiB (a view's largest batch,
+// of maxBytes: half the cache, at least 16 MiB (a view's largest batch,
 // so that one always fits) and at most memHeadroom, the room that
 // MemoryLimit leaves beside the cache.
 func InFlightBudget(maxBytes int64) int64 { return min(max(maxBytes/2, 16<<20), memHeadroom) }

@@ -156,9 +156,6 @@ func (s *Store) Reserve(ctx context.Context, n int64) (release func(), err error
 	return s.budget.Reserve(ctx, n)
 }
 
-// MemBudget returns the store's budget of bytes in flight, for metrics.
-func (s *Store) MemBudget() *MemBudget { return s.budget }
-
 // work is one persistent worker. It exits when the store is closed.
 func (s *Store) work() {
 	defer s.workers.Done()

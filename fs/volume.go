@@ -271,12 +271,12 @@ func (t *Tree) load(ctx context.Context, a *decode.Array, key string, c []int64)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 	}
-	if err == nil && t.opts.Disk != nil {
+	if t.opts.Disk != nil {
 		if rec, ok := t.ids.record(src.seen); ok {
 			t.writeBehind(dkey, rec, b)
 		}
 	}
-	return b, err
+	return b, nil
 }
 
 // diskWriters bounds the disk-cache writes running behind loads. A load

@@ -2,6 +2,9 @@ package disk
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -99,4 +102,40 @@ func BenchmarkDiskHit(b *testing.B) {
 		})
 	}
 	b.Logf("stored: gzip-6 %d bytes, zstd-1 %d, zstd-3 %d, of %d decoded", gz.Len(), len(c.encoder.EncodeAll(raw, nil)), len(c3.encoder.EncodeAll(raw, nil)), len(raw))
+}
+
+// BenchmarkEntryCheck compares, for a 1 MiB payload, what a hit does to
+// check an entry (crc-mac: the CRC-32C of the payload under an
+// HMAC-SHA256 of the header, key and identity; entryMAC) with the CRC-32C
+// alone that entries carried before they had a MAC (crc) and with an
+// HMAC-SHA256 over the whole payload (hmac-payload), the design the CRC
+// replaced.
+func BenchmarkEntryCheck(b *testing.B) {
+	payload := imageChunk()
+	secret := make([]byte, secretSize)
+	head := make([]byte, macOffset)
+	key := []byte("gs://bucket/volume/4_4_40/0-64_0-64_0-64")
+	ident := []byte("gs://bucket/volume/4_4_40/0-64_0-64_0-64\x00g1733000000000000/1048576")
+	for _, bc := range []struct {
+		name string
+		run  func()
+	}{
+		{"crc", func() { crc32.Checksum(payload, crcTable) }},
+		{"crc-mac", func() { entryMAC(secret, head, key, ident, payload) }},
+		{"hmac-payload", func() {
+			mac := hmac.New(sha256.New, secret)
+			for _, p := range [][]byte{head, key, ident, payload} {
+				mac.Write(p)
+			}
+			mac.Sum(nil)
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.run()
+			}
+		})
+	}
 }
