@@ -109,17 +109,6 @@ func NewStage(name string, cfg CodecConfig) (*Stage, error) {
 	return s, nil
 }
 
-// LookupCodec returns the decoder of the codec registered under name,
-// configured with no parameters (a compressor or checksum; filters need
-// theirs, and are not found).
-func LookupCodec(name string) (Codec, bool) {
-	s, err := NewStage(name, CodecConfig{})
-	if err != nil {
-		return nil, false
-	}
-	return s.Decode, true
-}
-
 // codecFor returns the decoder of the codec called name with no
 // parameters, or an error wrapping ErrUnsupported that names it.
 func codecFor(name string) (Codec, error) {
