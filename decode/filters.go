@@ -366,23 +366,45 @@ func (v value) float() float64 {
 	return float64(v.u)
 }
 
+// order returns the byte order of d's elements.
+func (d DType) order() binary.ByteOrder {
+	if d.BigEndian {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
+}
+
+// bits returns the bits of the element of type d at the start of b.
+func (d DType) bits(b []byte) uint64 {
+	switch d.Size {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(d.order().Uint16(b))
+	case 4:
+		return uint64(d.order().Uint32(b))
+	}
+	return d.order().Uint64(b)
+}
+
+// putBits writes the low 8*d.Size bits of bits as one element of type d
+// at the start of b.
+func (d DType) putBits(b []byte, bits uint64) {
+	switch d.Size {
+	case 1:
+		b[0] = byte(bits)
+	case 2:
+		d.order().PutUint16(b, uint16(bits))
+	case 4:
+		d.order().PutUint32(b, uint32(bits))
+	case 8:
+		d.order().PutUint64(b, bits)
+	}
+}
+
 // loader returns the function that reads one element of type d.
 func loader(d DType) func(b []byte) value {
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	bits := func(b []byte) uint64 {
-		switch d.Size {
-		case 1:
-			return uint64(b[0])
-		case 2:
-			return uint64(order.Uint16(b))
-		case 4:
-			return uint64(order.Uint32(b))
-		}
-		return order.Uint64(b)
-	}
+	bits := d.bits
 	switch d.Kind {
 	case 'f':
 		switch d.Size {
@@ -414,22 +436,7 @@ func loader(d DType) func(b []byte) value {
 // anything non-zero is true. Casts that would round twice (float64 to
 // float16) are refused.
 func storer(d DType) (func(b []byte, v value), error) {
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	put := func(b []byte, bits uint64) {
-		switch d.Size {
-		case 1:
-			b[0] = byte(bits)
-		case 2:
-			order.PutUint16(b, uint16(bits))
-		case 4:
-			order.PutUint32(b, uint32(bits))
-		case 8:
-			order.PutUint64(b, bits)
-		}
-	}
+	put := d.putBits
 	switch d.Kind {
 	case 'f':
 		switch d.Size {
