@@ -72,23 +72,32 @@ func filterParams(cfg CodecConfig) (map[string]json.RawMessage, error) {
 	return p, nil
 }
 
-// dtypePair reads a filter's decoded type (field dec, required) and encoded
-// type (field enc, defaulting to the decoded one).
-func dtypePair(p map[string]json.RawMessage, dec, enc string) (d, e DType, err error) {
+// dtypePair reads a filter's parameters and in them its decoded type
+// (field dec, required unless fromElem: zarr-python 3 leaves it out and
+// takes the array's, cfg.Elem) and encoded type (field enc, defaulting to
+// the decoded one).
+func dtypePair(cfg CodecConfig, dec, enc string, fromElem bool) (p map[string]json.RawMessage, d, e DType, err error) {
+	if p, err = filterParams(cfg); err != nil {
+		return nil, d, e, err
+	}
 	raw, ok := p[dec]
+	if !ok && fromElem && cfg.Elem.Size > 0 {
+		raw, _ = json.Marshal(cfg.Elem.Name)
+		ok = true
+	}
 	if !ok {
-		return d, e, fmt.Errorf("%s: missing", dec)
+		return nil, d, e, fmt.Errorf("%s: missing", dec)
 	}
 	if d, err = filterDType(raw, dec); err != nil {
-		return d, e, err
+		return nil, d, e, err
 	}
 	e = d
 	if raw, ok := p[enc]; ok && string(raw) != "null" {
 		if e, err = filterDType(raw, enc); err != nil {
-			return d, e, err
+			return nil, d, e, err
 		}
 	}
-	return d, e, nil
+	return p, d, e, nil
 }
 
 // elementwise returns the stage of a filter that decodes each element of
@@ -98,12 +107,9 @@ func elementwise(name string, enc, dec DType, conv func(dst, src []byte)) *Stage
 		Name: name, Encoded: enc, Decoded: dec,
 		InLimit: func(out int) int { return out / dec.Size * enc.Size },
 		Decode: func(dst, src []byte, limit int) ([]byte, error) {
-			if len(src)%enc.Size != 0 {
-				return nil, corrupt(name, fmt.Errorf("%d bytes is not a whole number of %s elements", len(src), enc.Name))
-			}
-			n := len(src) / enc.Size
-			if n > limit/dec.Size {
-				return nil, corrupt(name, errTooLong)
+			n, err := elements(name, src, limit, enc, dec)
+			if err != nil {
+				return nil, err
 			}
 			out := growTo(dst, n*dec.Size)
 			for i := range n {
@@ -112,6 +118,20 @@ func elementwise(name string, enc, dec DType, conv func(dst, src []byte)) *Stage
 			return out, nil
 		},
 	}
+}
+
+// elements returns the number of elements of type enc in src, which a
+// filter decodes to as many of type dec, at most limit bytes of them. A
+// src of a part element, or that would decode to more, is ErrCorrupt.
+func elements(name string, src []byte, limit int, enc, dec DType) (int, error) {
+	if len(src)%enc.Size != 0 {
+		return 0, corrupt(name, fmt.Errorf("%d bytes is not a whole number of %s elements", len(src), enc.Name))
+	}
+	n := len(src) / enc.Size
+	if n > limit/dec.Size {
+		return 0, corrupt(name, errTooLong)
+	}
+	return n, nil
 }
 
 // growTo returns dst resized to n bytes, reallocated when it holds less.
@@ -195,14 +215,7 @@ func newBitRound(cfg CodecConfig) (*Stage, error) {
 // newAsType configures numcodecs' "astype": elements stored as
 // encode_dtype, decoded by numpy's astype to decode_dtype.
 func newAsType(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := p["decode_dtype"]; !ok && cfg.Elem.Size > 0 {
-		p["decode_dtype"], _ = json.Marshal(cfg.Elem.Name) // zarr-python 3 fills it from the array
-	}
-	dec, enc, err := dtypePair(p, "decode_dtype", "encode_dtype")
+	_, dec, enc, err := dtypePair(cfg, "decode_dtype", "encode_dtype", true)
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +229,7 @@ func newAsType(cfg CodecConfig) (*Stage, error) {
 // newQuantize configures numcodecs' "quantize", which rounds when encoding
 // and stores astype; its decode is numpy's astype back to dtype.
 func newQuantize(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	dec, enc, err := dtypePair(p, "dtype", "astype")
+	_, dec, enc, err := dtypePair(cfg, "dtype", "astype", false)
 	if err != nil {
 		return nil, err
 	}
@@ -239,14 +248,7 @@ func newQuantize(cfg CodecConfig) (*Stage, error) {
 // does (in float64 for integer astype, in astype's precision for float
 // astype: numpy does not widen for a Python scalar), then cast to dtype.
 func newFixedScaleOffset(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := p["dtype"]; !ok && cfg.Elem.Size > 0 {
-		p["dtype"], _ = json.Marshal(cfg.Elem.Name) // zarr-python 3 fills it from the array
-	}
-	dec, enc, err := dtypePair(p, "dtype", "astype")
+	p, dec, enc, err := dtypePair(cfg, "dtype", "astype", true)
 	if err != nil {
 		return nil, err
 	}
@@ -284,11 +286,7 @@ func newFixedScaleOffset(cfg CodecConfig) (*Stage, error) {
 // of dtype, which accumulates in the common type of the two (wrapping for
 // integers) and casts each sum to dtype.
 func newDelta(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	dec, enc, err := dtypePair(p, "dtype", "astype")
+	_, dec, enc, err := dtypePair(cfg, "dtype", "astype", false)
 	if err != nil {
 		return nil, err
 	}
@@ -328,12 +326,9 @@ func newDelta(cfg CodecConfig) (*Stage, error) {
 		Name: name, Encoded: enc, Decoded: dec,
 		InLimit: func(out int) int { return out / dec.Size * enc.Size },
 		Decode: func(dst, src []byte, limit int) ([]byte, error) {
-			if len(src)%enc.Size != 0 {
-				return nil, corrupt(name, fmt.Errorf("%d bytes is not a whole number of %s elements", len(src), enc.Name))
-			}
-			n := len(src) / enc.Size
-			if n > limit/dec.Size {
-				return nil, corrupt(name, errTooLong)
+			n, err := elements(name, src, limit, enc, dec)
+			if err != nil {
+				return nil, err
 			}
 			out := growTo(dst, n*dec.Size)
 			var acc value
