@@ -36,6 +36,18 @@ type CodecConfig struct {
 	Elem DType
 }
 
+// unmarshal decodes cfg.Params, when the metadata gives any, into p,
+// leaving p as it is otherwise.
+func (cfg CodecConfig) unmarshal(p any) error {
+	if len(cfg.Params) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(cfg.Params, p); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return nil
+}
+
 // Stage is a codec configured for one chain: its decoder and what it does
 // to sizes and element types.
 type Stage struct {

@@ -148,10 +148,8 @@ func growTo(dst []byte, n int) []byte {
 func newShuffle(cfg CodecConfig) (*Stage, error) {
 	size := 4
 	var p struct{ Elementsize *int }
-	if len(cfg.Params) > 0 {
-		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
+	if err := cfg.unmarshal(&p); err != nil {
+		return nil, err
 	}
 	if p.Elementsize != nil {
 		size = *p.Elementsize
@@ -192,10 +190,8 @@ func newShuffle(cfg CodecConfig) (*Stage, error) {
 // when encoding; its decode returns the bytes as they are.
 func newBitRound(cfg CodecConfig) (*Stage, error) {
 	var p struct{ Keepbits *int }
-	if len(cfg.Params) > 0 {
-		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
+	if err := cfg.unmarshal(&p); err != nil {
+		return nil, err
 	}
 	if p.Keepbits == nil || *p.Keepbits < 0 {
 		return nil, errors.New("keepbits: want a number of bits, zero or more")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -58,10 +57,8 @@ func newLZMA(cfg CodecConfig) (*Stage, error) {
 		Format  *int
 		Filters []lzmaFilter
 	}
-	if len(cfg.Params) > 0 {
-		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
+	if err := cfg.unmarshal(&p); err != nil {
+		return nil, err
 	}
 	format := lzmaFormatXZ
 	if p.Format != nil {
