@@ -128,40 +128,33 @@ def lz4_block_stream(data, block_size=1 << 16):
     return bytes(out)
 
 
-class Fletcher32:
-    """numcodecs 0.12's Fletcher32, which Debian's numcodecs 0.11 lacks."""
-    codec_id = "fletcher32"
+class TrailingChecksum:
+    """A 4-byte checksum after the data, as numcodecs 0.12's Fletcher32 and
+    0.13's CRC32C store it; Debian's numcodecs 0.11 has neither."""
+
+    def __init__(self, codec_id, fn):
+        self.codec_id, self.fn = codec_id, fn
 
     def encode(self, buf):
         b = bytes(np.ascontiguousarray(buf).view("u1"))
-        return b + struct.pack("<I", fletcher32(b))
+        return b + struct.pack("<I", self.fn(b))
 
     def decode(self, buf):
         b = bytes(buf)
-        if struct.unpack("<I", b[-4:])[0] != fletcher32(b[:-4]):
-            raise RuntimeError("fletcher32 checksum failed")
+        if struct.unpack("<I", b[-4:])[0] != self.fn(b[:-4]):
+            raise RuntimeError(self.codec_id + " checksum failed")
         return b[:-4]
 
     def get_config(self):
-        return {"id": "fletcher32"}
+        return {"id": self.codec_id}
 
 
-class CRC32C:
-    """numcodecs 0.13's CRC32C (checksum after the data), which 0.11 lacks."""
-    codec_id = "crc32c"
+def Fletcher32():
+    return TrailingChecksum("fletcher32", fletcher32)
 
-    def encode(self, buf):
-        b = bytes(np.ascontiguousarray(buf).view("u1"))
-        return b + struct.pack("<I", crc32c(b))
 
-    def decode(self, buf):
-        b = bytes(buf)
-        if struct.unpack("<I", b[-4:])[0] != crc32c(b[:-4]):
-            raise RuntimeError("crc32c checksum failed")
-        return b[:-4]
-
-    def get_config(self):
-        return {"id": "crc32c"}
+def CRC32C():
+    return TrailingChecksum("crc32c", crc32c)
 
 
 def data_for(dtype, shape, rng):
@@ -235,7 +228,7 @@ def write_v2(src, expect, rng):
     for name, dtype, filters, comp in v2_cases():
         shape, chunks = (37, 45), (16, 20)
         path = os.path.join(src, name)
-        custom = [f for f in (filters or []) + [comp] if isinstance(f, (Fletcher32, CRC32C))]
+        custom = [f for f in (filters or []) + [comp] if isinstance(f, TrailingChecksum)]
         data = data_for(dtype, shape, rng)
         if custom:
             # zarr-python 2 cannot store a codec numcodecs 0.11 does not
