@@ -134,6 +134,15 @@ func elements(name string, src []byte, limit int, enc, dec DType) (int, error) {
 	return n, nil
 }
 
+// widening returns Array.widen for a chunk whose filters leave elements of
+// type stored for the compressor and decode them to type decoded.
+func widening(stored, decoded DType) int64 {
+	if stored.Size <= decoded.Size || decoded.Size == 0 {
+		return 0
+	}
+	return int64((stored.Size + decoded.Size - 1) / decoded.Size)
+}
+
 // growTo returns dst resized to n bytes, reallocated when it holds less.
 func growTo(dst []byte, n int) []byte {
 	if cap(dst) < n {

@@ -101,6 +101,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 		chain = append(chain, s)
 	}
 	slices.Reverse(chain)
+	a.widen = widening(elem, a.DType)
 	a.Encoding = "raw"
 	if len(chain) > 0 {
 		names := make([]string, len(chain))

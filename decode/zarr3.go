@@ -142,6 +142,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 		}
 		a.Describe = append(a.Describe, [2]string{"sharding", sh.String()})
 	}
+	a.widen = widening(DType{Size: chain.encSize}, d)
 	if f, err := a.checkGrid([3]string{"shape", "chunk_grid", "shape"}); err != nil {
 		if f == "chunk_grid" && !slices.Equal(a.Chunk, shardShape) {
 			f = "codecs (the innermost sharding_indexed chunk_shape)"
