@@ -34,8 +34,9 @@ import numpy as np
 import zarr
 
 # The numpy reader of a mount's Zarr v3 arrays, and the failures list
-# both scripts append to.
-from zarrcheck import V3_TYPES, failures, read_v3
+# both scripts append to (no __pycache__ left in testdata).
+sys.dont_write_bytecode = True
+from zarrcheck import V3_TYPES, failures, read_v3  # noqa: E402
 
 
 def crc32c(data):
