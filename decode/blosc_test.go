@@ -32,10 +32,7 @@ func TestBloscCompat(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no blosc-compat fixtures in %s: %v", fixtures, err)
 	}
-	decode, ok := LookupCodec("blosc")
-	if !ok {
-		t.Fatal(`codec "blosc" not registered`)
-	}
+	decode := mustCodec(t, "blosc")
 	const n = 1000000
 	want := make([]byte, 4*n)
 	for i := range n {

@@ -2,7 +2,6 @@ package decode
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"hash/adler32"
 	"hash/crc32"
@@ -29,10 +28,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func registerChecksum(name, location string, sum func([]byte) uint32) {
 	RegisterCodec(name, func(cfg CodecConfig) (*Stage, error) {
 		var p struct{ Location *string }
-		if len(cfg.Params) > 0 {
-			if err := json.Unmarshal(cfg.Params, &p); err != nil {
-				return nil, fmt.Errorf("configuration: %w", err)
-			}
+		if err := cfg.unmarshal(&p); err != nil {
+			return nil, err
 		}
 		at := location
 		if p.Location != nil {

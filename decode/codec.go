@@ -36,6 +36,18 @@ type CodecConfig struct {
 	Elem DType
 }
 
+// unmarshal decodes cfg.Params, when the metadata gives any, into p,
+// leaving p as it is otherwise.
+func (cfg CodecConfig) unmarshal(p any) error {
+	if len(cfg.Params) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(cfg.Params, p); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return nil
+}
+
 // Stage is a codec configured for one chain: its decoder and what it does
 // to sizes and element types.
 type Stage struct {
@@ -107,17 +119,6 @@ func NewStage(name string, cfg CodecConfig) (*Stage, error) {
 		return nil, fmt.Errorf("codec %s: %w", name, err)
 	}
 	return s, nil
-}
-
-// LookupCodec returns the decoder of the codec registered under name,
-// configured with no parameters (a compressor or checksum; filters need
-// theirs, and are not found).
-func LookupCodec(name string) (Codec, bool) {
-	s, err := NewStage(name, CodecConfig{})
-	if err != nil {
-		return nil, false
-	}
-	return s.Decode, true
 }
 
 // codecFor returns the decoder of the codec called name with no

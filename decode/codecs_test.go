@@ -22,9 +22,9 @@ import (
 // mustCodec returns the codec registered under name.
 func mustCodec(t testing.TB, name string) Codec {
 	t.Helper()
-	c, ok := LookupCodec(name)
-	if !ok {
-		t.Fatalf("codec %q not registered", name)
+	c, err := codecFor(name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return c
 }

@@ -178,6 +178,11 @@ type Array struct {
 	// storedExtra is added to the stored-size bound of every chunk: what a
 	// container stores besides compressed data (a shard index).
 	storedExtra int64
+	// widen is the number of stored bytes, before compression, that
+	// hold one decoded byte when filters store elements wider than the
+	// array's (numcodecs astype to a wider encode_dtype, say); 0 or 1
+	// when they do not.
+	widen int64
 	// header returns the bytes that precede the elements of the decoded
 	// chunk at c (an N5 block header), or nil.
 	header func(c []int64) []byte
@@ -339,9 +344,12 @@ func (a *Array) decodeInto(dst, stored []byte, c []int64) ([]byte, error) {
 }
 
 // StoredLimit bounds the stored size of the chunk at c: a compressed chunk
-// stores less than its decoded size, so twice that plus slack bounds any
-// honest object, while a hostile one cannot make a reader buffer more.
-func (a *Array) StoredLimit(c []int64) int64 { return 2*a.ChunkSize(c) + 1<<20 + a.storedExtra }
+// stores less than its decoded size (times widen, for filters that widen
+// elements), so twice that plus slack bounds any honest object, while a
+// hostile one cannot make a reader buffer more.
+func (a *Array) StoredLimit(c []int64) int64 {
+	return 2*max(a.widen, 1)*a.ChunkSize(c) + 1<<20 + a.storedExtra
+}
 
 // Load reads the chunk at c through src and decodes it: exactly
 // ChunkSize(c) bytes, or an error. A chunk the source does not have is the

@@ -72,23 +72,32 @@ func filterParams(cfg CodecConfig) (map[string]json.RawMessage, error) {
 	return p, nil
 }
 
-// dtypePair reads a filter's decoded type (field dec, required) and encoded
-// type (field enc, defaulting to the decoded one).
-func dtypePair(p map[string]json.RawMessage, dec, enc string) (d, e DType, err error) {
+// dtypePair reads a filter's parameters and in them its decoded type
+// (field dec, required unless fromElem: zarr-python 3 leaves it out and
+// takes the array's, cfg.Elem) and encoded type (field enc, defaulting to
+// the decoded one).
+func dtypePair(cfg CodecConfig, dec, enc string, fromElem bool) (p map[string]json.RawMessage, d, e DType, err error) {
+	if p, err = filterParams(cfg); err != nil {
+		return nil, d, e, err
+	}
 	raw, ok := p[dec]
+	if !ok && fromElem && cfg.Elem.Size > 0 {
+		raw, _ = json.Marshal(cfg.Elem.Name)
+		ok = true
+	}
 	if !ok {
-		return d, e, fmt.Errorf("%s: missing", dec)
+		return nil, d, e, fmt.Errorf("%s: missing", dec)
 	}
 	if d, err = filterDType(raw, dec); err != nil {
-		return d, e, err
+		return nil, d, e, err
 	}
 	e = d
 	if raw, ok := p[enc]; ok && string(raw) != "null" {
 		if e, err = filterDType(raw, enc); err != nil {
-			return d, e, err
+			return nil, d, e, err
 		}
 	}
-	return d, e, nil
+	return p, d, e, nil
 }
 
 // elementwise returns the stage of a filter that decodes each element of
@@ -98,12 +107,9 @@ func elementwise(name string, enc, dec DType, conv func(dst, src []byte)) *Stage
 		Name: name, Encoded: enc, Decoded: dec,
 		InLimit: func(out int) int { return out / dec.Size * enc.Size },
 		Decode: func(dst, src []byte, limit int) ([]byte, error) {
-			if len(src)%enc.Size != 0 {
-				return nil, corrupt(name, fmt.Errorf("%d bytes is not a whole number of %s elements", len(src), enc.Name))
-			}
-			n := len(src) / enc.Size
-			if n > limit/dec.Size {
-				return nil, corrupt(name, errTooLong)
+			n, err := elements(name, src, limit, enc, dec)
+			if err != nil {
+				return nil, err
 			}
 			out := growTo(dst, n*dec.Size)
 			for i := range n {
@@ -112,6 +118,29 @@ func elementwise(name string, enc, dec DType, conv func(dst, src []byte)) *Stage
 			return out, nil
 		},
 	}
+}
+
+// elements returns the number of elements of type enc in src, which a
+// filter decodes to as many of type dec, at most limit bytes of them. A
+// src of a part element, or that would decode to more, is ErrCorrupt.
+func elements(name string, src []byte, limit int, enc, dec DType) (int, error) {
+	if len(src)%enc.Size != 0 {
+		return 0, corrupt(name, fmt.Errorf("%d bytes is not a whole number of %s elements", len(src), enc.Name))
+	}
+	n := len(src) / enc.Size
+	if n > limit/dec.Size {
+		return 0, corrupt(name, errTooLong)
+	}
+	return n, nil
+}
+
+// widening returns Array.widen for a chunk whose filters leave elements of
+// type stored for the compressor and decode them to type decoded.
+func widening(stored, decoded DType) int64 {
+	if stored.Size <= decoded.Size || decoded.Size == 0 {
+		return 0
+	}
+	return int64((stored.Size + decoded.Size - 1) / decoded.Size)
 }
 
 // growTo returns dst resized to n bytes, reallocated when it holds less.
@@ -128,10 +157,8 @@ func growTo(dst []byte, n int) []byte {
 func newShuffle(cfg CodecConfig) (*Stage, error) {
 	size := 4
 	var p struct{ Elementsize *int }
-	if len(cfg.Params) > 0 {
-		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
+	if err := cfg.unmarshal(&p); err != nil {
+		return nil, err
 	}
 	if p.Elementsize != nil {
 		size = *p.Elementsize
@@ -172,10 +199,8 @@ func newShuffle(cfg CodecConfig) (*Stage, error) {
 // when encoding; its decode returns the bytes as they are.
 func newBitRound(cfg CodecConfig) (*Stage, error) {
 	var p struct{ Keepbits *int }
-	if len(cfg.Params) > 0 {
-		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
+	if err := cfg.unmarshal(&p); err != nil {
+		return nil, err
 	}
 	if p.Keepbits == nil || *p.Keepbits < 0 {
 		return nil, errors.New("keepbits: want a number of bits, zero or more")
@@ -195,14 +220,7 @@ func newBitRound(cfg CodecConfig) (*Stage, error) {
 // newAsType configures numcodecs' "astype": elements stored as
 // encode_dtype, decoded by numpy's astype to decode_dtype.
 func newAsType(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := p["decode_dtype"]; !ok && cfg.Elem.Size > 0 {
-		p["decode_dtype"], _ = json.Marshal(cfg.Elem.Name) // zarr-python 3 fills it from the array
-	}
-	dec, enc, err := dtypePair(p, "decode_dtype", "encode_dtype")
+	_, dec, enc, err := dtypePair(cfg, "decode_dtype", "encode_dtype", true)
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +234,7 @@ func newAsType(cfg CodecConfig) (*Stage, error) {
 // newQuantize configures numcodecs' "quantize", which rounds when encoding
 // and stores astype; its decode is numpy's astype back to dtype.
 func newQuantize(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	dec, enc, err := dtypePair(p, "dtype", "astype")
+	_, dec, enc, err := dtypePair(cfg, "dtype", "astype", false)
 	if err != nil {
 		return nil, err
 	}
@@ -239,14 +253,7 @@ func newQuantize(cfg CodecConfig) (*Stage, error) {
 // does (in float64 for integer astype, in astype's precision for float
 // astype: numpy does not widen for a Python scalar), then cast to dtype.
 func newFixedScaleOffset(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := p["dtype"]; !ok && cfg.Elem.Size > 0 {
-		p["dtype"], _ = json.Marshal(cfg.Elem.Name) // zarr-python 3 fills it from the array
-	}
-	dec, enc, err := dtypePair(p, "dtype", "astype")
+	p, dec, enc, err := dtypePair(cfg, "dtype", "astype", true)
 	if err != nil {
 		return nil, err
 	}
@@ -284,11 +291,7 @@ func newFixedScaleOffset(cfg CodecConfig) (*Stage, error) {
 // of dtype, which accumulates in the common type of the two (wrapping for
 // integers) and casts each sum to dtype.
 func newDelta(cfg CodecConfig) (*Stage, error) {
-	p, err := filterParams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	dec, enc, err := dtypePair(p, "dtype", "astype")
+	_, dec, enc, err := dtypePair(cfg, "dtype", "astype", false)
 	if err != nil {
 		return nil, err
 	}
@@ -328,12 +331,9 @@ func newDelta(cfg CodecConfig) (*Stage, error) {
 		Name: name, Encoded: enc, Decoded: dec,
 		InLimit: func(out int) int { return out / dec.Size * enc.Size },
 		Decode: func(dst, src []byte, limit int) ([]byte, error) {
-			if len(src)%enc.Size != 0 {
-				return nil, corrupt(name, fmt.Errorf("%d bytes is not a whole number of %s elements", len(src), enc.Name))
-			}
-			n := len(src) / enc.Size
-			if n > limit/dec.Size {
-				return nil, corrupt(name, errTooLong)
+			n, err := elements(name, src, limit, enc, dec)
+			if err != nil {
+				return nil, err
 			}
 			out := growTo(dst, n*dec.Size)
 			var acc value
@@ -366,23 +366,45 @@ func (v value) float() float64 {
 	return float64(v.u)
 }
 
+// order returns the byte order of d's elements.
+func (d DType) order() binary.ByteOrder {
+	if d.BigEndian {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
+}
+
+// bits returns the bits of the element of type d at the start of b.
+func (d DType) bits(b []byte) uint64 {
+	switch d.Size {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(d.order().Uint16(b))
+	case 4:
+		return uint64(d.order().Uint32(b))
+	}
+	return d.order().Uint64(b)
+}
+
+// putBits writes the low 8*d.Size bits of bits as one element of type d
+// at the start of b.
+func (d DType) putBits(b []byte, bits uint64) {
+	switch d.Size {
+	case 1:
+		b[0] = byte(bits)
+	case 2:
+		d.order().PutUint16(b, uint16(bits))
+	case 4:
+		d.order().PutUint32(b, uint32(bits))
+	case 8:
+		d.order().PutUint64(b, bits)
+	}
+}
+
 // loader returns the function that reads one element of type d.
 func loader(d DType) func(b []byte) value {
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	bits := func(b []byte) uint64 {
-		switch d.Size {
-		case 1:
-			return uint64(b[0])
-		case 2:
-			return uint64(order.Uint16(b))
-		case 4:
-			return uint64(order.Uint32(b))
-		}
-		return order.Uint64(b)
-	}
+	bits := d.bits
 	switch d.Kind {
 	case 'f':
 		switch d.Size {
@@ -414,22 +436,7 @@ func loader(d DType) func(b []byte) value {
 // anything non-zero is true. Casts that would round twice (float64 to
 // float16) are refused.
 func storer(d DType) (func(b []byte, v value), error) {
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	put := func(b []byte, bits uint64) {
-		switch d.Size {
-		case 1:
-			b[0] = byte(bits)
-		case 2:
-			order.PutUint16(b, uint16(bits))
-		case 4:
-			order.PutUint32(b, uint32(bits))
-		case 8:
-			order.PutUint64(b, bits)
-		}
-	}
+	put := d.putBits
 	switch d.Kind {
 	case 'f':
 		switch d.Size {

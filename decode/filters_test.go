@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -43,6 +44,45 @@ func TestNewStageRefusals(t *testing.T) {
 		if got := errors.Is(err, ErrUnsupported); got != c.unsupported || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v (unsupported %v), want %q (unsupported %v)", c.params, err, got, c.want, c.unsupported)
 		}
+	}
+}
+
+// TestWideningFilterLoads loads a chunk whose astype filter stores each
+// uint8 element as a float64, uncompressed: 8 MiB stored for 1 MiB decoded,
+// more than the 2x (plus 1 MiB) of compressed data, in Zarr v2 and v3.
+func TestWideningFilterLoads(t *testing.T) {
+	const n = 1 << 20
+	stored := make([]byte, 8*n)
+	for i := range n {
+		binary.LittleEndian.PutUint64(stored[8*i:], math.Float64bits(float64(i%251)))
+	}
+	for _, tc := range []struct {
+		name, key string
+		parse     func(dir string, meta []byte) (*Volume, error)
+		meta      string
+	}{
+		{"zarr2", "a/0", ParseZarr2, `{"zarr_format": 2, "shape": [1048576], "chunks": [1048576], "dtype": "|u1", "compressor": null,
+			"fill_value": 0, "order": "C", "filters": [{"id": "astype", "decode_dtype": "|u1", "encode_dtype": "<f8"}]}`},
+		{"zarr3", "a/c/0", ParseZarr3, `{"zarr_format": 3, "node_type": "array", "shape": [1048576], "data_type": "uint8",
+			"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1048576]}}, "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+			"codecs": [{"name": "numcodecs.astype", "configuration": {"decode_dtype": "|u1", "encode_dtype": "<f8"}}, {"name": "bytes", "configuration": {"endian": "little"}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := tc.parse("a", []byte(tc.meta))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := v.Arrays[0]
+			got, err := a.Load(context.Background(), newMemSource(map[string][]byte{tc.key: stored}), []int64{0})
+			if err != nil {
+				t.Fatalf("got %v, want the chunk (stored limit %d)", err, a.StoredLimit([]int64{0}))
+			}
+			for i, b := range got {
+				if b != byte(i%251) {
+					t.Fatalf("element %d: got %d, want %d", i, b, i%251)
+				}
+			}
+		})
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -58,10 +57,8 @@ func newLZMA(cfg CodecConfig) (*Stage, error) {
 		Format  *int
 		Filters []lzmaFilter
 	}
-	if len(cfg.Params) > 0 {
-		if err := json.Unmarshal(cfg.Params, &p); err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
+	if err := cfg.unmarshal(&p); err != nil {
+		return nil, err
 	}
 	format := lzmaFormatXZ
 	if p.Format != nil {
@@ -244,54 +241,81 @@ func uvarint(b []byte) (uint64, int, error) {
 	return v, n, nil
 }
 
-// boundXZ checks the single xz stream src from its index before any
-// decoding: its blocks must decode to at most limit bytes together and
-// use a lone LZMA2 filter. It returns src, or a copy whose block headers
-// ask for dictionaries of at most dict bytes (with their CRC32s redone).
-func boundXZ(src []byte, limit, dict int) ([]byte, error) {
-	bad := func(format string, args ...any) error {
-		return corrupt("xz", fmt.Errorf(format, args...))
+// xzBlock is one block of an xz stream as its index records it: where
+// the block starts in the stream, its unpadded size and its decoded size.
+type xzBlock struct {
+	pos            int64
+	unpadded, size uint64
+}
+
+// xzIndex reads the index of the single xz stream src, found from the
+// stream footer, and returns the stream's blocks.
+// The blocks must decode to at most limit bytes together and fill the
+// stream from its header to its index, each padded to 4 bytes; anything
+// else is an error wrapping ErrCorrupt.
+func xzIndex(src []byte, limit int) ([]xzBlock, error) {
+	bad := func(format string, args ...any) ([]xzBlock, error) {
+		return nil, corrupt("xz", fmt.Errorf(format, args...))
 	}
 	if len(src) < 24 || string(src[len(src)-2:]) != "YZ" {
-		return nil, bad("no stream footer at the end (stream padding and concatenated streams are not supported)")
+		return bad("no stream footer at the end (stream padding and concatenated streams are not supported)")
 	}
 	footer := src[len(src)-12:]
 	indexSize := (int64(binary.LittleEndian.Uint32(footer[4:])) + 1) * 4
 	indexStart := int64(len(src)) - 12 - indexSize
 	if indexStart < 12 {
-		return nil, bad("index of %d bytes does not fit", indexSize)
+		return bad("index of %d bytes does not fit", indexSize)
 	}
 	index := src[indexStart : len(src)-12]
 	if index[0] != 0 {
-		return nil, bad("no index where the footer says")
+		return bad("no index where the footer says")
 	}
 	nrec, n, err := uvarint(index[1:])
 	if err != nil || nrec > uint64(len(index)) {
-		return nil, bad("bad index")
+		return bad("bad index")
 	}
 	index = index[1+n:]
-	out := src
+	blocks := make([]xzBlock, nrec)
 	var total uint64
 	pos := int64(12)
-	for range nrec {
-		unpadded, n, err := uvarint(index)
-		if err != nil {
-			return nil, bad("bad index")
+	for i := range blocks {
+		b := &blocks[i]
+		for _, v := range []*uint64{&b.unpadded, &b.size} {
+			if *v, n, err = uvarint(index); err != nil {
+				return bad("bad index")
+			}
+			index = index[n:]
 		}
-		index = index[n:]
-		size, n, err := uvarint(index)
-		if err != nil {
-			return nil, bad("bad index")
+		if total += b.size; total > uint64(limit) {
+			return bad("index declares more than the chunk size %d", limit)
 		}
-		index = index[n:]
-		if total += size; total > uint64(limit) {
-			return nil, bad("index declares more than the chunk size %d", limit)
+		// pos passes indexStart when the padding of the block before
+		// does.
+		if pos > indexStart || b.unpadded > uint64(indexStart-pos) {
+			return bad("block of %d bytes overruns the index", b.unpadded)
 		}
-		if unpadded > uint64(indexStart-pos) {
-			return nil, bad("block of %d bytes overruns the index", unpadded)
-		}
-		block := out[pos : pos+int64(unpadded)]
-		patched, err := boundXZBlock(block, dict)
+		b.pos = pos
+		pos += (int64(b.unpadded) + 3) &^ 3
+	}
+	if pos != indexStart {
+		return bad("blocks end at %d, index starts at %d", pos, indexStart)
+	}
+	return blocks, nil
+}
+
+// boundXZ checks the single xz stream src from its index before any
+// decoding (xzIndex): its blocks must decode to at most limit bytes
+// together and use a lone LZMA2 filter. It returns src, or a copy whose
+// block headers ask for dictionaries of at most dict bytes (with their
+// CRC32s redone).
+func boundXZ(src []byte, limit, dict int) ([]byte, error) {
+	blocks, err := xzIndex(src, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := src
+	for _, b := range blocks {
+		patched, err := boundXZBlock(src[b.pos:b.pos+int64(b.unpadded)], dict)
 		if err != nil {
 			return nil, err
 		}
@@ -299,42 +323,50 @@ func boundXZ(src []byte, limit, dict int) ([]byte, error) {
 			if &out[0] == &src[0] {
 				out = bytes.Clone(src)
 			}
-			copy(out[pos:], patched)
+			copy(out[b.pos:], patched)
 		}
-		pos += (int64(unpadded) + 3) &^ 3
-	}
-	if pos != indexStart {
-		return nil, bad("blocks end at %d, index starts at %d", pos, indexStart)
 	}
 	return out, nil
+}
+
+// xzBlockHeader returns the header of the xz block that starts block,
+// checked against its CRC32, and the offset in it of the block's first
+// filter (after the flags and the optional sizes). Its flags are h[1].
+func xzBlockHeader(block []byte) (h []byte, p int, err error) {
+	if len(block) < 1 || block[0] == 0 {
+		return nil, 0, corrupt("xz", errors.New("block header expected"))
+	}
+	hsize := (int(block[0]) + 1) * 4
+	if hsize > len(block) {
+		return nil, 0, corrupt("xz", io.ErrUnexpectedEOF)
+	}
+	h = block[:hsize]
+	if crc32.ChecksumIEEE(h[:hsize-4]) != binary.LittleEndian.Uint32(h[hsize-4:]) {
+		return nil, 0, corrupt("xz", errors.New("block header checksum"))
+	}
+	flags := h[1]
+	p = 2
+	for _, present := range []bool{flags&0x40 != 0, flags&0x80 != 0} {
+		if present {
+			_, n, err := uvarint(h[p : hsize-4])
+			if err != nil {
+				return nil, 0, corrupt("xz", err)
+			}
+			p += n
+		}
+	}
+	return h, p, nil
 }
 
 // boundXZBlock checks the header of the xz block that starts block, and
 // returns nil when its dictionary is at most dict bytes, else the header
 // rewritten to ask for dict bytes.
 func boundXZBlock(block []byte, dict int) ([]byte, error) {
-	if len(block) < 1 || block[0] == 0 {
-		return nil, corrupt("xz", errors.New("block header expected"))
+	h, p, err := xzBlockHeader(block)
+	if err != nil {
+		return nil, err
 	}
-	hsize := (int(block[0]) + 1) * 4
-	if hsize > len(block) {
-		return nil, corrupt("xz", io.ErrUnexpectedEOF)
-	}
-	h := block[:hsize]
-	if crc32.ChecksumIEEE(h[:hsize-4]) != binary.LittleEndian.Uint32(h[hsize-4:]) {
-		return nil, corrupt("xz", errors.New("block header checksum"))
-	}
-	flags := h[1]
-	p := 2
-	for _, present := range []bool{flags&0x40 != 0, flags&0x80 != 0} {
-		if present {
-			_, n, err := uvarint(h[p : hsize-4])
-			if err != nil {
-				return nil, corrupt("xz", err)
-			}
-			p += n
-		}
-	}
+	hsize, flags := len(h), h[1]
 	id, n, err := uvarint(h[p : hsize-4])
 	if err != nil {
 		return nil, corrupt("xz", err)
@@ -387,54 +419,32 @@ func decodeXZDelta(dst, src []byte, limit int) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("xz check type %d: %w", checkType, ErrUnsupported)
 	}
-	footer := src[len(src)-12:]
-	indexSize := (int64(binary.LittleEndian.Uint32(footer[4:])) + 1) * 4
-	indexStart := int64(len(src)) - 12 - indexSize
-	if indexStart < 12 || src[indexStart] != 0 {
-		return nil, bad("no index where the footer says")
+	blocks, err := xzIndex(src, limit)
+	if err != nil {
+		return nil, err
 	}
-	index := src[indexStart+1 : len(src)-12]
-	nrec, n, err := uvarint(index)
-	if err != nil || nrec > uint64(len(index)) {
-		return nil, bad("bad index")
-	}
-	index = index[n:]
-	type record struct{ unpadded, size uint64 }
-	records := make([]record, nrec)
-	var total uint64
-	for i := range records {
-		for _, v := range []*uint64{&records[i].unpadded, &records[i].size} {
-			if *v, n, err = uvarint(index); err != nil {
-				return nil, bad("bad index")
-			}
-			index = index[n:]
-		}
-		if total += records[i].size; total > uint64(limit) {
-			return nil, corrupt("xz", errTooLong)
-		}
+	var total int
+	for _, b := range blocks {
+		total += int(b.size)
 	}
 	out := dst[:0]
-	if cap(out) < int(total) {
-		out = mem.Make(int(total))[:0]
+	if cap(out) < total {
+		out = mem.Make(total)[:0]
 	}
-	pos := int64(12)
-	for _, r := range records {
-		if r.unpadded > uint64(indexStart-pos) || pos >= indexStart {
-			return nil, bad("block of %d bytes overruns the index", r.unpadded)
+	for _, r := range blocks {
+		block := src[r.pos : r.pos+int64(r.unpadded)]
+		h, p, err := xzBlockHeader(block)
+		if err != nil {
+			return nil, err
 		}
-		block := src[pos : pos+int64(r.unpadded)]
-		hsize := (int(block[0]) + 1) * 4
-		if block[0] == 0 || hsize+checkSize > len(block) {
+		hsize := len(h)
+		if hsize+checkSize > len(block) {
 			return nil, bad("bad block header")
-		}
-		h := block[:hsize]
-		if crc32.ChecksumIEEE(h[:hsize-4]) != binary.LittleEndian.Uint32(h[hsize-4:]) {
-			return nil, bad("block header checksum")
 		}
 		// Flags (filters - 1, and whether sizes follow), the sizes, then
 		// each filter: id, size of its properties, properties. Delta's
 		// property is its distance - 1; LZMA2's its dictionary size.
-		dist, err := xzDeltaBlock(h)
+		dist, err := xzDeltaBlock(h, p)
 		if err != nil {
 			return nil, err
 		}
@@ -454,10 +464,8 @@ func decodeXZDelta(dst, src []byte, limit int) ([]byte, error) {
 		for i := dist; i < len(part); i++ {
 			part[i] += part[i-dist]
 		}
-		checkAt := pos + (int64(hsize+len(data))+3)&^3
-		if checkAt+int64(checkSize) > indexStart {
-			return nil, bad("block check overruns the index")
-		}
+		// xzIndex placed the padded block before the index.
+		checkAt := r.pos + (int64(hsize+len(data))+3)&^3
 		stored := src[checkAt : checkAt+int64(checkSize)]
 		switch checkType {
 		case 1:
@@ -474,29 +482,17 @@ func decodeXZDelta(dst, src []byte, limit int) ([]byte, error) {
 			}
 		}
 		out = out[:len(out)+want]
-		pos = checkAt + int64(checkSize)
-	}
-	if pos != indexStart {
-		return nil, bad("blocks end at %d, index starts at %d", pos, indexStart)
 	}
 	return out, nil
 }
 
-// xzDeltaBlock reads the block header h of a block whose filters are
-// delta, then LZMA2, and returns the delta distance.
-func xzDeltaBlock(h []byte) (int, error) {
-	flags, p := h[1], h[2:len(h)-4]
+// xzDeltaBlock reads the block header h, whose filters start at offset
+// at (xzBlockHeader), of a block whose filters are delta, then LZMA2, and
+// returns the delta distance.
+func xzDeltaBlock(h []byte, at int) (int, error) {
+	flags, p := h[1], h[at:len(h)-4]
 	if flags&0x3c != 0 || flags&3 != 1 {
 		return 0, fmt.Errorf("xz block of %d filters: %w", flags&3+1, ErrUnsupported)
-	}
-	for _, present := range []bool{flags&0x40 != 0, flags&0x80 != 0} {
-		if present {
-			_, n, err := uvarint(p)
-			if err != nil {
-				return 0, corrupt("xz", err)
-			}
-			p = p[n:]
-		}
 	}
 	var ids [2]uint64
 	var props [2]byte

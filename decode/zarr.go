@@ -2,7 +2,6 @@ package decode
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -102,6 +101,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 		chain = append(chain, s)
 	}
 	slices.Reverse(chain)
+	a.widen = widening(elem, a.DType)
 	a.Encoding = "raw"
 	if len(chain) > 0 {
 		names := make([]string, len(chain))
@@ -244,22 +244,7 @@ func parseFill(raw json.RawMessage, d DType) ([]byte, error) {
 		return nil, nil
 	}
 	out := make([]byte, d.Size)
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	put := func(bits uint64) {
-		switch d.Size {
-		case 1:
-			out[0] = byte(bits)
-		case 2:
-			order.PutUint16(out, uint16(bits))
-		case 4:
-			order.PutUint32(out, uint32(bits))
-		case 8:
-			order.PutUint64(out, bits)
-		}
-	}
+	put := func(bits uint64) { d.putBits(out, bits) }
 	var str string
 	if json.Unmarshal(raw, &str) == nil {
 		var f float64

@@ -142,6 +142,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 		}
 		a.Describe = append(a.Describe, [2]string{"sharding", sh.String()})
 	}
+	a.widen = widening(DType{Size: chain.encSize}, d)
 	if f, err := a.checkGrid([3]string{"shape", "chunk_grid", "shape"}); err != nil {
 		if f == "chunk_grid" && !slices.Equal(a.Chunk, shardShape) {
 			f = "codecs (the innermost sharding_indexed chunk_shape)"
@@ -154,7 +155,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 			out = mem.Make(size)
 		}
 		out = out[:size]
-		if err := chain.decode(out, stored, a.Fill); err != nil {
+		if err := chain.decode(out, stored); err != nil {
 			return nil, err
 		}
 		return out, nil
@@ -418,9 +419,8 @@ func parseV3Shard(cfg json.RawMessage, shape []int64, elemSize int) (*v3Shard, e
 }
 
 // decode decodes stored into out, which has exactly the chain's decoded
-// size: C-order little-endian elements. fill is one element of the fill
-// value (little-endian), nil for zeros. The chain must not shard.
-func (c *v3Chain) decode(out, stored []byte, fill []byte) error {
+// size: C-order little-endian elements. The chain must not shard.
+func (c *v3Chain) decode(out, stored []byte) error {
 	b := stored
 	// The bytes codec's output: the chunk's elements, before the
 	// filters, if any, widen or narrow them.

@@ -221,7 +221,7 @@ func (s *v3Shard) entry(ctx context.Context, src Source, key string, l int, base
 				return nil, err
 			}
 			index := make([]byte, 16*s.n)
-			if err := s.index.decode(index, raw, nil); err != nil {
+			if err := s.index.decode(index, raw); err != nil {
 				return nil, fmt.Errorf("%s: shard index at %d: %w", key, at, err)
 			}
 			return index, nil

@@ -2,7 +2,6 @@ package decode
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -12,37 +11,24 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/volfs/volfs/internal/zarr3shard"
 )
 
-// v3Level is one level of sharding_indexed as a test writes it.
-type v3Level struct {
-	inner []int64 // inner chunk shape
-	atEnd bool    // index_location end
-	crc   bool    // index_codecs bytes, crc32c
-}
-
-// v3Writer writes a sharded Zarr v3 array of uint16 by hand, following
-// the sharding_indexed spec: element g (global coordinates) holds
-// value(g); innermost chunks are bytes little-endian, gzipped when gz;
-// absent(g), for an innermost chunk's first element g, leaves it out of
-// its shard's index.
+// v3Writer writes a sharded Zarr v3 array of uint16 by hand
+// (zarr3shard.Encode): element g (global coordinates) holds
+// zarr3shard.Value(g); innermost chunks are bytes little-endian, gzipped
+// when gz; absent(g), for an innermost chunk's first element g, leaves it
+// out of its shard's index.
 type v3Writer struct {
 	shape, shard []int64
-	levels       []v3Level
+	levels       []zarr3shard.Level
 	gz           bool
 	absent       func(g []int64) bool
 	v2keys       bool // chunk key encoding v2 ("0.1.2"), else default ("c/0/1/2")
 }
 
-func v3Value(g []int64) uint16 {
-	h := uint32(2166136261)
-	for _, x := range g {
-		h = (h ^ uint32(x)) * 16777619
-	}
-	return uint16(h ^ h>>16)
-}
-
-// chunk returns the decoded bytes of the box of shape at origin.
+// v3Chunk returns the decoded bytes of the box of shape at origin.
 func v3Chunk(origin, shape []int64) []byte {
 	n := int64(1)
 	for _, s := range shape {
@@ -56,97 +42,41 @@ func v3Chunk(origin, shape []int64) []byte {
 			g[d] = origin[d] + r%shape[d]
 			r /= shape[d]
 		}
-		binary.LittleEndian.PutUint16(out[2*i:], v3Value(g))
+		binary.LittleEndian.PutUint16(out[2*i:], zarr3shard.Value(g))
 	}
 	return out
 }
 
-// encode returns the stored bytes of the shard (at level l) of shape at
-// origin.
-func (w *v3Writer) encode(t testing.TB, l int, origin, shape []int64) []byte {
-	if l == len(w.levels) {
-		b := v3Chunk(origin, shape)
+// encode returns the stored bytes of the shard at origin.
+func (w *v3Writer) encode(origin []int64) []byte {
+	inner := w.levels[len(w.levels)-1].Inner
+	return zarr3shard.Encode(w.levels, origin, w.shard, func(o []int64) ([]byte, bool) {
+		if w.absent != nil && w.absent(o) {
+			return nil, false
+		}
+		b := v3Chunk(o, inner)
 		if w.gz {
-			var buf bytes.Buffer
-			zw := gzip.NewWriter(&buf)
-			zw.Write(b)
-			zw.Close()
-			b = buf.Bytes()
+			b = zarr3shard.Gzip(b)
 		}
-		return b
-	}
-	lv := w.levels[l]
-	nd := len(shape)
-	grid := make([]int64, nd)
-	n := int64(1)
-	for d := range nd {
-		grid[d] = shape[d] / lv.inner[d]
-		n *= grid[d]
-	}
-	index := make([]byte, 16*n)
-	var data []byte
-	base := int64(0)
-	if !lv.atEnd {
-		base = 16 * n
-		if lv.crc {
-			base += 4
-		}
-	}
-	// Write inner chunks in reverse order: offsets need not follow the grid.
-	for i := n - 1; i >= 0; i-- {
-		o := make([]int64, nd)
-		r := i
-		for d := nd - 1; d >= 0; d-- {
-			o[d] = origin[d] + r%grid[d]*lv.inner[d]
-			r /= grid[d]
-		}
-		if l == len(w.levels)-1 && w.absent != nil && w.absent(o) {
-			binary.LittleEndian.PutUint64(index[16*i:], math.MaxUint64)
-			binary.LittleEndian.PutUint64(index[16*i+8:], math.MaxUint64)
-			continue
-		}
-		b := w.encode(t, l+1, o, lv.inner)
-		binary.LittleEndian.PutUint64(index[16*i:], uint64(base+int64(len(data))))
-		binary.LittleEndian.PutUint64(index[16*i+8:], uint64(len(b)))
-		data = append(data, b...)
-	}
-	if lv.crc {
-		index = binary.LittleEndian.AppendUint32(index, crc32.Checksum(index, crc32.MakeTable(crc32.Castagnoli)))
-	}
-	if lv.atEnd {
-		return append(data, index...)
-	}
-	return append(index, data...)
-}
-
-// codecs returns the codecs JSON of level l.
-func (w *v3Writer) codecs(l int) string {
-	if l == len(w.levels) {
-		if w.gz {
-			return `[{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": 1}}]`
-		}
-		return `[{"name": "bytes", "configuration": {"endian": "little"}}]`
-	}
-	lv := w.levels[l]
-	loc, idx := "start", `[{"name": "bytes", "configuration": {"endian": "little"}}]`
-	if lv.atEnd {
-		loc = "end"
-	}
-	if lv.crc {
-		idx = `[{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]`
-	}
-	return fmt.Sprintf(`[{"name": "sharding_indexed", "configuration": {"chunk_shape": %s, "codecs": %s, "index_codecs": %s, "index_location": %q}}]`,
-		jsonInts(lv.inner), w.codecs(l+1), idx, loc)
+		return b, true
+	})
 }
 
 func jsonInts(v []int64) string { return strings.ReplaceAll(fmt.Sprint(v), " ", ", ") }
 
 // meta returns the array's zarr.json.
-func (w *v3Writer) meta() []byte {
+func (w *v3Writer) meta() []byte { return w.metaCodecs(zarr3shard.Codecs(w.levels, w.gz)) }
+
+// metaCodecs returns the array's zarr.json with the given codecs.
+func (w *v3Writer) metaCodecs(list []any) []byte {
+	codecs, err := json.Marshal(list)
+	if err != nil {
+		panic(err)
+	}
 	return fmt.Appendf(nil, `{"zarr_format": 3, "node_type": "array", "shape": %s, "data_type": "uint16",
 		"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": %s}},
 		"chunk_key_encoding": %s,
-		"fill_value": 7, "codecs": %s}`, jsonInts(w.shape), jsonInts(w.shard), w.keyEncoding(), w.codecs(0))
+		"fill_value": 7, "codecs": %s}`, jsonInts(w.shape), jsonInts(w.shard), w.keyEncoding(), codecs)
 }
 
 func (w *v3Writer) keyEncoding() string {
@@ -183,7 +113,7 @@ func (w *v3Writer) files(t testing.TB, dir string, skip func(s []int64) bool) ma
 		if w.v2keys {
 			key = strings.Trim(strings.ReplaceAll(fmt.Sprint(s), " ", "."), "[]")
 		}
-		files[dir+"/"+key] = w.encode(t, 0, o, w.shard)
+		files[dir+"/"+key] = w.encode(o)
 	}
 	return files
 }
@@ -199,16 +129,16 @@ func TestZarr3ShardedInnerChunks(t *testing.T) {
 		name string
 		w    v3Writer
 	}{
-		{"end crc", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []v3Level{{inner: []int64{2, 3, 4}, atEnd: true, crc: true}}, absent: absent}},
-		{"start", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []v3Level{{inner: []int64{2, 3, 4}}}, gz: true, absent: absent}},
-		{"v2 keys", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []v3Level{{inner: []int64{2, 3, 4}, atEnd: true}}, absent: absent, v2keys: true}},
-		{"start crc gzip", v3Writer{shape: []int64{8, 12, 16}, shard: []int64{8, 12, 16}, levels: []v3Level{{inner: []int64{1, 3, 16}, crc: true}}, gz: true}},
-		{"nested", v3Writer{shape: []int64{8, 12, 16}, shard: []int64{8, 12, 16}, levels: []v3Level{
-			{inner: []int64{4, 6, 8}, atEnd: true, crc: true}, {inner: []int64{2, 3, 4}, crc: true}}, gz: true, absent: absent}},
-		{"large index crc", v3Writer{shape: []int64{16, 64, 160}, shard: []int64{16, 64, 160}, levels: []v3Level{{inner: []int64{1, 1, 1}, atEnd: true, crc: true}}, absent: absent}},
-		{"large index start", v3Writer{shape: []int64{16, 64, 160}, shard: []int64{16, 64, 160}, levels: []v3Level{{inner: []int64{1, 1, 1}}}}},
-		{"nested end end", v3Writer{shape: []int64{9, 12, 16}, shard: []int64{4, 12, 16}, levels: []v3Level{
-			{inner: []int64{4, 6, 8}, atEnd: true}, {inner: []int64{1, 2, 2}, atEnd: true}}}},
+		{"end crc", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []zarr3shard.Level{{Inner: []int64{2, 3, 4}, AtEnd: true, CRC: true}}, absent: absent}},
+		{"start", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []zarr3shard.Level{{Inner: []int64{2, 3, 4}}}, gz: true, absent: absent}},
+		{"v2 keys", v3Writer{shape: []int64{8, 12, 20}, shard: []int64{4, 6, 8}, levels: []zarr3shard.Level{{Inner: []int64{2, 3, 4}, AtEnd: true}}, absent: absent, v2keys: true}},
+		{"start crc gzip", v3Writer{shape: []int64{8, 12, 16}, shard: []int64{8, 12, 16}, levels: []zarr3shard.Level{{Inner: []int64{1, 3, 16}, CRC: true}}, gz: true}},
+		{"nested", v3Writer{shape: []int64{8, 12, 16}, shard: []int64{8, 12, 16}, levels: []zarr3shard.Level{
+			{Inner: []int64{4, 6, 8}, AtEnd: true, CRC: true}, {Inner: []int64{2, 3, 4}, CRC: true}}, gz: true, absent: absent}},
+		{"large index crc", v3Writer{shape: []int64{16, 64, 160}, shard: []int64{16, 64, 160}, levels: []zarr3shard.Level{{Inner: []int64{1, 1, 1}, AtEnd: true, CRC: true}}, absent: absent}},
+		{"large index start", v3Writer{shape: []int64{16, 64, 160}, shard: []int64{16, 64, 160}, levels: []zarr3shard.Level{{Inner: []int64{1, 1, 1}}}}},
+		{"nested end end", v3Writer{shape: []int64{9, 12, 16}, shard: []int64{4, 12, 16}, levels: []zarr3shard.Level{
+			{Inner: []int64{4, 6, 8}, AtEnd: true}, {Inner: []int64{1, 2, 2}, AtEnd: true}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,7 +149,7 @@ func TestZarr3ShardedInnerChunks(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := vol.Arrays[0]
-			innermost := tc.w.levels[len(tc.w.levels)-1].inner
+			innermost := tc.w.levels[len(tc.w.levels)-1].Inner
 			if fmt.Sprint(a.Chunk) != fmt.Sprint(innermost) {
 				t.Fatalf("chunk shape %v, want the innermost %v", a.Chunk, innermost)
 			}
@@ -264,10 +194,10 @@ func TestZarr3ShardedInnerChunks(t *testing.T) {
 				for _, lv := range tc.w.levels {
 					n := int64(16)
 					for d := range outer {
-						n *= outer[d] / lv.inner[d]
+						n *= outer[d] / lv.Inner[d]
 					}
 					index += n + 4 + 16*v3IndexBlock // a large index: checked whole once, then a block
-					outer = lv.inner
+					outer = lv.Inner
 				}
 				if moved := after - before; moved > 2*a.ChunkSize(c)+256+index {
 					t.Errorf("chunk %v moved %d bytes", c, moved)
@@ -285,7 +215,7 @@ func TestZarr3ShardedInnerChunks(t *testing.T) {
 // promises an unreasonable index: each is an error of the right kind,
 // never bytes.
 func TestZarr3ShardHostile(t *testing.T) {
-	w := v3Writer{shape: []int64{4, 4}, shard: []int64{4, 4}, levels: []v3Level{{inner: []int64{2, 2}, atEnd: true, crc: true}}}
+	w := v3Writer{shape: []int64{4, 4}, shard: []int64{4, 4}, levels: []zarr3shard.Level{{Inner: []int64{2, 2}, AtEnd: true, CRC: true}}}
 	good := w.files(t, "a", nil)
 	vol, err := ParseZarr3("a", good["a/zarr.json"])
 	if err != nil {
@@ -329,13 +259,13 @@ func TestZarr3ShardHostile(t *testing.T) {
 
 	// Metadata whose shards index more than maxV3IndexBytes (2^24 inner
 	// chunks of one element) is refused before any read.
-	huge := v3Writer{shape: []int64{1 << 12, 1 << 12}, shard: []int64{1 << 12, 1 << 12}, levels: []v3Level{{inner: []int64{1, 1}, crc: true}}}
+	huge := v3Writer{shape: []int64{1 << 12, 1 << 12}, shard: []int64{1 << 12, 1 << 12}, levels: []zarr3shard.Level{{Inner: []int64{1, 1}, CRC: true}}}
 	if _, err := ParseZarr3("h", huge.meta()); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "shard index") {
 		t.Errorf("2^24 inner chunks a shard: %v, want a refusal of the index size", err)
 	}
 	// A shard compressed whole cannot be read by range.
-	whole := strings.Replace(string(w.meta()), `"index_location": "end"}}]`, `"index_location": "end"}}, {"name": "gzip", "configuration": {"level": 1}}]`, 1)
-	if _, err := ParseZarr3("g", []byte(whole)); !errors.Is(err, ErrUnsupported) {
+	whole := w.metaCodecs(append(zarr3shard.Codecs(w.levels, w.gz), map[string]any{"name": "gzip", "configuration": map[string]any{"level": 1}}))
+	if _, err := ParseZarr3("g", whole); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("gzip after sharding_indexed: %v, want ErrUnsupported", err)
 	}
 }
@@ -345,7 +275,7 @@ func TestZarr3ShardHostile(t *testing.T) {
 // undecodable arrays and everything else stay as stored; a group without
 // it is no volume.
 func TestZarr3ConsolidatedGroup(t *testing.T) {
-	w := v3Writer{shape: []int64{8, 8, 8}, shard: []int64{8, 8, 8}, levels: []v3Level{{inner: []int64{4, 4, 4}, atEnd: true, crc: true}}, gz: true}
+	w := v3Writer{shape: []int64{8, 8, 8}, shard: []int64{8, 8, 8}, levels: []zarr3shard.Level{{Inner: []int64{4, 4, 4}, AtEnd: true, CRC: true}}, gz: true}
 	odd := `{"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "complex64", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}}, "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": [{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 1}}]}`
 	meta := `{"zarr_format": 3, "node_type": "group", "attributes": {"a": 1}, "consolidated_metadata": {"kind": "inline", "must_understand": false,
 		"metadata": {"s": ` + string(w.meta()) + `, "g": {"zarr_format": 3, "node_type": "group", "attributes": {}}, "g/odd": ` + odd + `}}}`

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/internal/zarr3shard"
 )
 
 // writeMixedMetadata writes a tree of directories holding metadata of two
@@ -93,7 +94,7 @@ func writeMixedMetadata(t *testing.T) (string, []uint16) {
 		}
 	}
 	sharded := &shardArray{Name: "v3s", DType: "uint16", Shape: []int64{12, 20, 18}, Shard: []int64{8, 20, 18}, Inner: []int64{4, 10, 6},
-		Fill: 3, Absent: []int64{5, 1}, gz: true, levels: []shardLevel{{inner: []int64{4, 10, 6}, atEnd: true, crc: true}}}
+		Fill: 3, Absent: []int64{5, 1}, gz: true, levels: []zarr3shard.Level{{Inner: []int64{4, 10, 6}, AtEnd: true, CRC: true}}}
 	sharded.write(t, root)
 
 	// The root: a v2 group consolidated in .zmetadata, and a v3 group
@@ -221,7 +222,7 @@ func TestMetadataDescribesChunks(t *testing.T) {
 	sh := t.TempDir()
 	(&shardArray{Name: "nested", DType: "uint16", Shape: []int64{22, 40, 33}, Shard: []int64{8, 40, 36}, Inner: []int64{4, 10, 6},
 		Fill: 1, Absent: []int64{7, 3}, gz: true,
-		levels: []shardLevel{{inner: []int64{8, 20, 18}}, {inner: []int64{4, 10, 6}, atEnd: true, crc: true}}}).write(t, sh)
+		levels: []zarr3shard.Level{{Inner: []int64{8, 20, 18}}, {Inner: []int64{4, 10, 6}, AtEnd: true, CRC: true}}}).write(t, sh)
 	trees["sharded"] = sh
 	if dir, err := filepath.Abs("../../shared/fixtures"); err == nil {
 		if _, err := os.Stat(dir); err == nil {

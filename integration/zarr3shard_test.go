@@ -2,31 +2,23 @@ package integration
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// shardLevel is one level of sharding_indexed as shardWriter writes it.
-type shardLevel struct {
-	inner []int64 // inner chunk shape
-	atEnd bool    // index_location end
-	crc   bool    // index_codecs bytes, crc32c
-}
+	"github.com/volfs/volfs/internal/zarr3shard"
+)
 
 // shardArray is a sharded Zarr v3 array as the tests describe it to the
 // writers and to zarr3shard.mjs (its manifest). Element g holds
-// shardValue(g) (masked to the data type) unless its innermost chunk c is
+// zarr3shard.Value(g) (masked to the data type) unless its innermost chunk c is
 // absent (sum of c's coordinates % Absent[0] == Absent[1]) or its shard is
 // one of Missing: then it holds Fill.
 type shardArray struct {
@@ -39,18 +31,8 @@ type shardArray struct {
 	Absent  []int64   `json:"absent"`
 	Missing [][]int64 `json:"missing"`
 
-	levels []shardLevel
+	levels []zarr3shard.Level
 	gz     bool // innermost chunks gzipped (else bytes only)
-}
-
-// shardValue is the element at global coordinates g, as zarr3shard.mjs
-// computes it.
-func shardValue(g []int64) uint16 {
-	h := uint32(2166136261)
-	for _, x := range g {
-		h = (h ^ uint32(x)) * 16777619
-	}
-	return uint16(h ^ h>>16)
 }
 
 func (a *shardArray) elemSize() int64 { return map[string]int64{"uint8": 1, "uint16": 2}[a.DType] }
@@ -97,7 +79,7 @@ func (a *shardArray) chunk(c []int64) []byte {
 				g[d] = origin[d] + r%a.Inner[d]
 				r /= a.Inner[d]
 			}
-			v = shardValue(g)
+			v = zarr3shard.Value(g)
 		}
 		if es == 1 {
 			out[i] = byte(v)
@@ -108,89 +90,23 @@ func (a *shardArray) chunk(c []int64) []byte {
 	return out
 }
 
-// encode returns the stored bytes of the level-l shard of shape at origin,
-// laid out as the sharding_indexed spec says, inner chunks in reverse
-// grid order.
-func (a *shardArray) encode(l int, origin, shape []int64) []byte {
-	nd := len(shape)
-	if l == len(a.levels) {
-		c := make([]int64, nd)
-		for d := range nd {
-			c[d] = origin[d] / a.Inner[d]
+// encode returns the stored bytes of the shard at origin
+// (zarr3shard.Encode).
+func (a *shardArray) encode(origin []int64) []byte {
+	return zarr3shard.Encode(a.levels, origin, a.Shard, func(o []int64) ([]byte, bool) {
+		c := make([]int64, len(o))
+		for d := range o {
+			c[d] = o[d] / a.Inner[d]
+		}
+		if a.absent(c) {
+			return nil, false
 		}
 		b := a.chunk(c)
 		if a.gz {
-			var buf bytes.Buffer
-			zw := gzip.NewWriter(&buf)
-			zw.Write(b)
-			zw.Close()
-			b = buf.Bytes()
+			b = zarr3shard.Gzip(b)
 		}
-		return b
-	}
-	lv := a.levels[l]
-	grid := make([]int64, nd)
-	n := int64(1)
-	for d := range nd {
-		grid[d] = shape[d] / lv.inner[d]
-		n *= grid[d]
-	}
-	index := make([]byte, 16*n)
-	var data []byte
-	base := int64(0)
-	if !lv.atEnd {
-		base = 16 * n
-		if lv.crc {
-			base += 4
-		}
-	}
-	for i := n - 1; i >= 0; i-- {
-		o := make([]int64, nd)
-		c := make([]int64, nd)
-		r := i
-		for d := nd - 1; d >= 0; d-- {
-			o[d] = origin[d] + r%grid[d]*lv.inner[d]
-			c[d] = o[d] / a.Inner[d]
-			r /= grid[d]
-		}
-		if l == len(a.levels)-1 && a.absent(c) {
-			binary.LittleEndian.PutUint64(index[16*i:], math.MaxUint64)
-			binary.LittleEndian.PutUint64(index[16*i+8:], math.MaxUint64)
-			continue
-		}
-		b := a.encode(l+1, o, lv.inner)
-		binary.LittleEndian.PutUint64(index[16*i:], uint64(base+int64(len(data))))
-		binary.LittleEndian.PutUint64(index[16*i+8:], uint64(len(b)))
-		data = append(data, b...)
-	}
-	if lv.crc {
-		index = binary.LittleEndian.AppendUint32(index, crc32.Checksum(index, crc32.MakeTable(crc32.Castagnoli)))
-	}
-	if lv.atEnd {
-		return append(data, index...)
-	}
-	return append(index, data...)
-}
-
-// codecs returns the codecs JSON of level l.
-func (a *shardArray) codecs(l int) any {
-	bytesLE := map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}
-	if l == len(a.levels) {
-		if a.gz {
-			return []any{bytesLE, map[string]any{"name": "gzip", "configuration": map[string]any{"level": 1}}}
-		}
-		return []any{bytesLE}
-	}
-	lv := a.levels[l]
-	loc, index := "start", []any{bytesLE}
-	if lv.atEnd {
-		loc = "end"
-	}
-	if lv.crc {
-		index = append(index, map[string]any{"name": "crc32c"})
-	}
-	return []any{map[string]any{"name": "sharding_indexed", "configuration": map[string]any{
-		"chunk_shape": lv.inner, "codecs": a.codecs(l + 1), "index_codecs": index, "index_location": loc}}}
+		return b, true
+	})
 }
 
 // write writes the array under dir: its zarr.json and every shard that is
@@ -201,7 +117,7 @@ func (a *shardArray) write(t *testing.T, dir string) {
 		"zarr_format": 3, "node_type": "array", "shape": a.Shape, "data_type": a.DType,
 		"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": a.Shard}},
 		"chunk_key_encoding": map[string]any{"name": "default", "configuration": map[string]any{"separator": "/"}},
-		"fill_value":         a.Fill, "codecs": a.codecs(0), "attributes": map[string]any{"writer": "volfs test, by hand"},
+		"fill_value":         a.Fill, "codecs": zarr3shard.Codecs(a.levels, a.gz), "attributes": map[string]any{"writer": "volfs test, by hand"},
 	}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +131,7 @@ func (a *shardArray) write(t *testing.T, dir string) {
 		for d := range s {
 			origin[d] = s[d] * a.Shard[d]
 		}
-		writeFileAll(t, filepath.Join(dir, a.Name, a.key(s)), a.encode(0, origin, a.Shard))
+		writeFileAll(t, filepath.Join(dir, a.Name, a.key(s)), a.encode(origin))
 	}
 }
 
@@ -297,10 +213,10 @@ func TestZarr3Sharded(t *testing.T) {
 	src := t.TempDir()
 	arrays := []*shardArray{
 		{Name: "go.u16", DType: "uint16", Shape: []int64{48, 1024, 1024}, Shard: []int64{40, 1024, 1024}, Inner: []int64{8, 128, 128},
-			Fill: 7, Absent: []int64{9, 4}, Missing: [][]int64{{1, 0, 0}}, levels: []shardLevel{{inner: []int64{8, 128, 128}, atEnd: true, crc: true}}},
+			Fill: 7, Absent: []int64{9, 4}, Missing: [][]int64{{1, 0, 0}}, levels: []zarr3shard.Level{{Inner: []int64{8, 128, 128}, AtEnd: true, CRC: true}}},
 		{Name: "go.nested", DType: "uint16", Shape: []int64{22, 40, 33}, Shard: []int64{8, 40, 36}, Inner: []int64{4, 10, 6},
 			Fill: 65535, Absent: []int64{7, 3}, Missing: [][]int64{{1, 0, 0}}, gz: true,
-			levels: []shardLevel{{inner: []int64{8, 20, 18}}, {inner: []int64{4, 10, 6}, atEnd: true, crc: true}}},
+			levels: []zarr3shard.Level{{Inner: []int64{8, 20, 18}}, {Inner: []int64{4, 10, 6}, AtEnd: true, CRC: true}}},
 		// Written by zarr3shard.mjs; keep in step with its zs.
 		{Name: "zs.u8", DType: "uint8", Shape: []int64{256, 512, 1536}, Shard: []int64{256, 512, 768}, Inner: []int64{64, 128, 128},
 			Fill: 9, Absent: []int64{7, 3}, Missing: [][]int64{{0, 0, 1}}},
@@ -432,7 +348,7 @@ func TestZarr3Sharded(t *testing.T) {
 	for _, c := range nested.grid([]int64{1, 1, 1}) {
 		cc := []int64{c[0] / nested.Inner[0], c[1] / nested.Inner[1], c[2] / nested.Inner[2]}
 		sh := []int64{c[0] / nested.Shard[0], c[1] / nested.Shard[1], c[2] / nested.Shard[2]}
-		v := shardValue(c)
+		v := zarr3shard.Value(c)
 		if nested.absent(cc) || nested.missing(sh) {
 			v = uint16(nested.Fill)
 		}
@@ -521,11 +437,11 @@ func TestHostileZarr3HugeInnerGrid(t *testing.T) {
 	for i, tc := range cases {
 		names[i] = strings.NewReplacer("^", "", " ", "-").Replace(tc.name)
 		a := &shardArray{Name: names[i], DType: "uint8", Shape: tc.shape, Shard: tc.shape, Inner: []int64{1, 1, 1},
-			levels: []shardLevel{{inner: []int64{1, 1, 1}, atEnd: tc.atEnd, crc: tc.crc}}}
+			levels: []zarr3shard.Level{{Inner: []int64{1, 1, 1}, AtEnd: tc.atEnd, CRC: tc.crc}}}
 		meta, err := json.Marshal(map[string]any{
 			"zarr_format": 3, "node_type": "array", "shape": a.Shape, "data_type": a.DType,
 			"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": a.Shard}},
-			"chunk_key_encoding": map[string]any{"name": "default"}, "fill_value": 0, "codecs": a.codecs(0),
+			"chunk_key_encoding": map[string]any{"name": "default"}, "fill_value": 0, "codecs": zarr3shard.Codecs(a.levels, a.gz),
 		})
 		if err != nil {
 			t.Fatal(err)
