@@ -103,10 +103,7 @@ var stormPeak = int64(map[bool]int{false: 112, true: 336}[raceEnabled]) << 20
 // beyond the most recent, so go-fuse lets their inodes go.
 func TestStatStorm(t *testing.T) {
 	src := t.TempDir()
-	writeFile(t, filepath.Join(src, "info"), []byte(`{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
- "scales": [{"key": "s0", "size": [8192, 8192, 1], "resolution": [1, 1, 1], "chunk_sizes": [[1, 1, 1]], "encoding": "raw"}]}`))
-	os.Mkdir(filepath.Join(src, "s0"), 0o755)
-	writeFile(t, filepath.Join(src, "s0", "0-1_0-1_0-1"), []byte{7})
+	writeScale(t, src, "image", "[8192, 8192, 1]", "[1, 1, 1]", map[string][]byte{"0-1_0-1_0-1": {7}})
 	s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
 	const n = 150000
 	start := time.Now()
@@ -116,11 +113,7 @@ func TestStatStorm(t *testing.T) {
 		t.Fatalf("stat storm: %v %q, want %d files stat'ed", err, out, n)
 	}
 	checkAlive(t, s.mnt, "s0/0-1_0-1_0-1", []byte{7})
-	peak := peakRSS(t, s.cmd.Process.Pid)
-	t.Logf("volfs peak resident memory: %.1f MiB", float64(peak)/(1<<20))
-	if peak > stormPeak {
-		t.Errorf("volfs peak resident memory: got %d MiB, want at most %d MiB", peak>>20, stormPeak>>20)
-	}
+	checkPeakBelow(t, s, stormPeak)
 }
 
 // TestSymlinkedScale: a scale directory that is a symbolic link to
@@ -179,6 +172,32 @@ func TestSymlinkedScale(t *testing.T) {
 	}
 }
 
+// writeScale writes into src a precomputed layer of type typ with one
+// uint8 scale, s0, of the given size and chunk size (JSON arrays), and
+// the chunks given by key.
+func writeScale(t *testing.T, src, typ, size, chunk string, chunks map[string][]byte) {
+	t.Helper()
+	writeFile(t, filepath.Join(src, "info"), []byte(`{"@type": "neuroglancer_multiscale_volume", "type": "`+typ+`", "data_type": "uint8", "num_channels": 1,
+ "scales": [{"key": "s0", "size": `+size+`, "resolution": [1, 1, 1], "chunk_sizes": [`+chunk+`], "encoding": "raw"}]}`))
+	if err := os.Mkdir(filepath.Join(src, "s0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, b := range chunks {
+		writeFile(t, filepath.Join(src, "s0", k), b)
+	}
+}
+
+// checkPeakBelow fails unless the peak resident memory of volfs, served
+// as s, is at most bound bytes.
+func checkPeakBelow(t *testing.T, s *serving, bound int64) {
+	t.Helper()
+	peak := peakRSS(t, s.cmd.Process.Pid)
+	t.Logf("volfs peak resident memory: %.1f MiB", float64(peak)/(1<<20))
+	if peak > bound {
+		t.Errorf("volfs peak resident memory: got %d MiB, want at most %d MiB", peak>>20, bound>>20)
+	}
+}
+
 func readFile(t *testing.T, p string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(p)
@@ -201,13 +220,11 @@ var sparseScanPeak = int64(map[bool]int{false: 88, true: 264}[raceEnabled]) << 2
 // inodes of the files read are let go.
 func TestSparseScan(t *testing.T) {
 	src := t.TempDir()
-	writeFile(t, filepath.Join(src, "info"), []byte(`{"@type": "neuroglancer_multiscale_volume", "type": "segmentation", "data_type": "uint8", "num_channels": 1,
- "scales": [{"key": "s0", "size": [16384, 16384, 1], "resolution": [1, 1, 1], "chunk_sizes": [[8, 8, 1]], "encoding": "raw"}]}`))
-	os.Mkdir(filepath.Join(src, "s0"), 0o755)
-	present := map[string]byte{"0-8_0-8_0-1": 1, "800-808_8-16_0-1": 2, "16376-16384_16-24_0-1": 3}
-	for k, v := range present {
-		writeFile(t, filepath.Join(src, "s0", k), bytes.Repeat([]byte{v}, 64))
+	present := map[string][]byte{}
+	for k, v := range map[string]byte{"0-8_0-8_0-1": 1, "800-808_8-16_0-1": 2, "16376-16384_16-24_0-1": 3} {
+		present[k] = bytes.Repeat([]byte{v}, 64)
 	}
+	writeScale(t, src, "segmentation", "[16384, 16384, 1]", "[8, 8, 1]", present)
 	s := startVolfs(t, "mount", "--cache-size", "16MiB", "--read-ahead", "0", src)
 	const n = 50000
 	// Rows of chunks, x fastest; prints what each present chunk held and
@@ -238,9 +255,5 @@ print("zeros", zeros)
 	if got := strings.TrimSpace(out); got != want {
 		t.Errorf("scan: got\n%s\nwant\n%s", got, want)
 	}
-	peak := peakRSS(t, s.cmd.Process.Pid)
-	t.Logf("volfs peak resident memory: %.1f MiB", float64(peak)/(1<<20))
-	if peak > sparseScanPeak {
-		t.Errorf("volfs peak resident memory: got %d MiB, want at most %d MiB", peak>>20, sparseScanPeak>>20)
-	}
+	checkPeakBelow(t, s, sparseScanPeak)
 }

@@ -224,9 +224,5 @@ print("ok" if b == row * 64 else "differ")
 	// memory limit (84 MiB for this cache) lets the heap keep. Ten
 	// readers add the budget's 16 MiB of batches, no more; before the
 	// budget they peaked at 223 MiB (0.4-0.65 GB in the runs).
-	peak := peakRSS(t, s.cmd.Process.Pid)
-	t.Logf("volfs peak resident memory: %.1f MiB", float64(peak)/(1<<20))
-	if bound := int64(map[bool]int{false: 160, true: 448}[raceEnabled]) << 20; peak > bound {
-		t.Errorf("volfs peak resident memory: got %d MiB, want at most %d MiB", peak>>20, bound>>20)
-	}
+	checkPeakBelow(t, s, int64(map[bool]int{false: 160, true: 448}[raceEnabled])<<20)
 }

@@ -190,28 +190,55 @@ func (r *planes) wideRun(off, end int64) (runEnd, xlo, xhi int64) {
 	return runEnd, xlo, xhi
 }
 
-// chunksAt returns the coordinates of the chunks under bytes [off, off+n)
-// of the sequence, clipped to it, in the order a read asks for them; at
-// most limit of them (the first), so that its cost is bounded by limit.
-func (r *planes) chunksAt(off, n int64, limit int) [][]int64 {
-	off, end := max(off, 0), min(off+n, r.size())
-	bl := r.m.batchLimit()
-	var all [][]int64
-	for off < end && len(all) < limit {
-		_, coords, _, stop, wide := r.collect(off, end-off, bl, 0, r.m.rowBytes)
-		if wide {
-			runEnd, xlo, xhi := r.wideRun(off, end)
-			w := int64(bl) * r.m.Chunk[0] * r.m.size
-			for x := xlo; x < xhi && len(all) < limit; x += w {
-				_, coords, _, _, _ = r.collect(off, runEnd-off, bl, x, min(x+w, xhi))
-				all = append(all, coords...)
+// chunkBatch is one batch of a read: its chunks hold the row bytes
+// [xlo, xhi) of bytes [off, end) of the sequence.
+type chunkBatch struct {
+	off, end, xlo, xhi int64
+	chunks             []batchChunk
+	coords             [][]int64
+	index              map[int64]int // linear chunk index -> position in chunks
+}
+
+// batches calls fn with the batches of a read of bytes [off, end) of the
+// sequence, in turn, until fn returns false: of at most limit chunks
+// each, batches of whole row pieces in byte order, and a run of rows
+// whose chunk row alone is too wide for one batch in windows of columns
+// aligned to chunks, each window's chunks asked for once for every row
+// of the run.
+func (r *planes) batches(off, end int64, limit int, fn func(b *chunkBatch) bool) {
+	m := r.m
+	for off < end {
+		chunks, coords, index, stop, wide := r.collect(off, end-off, limit, 0, m.rowBytes)
+		if !wide {
+			if !fn(&chunkBatch{off, stop, 0, m.rowBytes, chunks, coords, index}) {
+				return
 			}
-			off = runEnd
+			off = stop
 			continue
 		}
-		all = append(all, coords...)
-		off = stop
+		runEnd, xlo, xhi := r.wideRun(off, end)
+		cw := m.Chunk[0] * m.size
+		w := int64(limit) * cw
+		for x := xlo - xlo%cw; x < xhi; x += w {
+			wlo, whi := max(x, xlo), min(x+w, xhi)
+			chunks, coords, index, _, _ := r.collect(off, runEnd-off, limit, wlo, whi)
+			if !fn(&chunkBatch{off, runEnd, wlo, whi, chunks, coords, index}) {
+				return
+			}
+		}
+		off = runEnd
 	}
+}
+
+// chunksAt returns the coordinates of the chunks under bytes [off, off+n)
+// of the sequence, clipped to it, in the order readAt asks for them; at
+// most limit of them (the first), so that its cost is bounded by limit.
+func (r *planes) chunksAt(off, n int64, limit int) [][]int64 {
+	var all [][]int64
+	r.batches(max(off, 0), min(off+n, r.size()), r.m.batchLimit(), func(b *chunkBatch) bool {
+		all = append(all, b.coords...)
+		return len(all) < limit
+	})
 	return all[:min(len(all), limit)]
 }
 
@@ -219,43 +246,24 @@ func (r *planes) chunksAt(off, n int64, limit int) [][]int64 {
 // lie inside it. It asks Chunks for the chunks under the range in the
 // order the bytes need them (plane, then chunk row, then x), each chunk
 // once, and copies out of them: in one batch, unless the range needs more
-// than batchLimit chunks. Then each batch is copied out before the next
-// is asked for: batches of whole row pieces in byte order, and a run of
-// rows whose chunk row alone is too wide in windows of columns, each
-// window's chunks asked for once for every row of the run. If chunks is a
-// Reserver, each batch's decoded bytes are reserved before it is asked for
-// and released once it is copied out.
+// than batchLimit chunks. Then each batch (see batches) is copied out
+// before the next is asked for. If chunks is a Reserver, each batch's
+// decoded bytes are reserved before it is asked for and released once it
+// is copied out.
 func (r *planes) readAt(ctx context.Context, chunks Chunks, p []byte, off int64) error {
-	m := r.m
-	limit := m.batchLimit()
-	end := off + int64(len(p))
-	for pos := off; pos < end; {
-		batch, coords, index, stop, wide := r.collect(pos, end-pos, limit, 0, m.rowBytes)
-		if !wide {
-			if err := r.readBatch(ctx, chunks, p[pos-off:stop-off], pos, batch, coords, index, 0, m.rowBytes); err != nil {
-				return err
-			}
-			pos = stop
-			continue
-		}
-		runEnd, xlo, xhi := r.wideRun(pos, end)
-		w := int64(limit) * m.Chunk[0] * m.size
-		for x := xlo - xlo%(m.Chunk[0]*m.size); x < xhi; x += w {
-			wlo, whi := max(x, xlo), min(x+w, xhi)
-			batch, coords, index, _, _ := r.collect(pos, runEnd-pos, limit, wlo, whi)
-			if err := r.readBatch(ctx, chunks, p[pos-off:runEnd-off], pos, batch, coords, index, wlo, whi); err != nil {
-				return err
-			}
-		}
-		pos = runEnd
-	}
-	return nil
+	var err error
+	r.batches(off, off+int64(len(p)), r.m.batchLimit(), func(b *chunkBatch) bool {
+		err = r.readBatch(ctx, chunks, p[b.off-off:b.end-off], b)
+		return err == nil
+	})
+	return err
 }
 
-// readBatch fills the row bytes [xlo, xhi) of p, bytes [off,
-// off+len(p)) of the sequence, from the chunks of one batch, which hold
-// every byte of them.
-func (r *planes) readBatch(ctx context.Context, chunks Chunks, p []byte, off int64, batch []batchChunk, coords [][]int64, index map[int64]int, xlo, xhi int64) error {
+// readBatch fills the row bytes [b.xlo, b.xhi) of p, bytes [b.off,
+// b.end) of the sequence, from the chunks of b, which hold every byte of
+// them.
+func (r *planes) readBatch(ctx context.Context, chunks Chunks, p []byte, b *chunkBatch) error {
+	batch, coords, index, xlo, xhi := b.chunks, b.coords, b.index, b.xlo, b.xhi
 	m := r.m
 	if res, ok := chunks.(Reserver); ok {
 		release, err := res.Reserve(ctx, int64(len(coords))*m.chunkBytes)
@@ -292,7 +300,7 @@ func (r *planes) readBatch(ctx context.Context, chunks Chunks, p []byte, off int
 
 	var tmp [8]byte
 	lo := make([]int64, m.ndim)
-	r.walk(off, len(p), func(d int, q, y, b0, b1 int64) {
+	r.walk(b.off, len(p), func(d int, q, y, b0, b1 int64) {
 		if b0 < xlo || b1 > xhi {
 			d += int(max(xlo-b0, 0))
 			b0, b1 = max(b0, xlo), min(b1, xhi)

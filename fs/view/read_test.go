@@ -370,11 +370,17 @@ func TestBatchedReads(t *testing.T) {
 					off := rng.Int64N(f.Size())
 					n := 1 + rng.Int64N(f.Size()-off)
 					buf := make([]byte, n)
+					chunks.record(true)
 					if _, err := f.ReadAt(context.Background(), buf, off); err != nil && err != io.EOF {
 						t.Fatalf("%s, limit %d: %s: ReadAt(%d, %d): %v", c.name, limit, f.Name(), off, n, err)
 					}
+					asked := chunks.record(false)
 					if !bytes.Equal(buf, want[off:off+n]) {
 						t.Fatalf("%s, limit %d: %s: ReadAt(%d, %d) differs", c.name, limit, f.Name(), off, n)
+					}
+					// ChunksAt names the chunks the batches asked for, in turn.
+					if got := ChunksAt(f, off, n, 1<<20); fmt.Sprint(got) != fmt.Sprint(asked) {
+						t.Fatalf("%s, limit %d: %s: ChunksAt(%d, %d) = %v, the read asked for %v", c.name, limit, f.Name(), off, n, got, asked)
 					}
 				}
 				if got := ChunksAt(f, 0, f.Size(), 5); len(got) > 5 {
@@ -388,18 +394,37 @@ func TestBatchedReads(t *testing.T) {
 	}
 }
 
-// limitChunks records whether a batch passed its limit.
+// limitChunks records whether a batch passed its limit, and the chunks
+// asked for while recording.
 type limitChunks struct {
 	*memChunks
 	limit int
 	over  atomic.Bool
+
+	mu        sync.Mutex
+	recording bool
+	asked     [][]int64 // GUARDED_BY(mu)
 }
 
 func (c *limitChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
 	if len(coords) > c.limit {
 		c.over.Store(true)
 	}
+	c.mu.Lock()
+	if c.recording {
+		c.asked = append(c.asked, coords...)
+	}
+	c.mu.Unlock()
 	return c.memChunks.Get(ctx, coords)
+}
+
+// record starts (on) or ends recording, and returns what was recorded.
+func (c *limitChunks) record(on bool) [][]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	asked := c.asked
+	c.recording, c.asked = on, nil
+	return asked
 }
 
 // mustLookup returns the file of v named as f (a Files entry or a section).
