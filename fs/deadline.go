@@ -24,10 +24,13 @@ var ErrReadTimeout = errors.New("fs: read timed out")
 const failureMemory = 5 * time.Second
 
 // readContext returns the context of one read of the mount: ctx, ended
-// after Options.ReadTimeout with ErrReadTimeout as its cause.
+// after Options.ReadTimeout with ErrReadTimeout as its cause. Without a
+// timeout it is ctx itself: deriving a cancellable context from go-fuse's
+// request context costs a goroutine per read (the context package cannot
+// hook its Done channel any other way), for nothing.
 func (t *Tree) readContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if t.opts.ReadTimeout <= 0 {
-		return context.WithCancel(ctx)
+		return ctx, func() {}
 	}
 	return context.WithTimeoutCause(ctx, t.opts.ReadTimeout, ErrReadTimeout)
 }
