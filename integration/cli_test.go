@@ -63,45 +63,7 @@ func startVolfs(t *testing.T, args ...string) *serving {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &serving{cmd: exec.Command(volfsBin, append(args, mnt)...), mnt: mnt, stdout: new(bytes.Buffer), done: make(chan error, 1)}
-	s.cmd.Stdout = s.stdout
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		up := false
-		for sc.Scan() {
-			fmt.Fprintln(&s.stderr, "volfs:", sc.Text())
-			if !up && strings.Contains(sc.Text(), "msg=mounted") {
-				up = true
-				ready <- true
-			}
-		}
-		if !up {
-			ready <- false
-		}
-		s.done <- s.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		if isMounted(t, mnt) {
-			exec.Command("umount", "-l", mnt).Run()
-		}
-	})
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("volfs %s exited before mounting", strings.Join(args, " "))
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("volfs did not mount within a minute")
-	}
+	s, _ := startCmd(t, exec.Command(volfsBin, append(args, mnt)...), mnt)
 	return s
 }
 

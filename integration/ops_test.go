@@ -92,8 +92,8 @@ func forceUnmount(t *testing.T, mnt string) {
 
 // startCmd starts cmd, a volfs serving in the foreground, and returns once
 // its log on stderr says the mount is up (in text or JSON), with the log
-// collected so far and to come. The process is killed at the end of the
-// test if it is still running.
+// collected so far and to come (s.stderr). The process is killed, and its
+// mount removed, at the end of the test.
 func startCmd(t *testing.T, cmd *exec.Cmd, mnt string) (*serving, *logBuffer) {
 	t.Helper()
 	requireFUSE(t)
@@ -106,7 +106,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd, mnt string) (*serving, *logBuffer) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	log := new(logBuffer)
+	log := &s.stderr
 	ready := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
