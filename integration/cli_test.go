@@ -471,3 +471,27 @@ func TestEmptySource(t *testing.T) {
 		}
 	})
 }
+
+// TestSizeRefused: a size flag that is not a size is refused with the
+// flag's name, before the source is opened (here a path that does not
+// exist, which would be refused too), so a typo never turns a feature off.
+func TestSizeRefused(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	cacheDir := t.TempDir()
+	for _, tc := range [][]string{
+		{"--cache-size", "NaN"},
+		{"--cache-size", "1,000MiB"},
+		{"--read-ahead", "-1MiB"},
+		{"--read-ahead", "1e9"},
+		{"--min-rate", "Inf"},
+		{"--min-rate", "0"},
+		{"--cache-dir", cacheDir, "--disk-cache-size", "2 GiBs"},
+		{"--cache-dir", cacheDir, "--disk-cache-size", "0"},
+	} {
+		flag := tc[len(tc)-2]
+		out, err := runErr(volfsBin, append(append([]string{"info"}, tc...), missing)...)
+		if err == nil || !strings.Contains(out, flag+":") || strings.Contains(out, missing) {
+			t.Errorf("volfs info %s: got %v:\n%s\nwant a refusal naming %s and not the source", strings.Join(tc, " "), err, out, flag)
+		}
+	}
+}
