@@ -441,8 +441,8 @@ func TestEmptySource(t *testing.T) {
 				mnt := newMountpoint(t, dir, 0, 0)
 				out, err := runErr(volfsBin, append(args, tc.source, mnt)...)
 				var exit *exec.ExitError
-				if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-					t.Fatalf("got %v, want a non-zero exit\n%s", err, out)
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+					t.Fatalf("got %v, want exit status 1\n%s", err, out)
 				}
 				if !strings.Contains(out, tc.want) {
 					t.Errorf("the refusal does not say %q:\n%s", tc.want, out)
