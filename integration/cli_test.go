@@ -63,45 +63,7 @@ func startVolfs(t *testing.T, args ...string) *serving {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &serving{cmd: exec.Command(volfsBin, append(args, mnt)...), mnt: mnt, stdout: new(bytes.Buffer), done: make(chan error, 1)}
-	s.cmd.Stdout = s.stdout
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		up := false
-		for sc.Scan() {
-			fmt.Fprintln(&s.stderr, "volfs:", sc.Text())
-			if !up && strings.Contains(sc.Text(), "msg=mounted") {
-				up = true
-				ready <- true
-			}
-		}
-		if !up {
-			ready <- false
-		}
-		s.done <- s.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		if isMounted(t, mnt) {
-			exec.Command("umount", "-l", mnt).Run()
-		}
-	})
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("volfs %s exited before mounting", strings.Join(args, " "))
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("volfs did not mount within a minute")
-	}
+	s, _ := startCmd(t, exec.Command(volfsBin, append(args, mnt)...), mnt)
 	return s
 }
 
@@ -479,8 +441,8 @@ func TestEmptySource(t *testing.T) {
 				mnt := newMountpoint(t, dir, 0, 0)
 				out, err := runErr(volfsBin, append(args, tc.source, mnt)...)
 				var exit *exec.ExitError
-				if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-					t.Fatalf("got %v, want a non-zero exit\n%s", err, out)
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+					t.Fatalf("got %v, want exit status 1\n%s", err, out)
 				}
 				if !strings.Contains(out, tc.want) {
 					t.Errorf("the refusal does not say %q:\n%s", tc.want, out)
@@ -508,4 +470,28 @@ func TestEmptySource(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSizeRefused: a size flag that is not a size is refused with the
+// flag's name, before the source is opened (here a path that does not
+// exist, which would be refused too), so a typo never turns a feature off.
+func TestSizeRefused(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	cacheDir := t.TempDir()
+	for _, tc := range [][]string{
+		{"--cache-size", "NaN"},
+		{"--cache-size", "1,000MiB"},
+		{"--read-ahead", "-1MiB"},
+		{"--read-ahead", "1e9"},
+		{"--min-rate", "Inf"},
+		{"--min-rate", "0"},
+		{"--cache-dir", cacheDir, "--disk-cache-size", "2 GiBs"},
+		{"--cache-dir", cacheDir, "--disk-cache-size", "0"},
+	} {
+		flag := tc[len(tc)-2]
+		out, err := runErr(volfsBin, append(append([]string{"info"}, tc...), missing)...)
+		if err == nil || !strings.Contains(out, flag+":") || strings.Contains(out, missing) {
+			t.Errorf("volfs info %s: got %v:\n%s\nwant a refusal naming %s and not the source", strings.Join(tc, " "), err, out, flag)
+		}
+	}
 }

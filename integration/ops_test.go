@@ -92,8 +92,8 @@ func forceUnmount(t *testing.T, mnt string) {
 
 // startCmd starts cmd, a volfs serving in the foreground, and returns once
 // its log on stderr says the mount is up (in text or JSON), with the log
-// collected so far and to come. The process is killed at the end of the
-// test if it is still running.
+// collected so far and to come (s.stderr). The process is killed, and its
+// mount removed, at the end of the test.
 func startCmd(t *testing.T, cmd *exec.Cmd, mnt string) (*serving, *logBuffer) {
 	t.Helper()
 	requireFUSE(t)
@@ -106,7 +106,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd, mnt string) (*serving, *logBuffer) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	log := new(logBuffer)
+	log := &s.stderr
 	ready := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -973,6 +973,66 @@ source %q; words=(%s); CURRENT=%d; _volfs`, script, strings.Join(q, " "), len(wo
 	})
 }
 
+// daemonStart is a `volfs mount --daemon` whose background process has
+// asked its source for something and waits for the answer.
+type daemonStart struct {
+	cmd     *exec.Cmd // the foreground process
+	out     *bytes.Buffer
+	done    chan error // the foreground process's exit
+	mnt     string
+	logFile string // the background process's log
+}
+
+// startDaemonAsking runs `volfs mount --daemon source MNT` and returns once
+// the background process has asked the source (a receive from asked),
+// failing the test if the foreground process exits first. The foreground
+// process is killed at the end of the test.
+func startDaemonAsking(t *testing.T, source string, asked <-chan struct{}) *daemonStart {
+	t.Helper()
+	d := &daemonStart{
+		mnt: newMountpoint(t, t.TempDir(), 0, 0), logFile: filepath.Join(t.TempDir(), "log"),
+		out: new(bytes.Buffer), done: make(chan error, 1),
+	}
+	d.cmd = exec.Command(volfsBin, "mount", "--daemon", "--log-file", d.logFile, source, d.mnt)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() { d.cmd.Process.Kill() })
+	select {
+	case <-asked:
+	case err := <-d.done:
+		t.Fatalf("volfs exited (%v) before the background process asked the server:\n%s", err, d.out.String())
+	case <-time.After(time.Minute):
+		t.Fatal("the background process did not ask the server within a minute")
+	}
+	return d
+}
+
+// children returns the pids of the foreground process's children.
+func (d *daemonStart) children(t *testing.T) []int {
+	t.Helper()
+	var pids []int
+	for _, task := range mustGlob(t, fmt.Sprintf("/proc/%d/task/*/children", d.cmd.Process.Pid)) {
+		data, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(data)) {
+			pid, _ := strconv.Atoi(f)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func mustGlob(t *testing.T, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestDaemonChildKilled kills the background process while it is still
 // opening its source (an HTTP server that never answers): the foreground
 // one must notice the dead child and say so, not wait forever.
@@ -989,32 +1049,9 @@ func TestDaemonChildKilled(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	mnt := newMountpoint(t, t.TempDir(), 0, 0)
-	cmd := exec.Command(volfsBin, "mount", "--daemon", "--log-file", filepath.Join(t.TempDir(), "log"), srv.URL+"/vol", mnt)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	select {
-	case <-asked:
-	case err := <-done:
-		t.Fatalf("volfs exited (%v) before the background process asked the server:\n%s", err, out.String())
-	case <-time.After(time.Minute):
-		t.Fatal("the background process did not ask the server within a minute")
-	}
+	d := startDaemonAsking(t, srv.URL+"/vol", asked)
 	// The one process the foreground volfs started is the background one.
-	var pids []int
-	for _, task := range mustGlob(t, fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)) {
-		data, _ := os.ReadFile(task)
-		for _, f := range strings.Fields(string(data)) {
-			pid, _ := strconv.Atoi(f)
-			pids = append(pids, pid)
-		}
-	}
+	pids := d.children(t)
 	if len(pids) != 1 {
 		t.Fatalf("the foreground volfs has children %v, want one", pids)
 	}
@@ -1022,29 +1059,20 @@ func TestDaemonChildKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
+	case err := <-d.done:
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 			t.Errorf("got %v, want a non-zero exit", err)
 		}
-		if !strings.Contains(out.String(), "stopped before mounting") || !strings.Contains(out.String(), "killed") {
-			t.Errorf("the report does not say the background process was killed before mounting:\n%s", out.String())
+		if !strings.Contains(d.out.String(), "stopped before mounting") || !strings.Contains(d.out.String(), "killed") {
+			t.Errorf("the report does not say the background process was killed before mounting:\n%s", d.out.String())
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the foreground volfs did not exit within a minute of its child's death")
 	}
-	if isMounted(t, mnt) {
-		t.Errorf("%s is mounted", mnt)
+	if isMounted(t, d.mnt) {
+		t.Errorf("%s is mounted", d.mnt)
 	}
-}
-
-func mustGlob(t *testing.T, pattern string) []string {
-	t.Helper()
-	m, err := filepath.Glob(pattern)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // TestDaemonOrphan kills the foreground process of mount --daemon, as
@@ -1072,48 +1100,27 @@ func TestDaemonOrphan(t *testing.T) {
 			close(release)
 		}
 	})
-	mnt := newMountpoint(t, t.TempDir(), 0, 0)
-	logFile := filepath.Join(t.TempDir(), "log")
-	cmd := exec.Command(volfsBin, "mount", "--daemon", "--log-file", logFile, srv.URL, mnt)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	select {
-	case <-asked:
-	case err := <-done:
-		t.Fatalf("volfs exited (%v) before the background process asked the server", err)
-	case <-time.After(time.Minute):
-		t.Fatal("the background process did not ask the server within a minute")
-	}
-	var child int
-	for _, task := range mustGlob(t, fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)) {
-		data, _ := os.ReadFile(task)
-		for _, f := range strings.Fields(string(data)) {
-			child, _ = strconv.Atoi(f)
-		}
-	}
-	if child == 0 {
+	d := startDaemonAsking(t, srv.URL, asked)
+	pids := d.children(t)
+	if len(pids) == 0 {
 		t.Fatal("the foreground volfs has no child")
 	}
-	exited := watchPID(t, child)
+	exited := watchPID(t, pids[len(pids)-1])
 	start := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	<-done
+	<-d.done
 	// The source still hangs: the child must leave on its own.
 	waitExited(t, exited, "the orphaned background volfs")
 	t.Logf("the orphan exited %v after its parent was killed", time.Since(start))
 	// Now let the source answer: nothing is left to mount it.
 	close(release)
 	released = true
-	if isMounted(t, mnt) {
-		t.Errorf("%s is mounted by an orphan", mnt)
+	if isMounted(t, d.mnt) {
+		t.Errorf("%s is mounted by an orphan", d.mnt)
 	}
-	if log, _ := os.ReadFile(logFile); !strings.Contains(string(log), "is gone") || strings.Contains(string(log), "msg=mounted") {
+	if log, _ := os.ReadFile(d.logFile); !strings.Contains(string(log), "is gone") || strings.Contains(string(log), "msg=mounted") {
 		t.Errorf("the orphan's log does not say it stopped without mounting:\n%s", log)
 	}
 }

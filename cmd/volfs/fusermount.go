@@ -56,20 +56,20 @@ func mountError(err error, said string) error {
 	} else if said != "" {
 		err = fmt.Errorf("%w (fusermount3: %s)", err, said)
 	}
-	if hint := fuseDeviceHint(); hint != "" {
+	if hint := fuseDeviceHint(fuseDevice); hint != "" {
 		err = fmt.Errorf("%w; %s", err, hint)
 	}
 	return err
 }
 
-// fuseDeviceHint says how to fix a FUSE device that this user cannot use,
-// or "" when it looks usable.
-func fuseDeviceHint() string {
-	if _, err := os.Stat(fuseDevice); errors.Is(err, os.ErrNotExist) {
-		return fuseDevice + " does not exist: load the module (modprobe fuse), or in a container pass the device (docker run --device /dev/fuse --cap-add SYS_ADMIN)"
+// fuseDeviceHint says how to fix the FUSE device dev (fuseDevice but in
+// tests) when this user cannot use it, or "" when it looks usable.
+func fuseDeviceHint(dev string) string {
+	if _, err := os.Stat(dev); errors.Is(err, os.ErrNotExist) {
+		return dev + " does not exist: load the module (modprobe fuse), or in a container pass the device (docker run --device /dev/fuse --cap-add SYS_ADMIN)"
 	}
-	if err := unix.Access(fuseDevice, unix.R_OK|unix.W_OK); err != nil {
-		return fmt.Sprintf("%s is not readable and writable by you (%v): as root, chmod 0666 %s (Debian's default), or add yourself to the group that owns it", fuseDevice, err, fuseDevice)
+	if err := unix.Access(dev, unix.R_OK|unix.W_OK); err != nil {
+		return fmt.Sprintf("%s is not readable and writable by you (%v): as root, chmod 0666 %s (Debian's default), or add yourself to the group that owns it", dev, err, dev)
 	}
 	return ""
 }

@@ -330,6 +330,13 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 	if err != nil || minRate <= 0 {
 		return nil, fmt.Errorf("--min-rate: want a positive size per second, got %q", c.String("min-rate"))
 	}
+	if opts.ReadAhead, err = parseSize(c.String("read-ahead")); err != nil {
+		return nil, fmt.Errorf("--read-ahead: %w", err)
+	}
+	diskBytes, err := parseSize(c.String("disk-cache-size"))
+	if c.String("cache-dir") != "" && (err != nil || diskBytes <= 0) {
+		return nil, fmt.Errorf("--disk-cache-size: want a positive size, got %q", c.String("disk-cache-size"))
+	}
 	var exclude []string
 	if mountpoint != "" {
 		exclude = []string{mountpoint}
@@ -349,15 +356,8 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 		return nil, err
 	}
 	opts.Workers = c.Int("workers")
-	if opts.ReadAhead, err = parseSize(c.String("read-ahead")); err != nil {
-		return nil, fmt.Errorf("--read-ahead: %w", err)
-	}
 	if dir := c.String("cache-dir"); dir != "" {
-		size, err := parseSize(c.String("disk-cache-size"))
-		if err != nil || size <= 0 {
-			return nil, fmt.Errorf("--disk-cache-size: want a positive size, got %q", c.String("disk-cache-size"))
-		}
-		if opts.Disk, err = disk.Open(disk.Options{Dir: dir, MaxBytes: size}); err != nil {
+		if opts.Disk, err = disk.Open(disk.Options{Dir: dir, MaxBytes: diskBytes}); err != nil {
 			return nil, fmt.Errorf("--cache-dir: %w", err)
 		}
 		slog.Debug("disk cache", "dir", opts.Disk.Dir(), "bytes", opts.Disk.Stats().Bytes, "files", opts.Disk.Stats().Files)
