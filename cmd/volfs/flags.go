@@ -35,7 +35,7 @@ type flagDef struct {
 // flagsFor gives it its VOLFS_<NAME> environment variable, and mount.volfs
 // accepts it as the -o option <name> with underscores for dashes.
 func flagTable() []flagDef {
-	return []flagDef{
+	return append([]flagDef{
 		{onSource, &cli.StringFlag{Name: "cache-size", Value: "512MiB", Usage: "memory for decoded chunks, a size (see SIZES: 256MiB, 2GiB; at least 16MiB)"}},
 		{onSource, &cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"}},
 		{onSource, &cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool), and the chunk loads run at once by the pool for read-ahead and batches"}},
@@ -45,7 +45,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP or gs:// transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried (a size, see SIZES)"}},
 		{onSource, &cli.DurationFlag{Name: "read-timeout", Value: time.Minute, Usage: "no read waits longer than this for the source, retries included: it fails with EIO (0: no bound beyond the retries)"}},
 		{onSource, &cli.DurationFlag{Name: "metadata-ttl", Usage: "list a directory of the source again after this long, so objects added after mounting show, and check again then that a disk-cache entry's objects are unchanged (0: once per mount)"}},
-		{onSource, &cli.BoolFlag{Name: "anonymous", Usage: "gs:// sources: send no credentials, even when Application Default Credentials are found"}},
+		{onSource, &cli.BoolFlag{Name: "anonymous", Usage: "gs:// and s3:// sources: send no credentials (unsigned requests), even when Application Default Credentials or AWS credentials are found"}},
 		{onSource, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},
 		{onSource, &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value) or json, one record per line"}},
 		{onSource, &cli.StringFlag{Name: "log-file", Usage: "append logs to this file instead of stderr (with --daemon: instead of syslog)"}},
@@ -61,7 +61,7 @@ func flagTable() []flagDef {
 		{onFUSE, &cli.BoolFlag{Name: "debug-fuse", Usage: "log every FUSE request"}},
 		{onFUSE, &cli.BoolFlag{Name: "allow-empty-source", Usage: "mount a source whose root shows nothing (no volume metadata, nothing listed); by default it is refused, since that is what a typo in a URL, bucket prefix or path gives"}},
 		{onMount, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount is live (exit 0) or has failed (the reason, non-zero)"}},
-	}
+	}, s3FlagTable()...)
 }
 
 // envPrefix starts the environment variable of every flag.
