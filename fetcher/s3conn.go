@@ -17,6 +17,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 )
 
 // s3Conn is the client that every s3:// fetcher of the process for one
@@ -31,6 +32,8 @@ type s3Conn struct {
 	bytes  atomic.Int64 // body bytes received
 
 	lock  chan struct{}           // held by the one settle at work; a channel so that waiting honours ctx
+	cfg   *aws.Config             // GUARDED_BY(lock); the configuration and credentials, once found
+	auth  *s3State                // GUARDED_BY(lock); with cfg: auth and hint filled in
 	state atomic.Pointer[s3State] // nil until settled
 }
 
@@ -101,13 +104,18 @@ func (c *s3Conn) settle(ctx context.Context) (*s3State, error) {
 // wait for a timeout.
 const s3CredentialsTimeout = 10 * time.Second
 
-func (c *s3Conn) newState(ctx context.Context) (*s3State, error) {
+// loadConfig loads the AWS configuration and looks for credentials, once
+// per s3Conn: the state it returns has auth, hint and where filled in.
+func (c *s3Conn) loadConfig(ctx context.Context) (aws.Config, *s3State, error) {
 	o := c.opts
 	// The configuration's own HTTP client (for the credential providers)
 	// is the SDK's, which alone can take AWS_CA_BUNDLE; its roots are
 	// copied to the session below.
 	load := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
+		config.WithLogger(logging.LoggerFunc(func(cl logging.Classification, format string, v ...any) {
+			o.Log.Debug("fetcher: aws-sdk: " + fmt.Sprintf(format, v...))
+		})),
 	}
 	if o.Profile != "" {
 		load = append(load, config.WithSharedConfigProfile(o.Profile))
@@ -117,7 +125,7 @@ func (c *s3Conn) newState(ctx context.Context) (*s3State, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
-		return nil, fmt.Errorf("s3: AWS configuration: %w", err)
+		return aws.Config{}, nil, fmt.Errorf("s3: AWS configuration: %w", err)
 	}
 	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		if tc := bc.GetTransport().TLSClientConfig; tc != nil && tc.RootCAs != nil {
@@ -145,15 +153,29 @@ func (c *s3Conn) newState(ctx context.Context) (*s3State, error) {
 			}
 			st.hint = "grant them s3:GetObject and s3:ListBucket on the bucket, choose others with --profile or AWS_PROFILE, or pass --anonymous for a public bucket"
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return aws.Config{}, nil, ctx.Err()
 		case o.Profile != "":
 			// Named but unusable: falling back to anonymous would hide it.
-			return nil, fmt.Errorf("s3: --profile %s: %w", o.Profile, err)
+			return aws.Config{}, nil, fmt.Errorf("s3: --profile %s: %w", o.Profile, err)
 		default:
 			st.auth, st.hint = "anonymous access (no AWS credentials found)", anonHint
 			cfg.Credentials = aws.AnonymousCredentials{}
 		}
 	}
+	return cfg, st, nil
+}
+
+// newState settles the configuration (once), the region and the client.
+func (c *s3Conn) newState(ctx context.Context) (*s3State, error) {
+	if c.cfg == nil {
+		cfg, st, err := c.loadConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.cfg, c.auth = &cfg, st
+	}
+	o, cfg, st := c.opts, *c.cfg, new(*c.auth)
+	var err error
 	if st.region = o.Region; st.region == "" {
 		if st.region, err = c.discoverRegion(ctx); err != nil {
 			return nil, err
@@ -203,7 +225,7 @@ func (c *s3Conn) discoverRegion(ctx context.Context) (string, error) {
 		if cerr := context.Cause(ctx); cerr != nil && errors.Is(err, cerr) {
 			return "", fmt.Errorf("s3: HEAD %s: %w: %w", u, err, ErrTransient)
 		}
-		return "", fmt.Errorf("s3: HEAD %s: %w", u, transportError(err))
+		return "", fmt.Errorf("s3: HEAD %s (is the endpoint right?): %w", u, transportError(err))
 	}
 	drain(resp.Body)
 	if r := resp.Header.Get("X-Amz-Bucket-Region"); r != "" {
