@@ -6,10 +6,15 @@
 #   integration/bench.sh [COUNT]      the go test benchmarks (root, for the FUSE rows)
 #   integration/bench.sh w1 [COUNT]   workload W1 through real mounts of the volfs
 #                                     binary against zarr-python (root; see bench_w1.sh)
+#   integration/bench.sh s3 [COUNT]   W1 from SeaweedFS's S3 gateway: volfs against s3fs
+#                                     and rclone mount with gunzip in the reader (bench_s3.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = w1 ]; then
 	exec integration/bench_w1.sh "${2:-3}"
+fi
+if [ "${1:-}" = s3 ]; then
+	exec integration/bench_s3.sh "${2:-3}"
 fi
 count=${1:-5}
 out=$(mktemp)
