@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -358,5 +359,30 @@ func TestS3Open(t *testing.T) {
 		case tc.want != "" && (err != nil || f.String() != tc.want):
 			t.Errorf("Open(%q, endpoint %q) = %v, %v, want %s", tc.source, tc.endpoint, f, err, tc.want)
 		}
+	}
+}
+
+// TestS3Stream reads an object as one stream from several offsets.
+func TestS3Stream(t *testing.T) {
+	s3Env(t, "")
+	f := startFakeS3(t, false)
+	data := seq(300_000)
+	f.put(t, "st", "obj", data, nil)
+	s := s3Fetcher(t, f, "s3://st", fastS3)
+	for _, off := range []int64{0, 1, 150_000, 299_999, 300_000, 400_000} {
+		rc, err := s.Stream(context.Background(), "obj", off)
+		if err != nil {
+			t.Errorf("Stream from %d: %v", off, err)
+			continue
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		want := data[min(off, int64(len(data))):]
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("Stream from %d: got %d bytes, %v, want %d", off, len(got), err, len(want))
+		}
+	}
+	if _, err := s.Stream(context.Background(), "missing", 0); !errors.Is(err, ErrNotExist) {
+		t.Errorf("Stream of a missing object: got %v, want %v", err, ErrNotExist)
 	}
 }
