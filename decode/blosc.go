@@ -11,7 +11,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // Blosc (version 1, as c-blosc 1.x writes it and numcodecs, N5 and Zarr v3

@@ -12,7 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // The numcodecs and Zarr v3 codecs that are one library call each; blosc,

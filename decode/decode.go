@@ -39,7 +39,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // ErrCorrupt marks a chunk whose stored bytes do not decode to what the

@@ -9,7 +9,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 func init() {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // N5's "lz4" (n5-java's Lz4Compression) is lz4-java's LZ4BlockOutputStream

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 func init() {

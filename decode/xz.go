@@ -15,7 +15,7 @@ import (
 	"github.com/ulikunitz/xz"
 	"github.com/ulikunitz/xz/lzma"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // numcodecs calls the codec "lzma" (its default container is xz), with a

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 func init() {
