@@ -13,13 +13,17 @@ import (
 //   - internal/mem, the pool of the read path's large buffers, is a leaf
 //     below all three: fetchers read objects into its buffers, decoders
 //     allocate into them, and fs gives them back once a chunk is decoded.
+//   - decode/codec, the byte codecs and their registry, is a leaf below
+//     the formats of decode: a codec knows no format, and fs reaches the
+//     codecs only through decode.
 //   - cache (the chunk store) and cache/disk (the disk tier) sit beside
 //     decode and fetcher, not below them: neither decode nor fetcher
 //     imports anything under cache/, directly or through another package.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
 var layers = map[string][]string{
 	"internal/mem": nil,
-	"decode":       {"internal/mem"},
+	"decode":       {"decode/codec", "internal/mem"},
+	"decode/codec": {"internal/mem"},
 	"fetcher":      {"internal/mem"},
 	"cache":        nil,
 	"cache/disk":   nil,
@@ -29,7 +33,7 @@ var layers = map[string][]string{
 
 // noCache are the packages that must not depend on anything under cache/,
 // even transitively: the pool and the formats and sources it serves.
-var noCache = []string{"internal/mem", "decode", "fetcher"}
+var noCache = []string{"internal/mem", "decode", "decode/codec", "fetcher"}
 
 // TestLayers enforces layers on the direct imports of every ruled package
 // and noCache on their transitive dependencies, as `go list` reports them.
