@@ -206,7 +206,10 @@ func s3Env(t *testing.T, key, secret string) {
 		"AWS_PROFILE": "", "AWS_REGION": "", "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": "",
 		"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": "",
 	} {
-		t.Setenv(k, v)
+		t.Setenv(k, v) // restored when the test ends
+		if v == "" {
+			os.Unsetenv(k) // botocore refuses an empty AWS_PROFILE
+		}
 	}
 }
 
@@ -366,6 +369,10 @@ func TestS3SeaweedFS(t *testing.T) {
 	})
 
 	t.Run("missing bucket", func(t *testing.T) {
+		// With keys: to anonymous requests SeaweedFS answers 403 for a
+		// bucket that does not exist, as for one it may not read.
+		t.Setenv("AWS_ACCESS_KEY_ID", weedAdminKey)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", weedAdminSecret)
 		out, err := runErr(volfsBin, "info", "--endpoint-url", w.Endpoint, "s3://nosuchbucket")
 		if err == nil || !strings.Contains(out, `bucket "nosuchbucket" does not exist`) {
 			t.Errorf("volfs info of a bucket that does not exist: %v\n%s", err, out)
