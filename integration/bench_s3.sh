@@ -2,14 +2,14 @@
 # Workload W1 (bench_w1.sh: 32 chunks of 4 MiB uint8, gzip level 6, as a
 # precomputed layer with "<key>.gz" objects) from an S3 server, side by
 # side in one run: SeaweedFS's S3 gateway on loopback (the build .ci/run
-# caches, or $VOLFS_WEED) holds the layer twice, uploaded with boto3:
+# caches, or $VOLFS_WEED) (bucket bench-w1) holds the layer twice, uploaded with boto3:
 # w1/gz keeps the .gz objects as they are on disk, w1/ce stores each as
 # the plain key with Content-Encoding: gzip (CloudVolume's upload).
 #
 # Rows, each the median of COUNT runs through a fresh mount:
 #   volfs-s3-cat      one `cat` of the 32 chunk files through a volfs mount
-#                     of s3://w1/gz (volfs gunzips the .gz objects)
-#   volfs-s3-cat-ce   the same of s3://w1/ce (Content-Encoding: gzip)
+#                     of s3://bench-w1/gz (volfs gunzips the .gz objects)
+#   volfs-s3-cat-ce   the same of s3://bench-w1/ce (Content-Encoding: gzip)
 #   s3fs-gunzip       s3fs (Debian's s3fs-fuse) mount of the bucket, and one
 #                     python3 process that reads every .gz object of s0 and
 #                     gzip.decompress-es it (zlib's inflate)
@@ -40,7 +40,9 @@ trap cleanup EXIT
 export LC_ALL=C
 # No credentials: the bucket is public, and every reader reads it anonymously.
 export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
-unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 || true
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 || true 
+# rclone 1.60 cannot load AWS_CA_BUNDLE into its transport; the server is plain HTTP.
+unset AWS_CA_BUNDLE || true
 
 go build -o "$work/volfs" ./cmd/volfs
 
@@ -72,7 +74,7 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))'))
 ep=http://127.0.0.1:${ports[0]}
 cat > "$work/s3.json" <<EOF
 {"identities": [
-  {"name": "anonymous", "actions": ["Read:w1", "List:w1"]},
+  {"name": "anonymous", "actions": ["Read:bench-w1", "List:bench-w1"]},
   {"name": "admin", "credentials": [{"accessKey": "benchadmin", "secretKey": "benchadminsecret"}], "actions": ["Admin", "Read", "List", "Write"]}
 ]}
 EOF
@@ -83,7 +85,7 @@ EOF
 	-s3.config="$work/s3.json" -s3.localSocket="$work/s3.sock" > "$work/weed.log" 2>&1 &
 weed_pid=$!
 for _ in $(seq 1200); do curl -s -o /dev/null "$ep/" && break; sleep 0.1; done
-put() { AWS_ACCESS_KEY_ID=benchadmin AWS_SECRET_ACCESS_KEY=benchadminsecret /usr/bin/python3 integration/testdata/s3put.py "$ep" put w1 "$@"; }
+put() { AWS_ACCESS_KEY_ID=benchadmin AWS_SECRET_ACCESS_KEY=benchadminsecret /usr/bin/python3 integration/testdata/s3put.py "$ep" put bench-w1 "$@"; }
 put gz "$work/data" >&2
 put ce "$work/data" --gzip-encoded >&2
 
@@ -100,10 +102,10 @@ wait_mount() {
 	exit 1
 }
 
-# volfs_cat NAME PREFIX: a fresh volfs mount of s3://w1/PREFIX, one cat of
+# volfs_cat NAME PREFIX: a fresh volfs mount of s3://bench-w1/PREFIX, one cat of
 # its chunk files, the dials it made.
 volfs_cat() {
-	"$work/volfs" mount --log-level warn --metrics-addr "$metrics" --endpoint-url "$ep" "s3://w1/$2" "$mnt" &
+	"$work/volfs" mount --log-level warn --metrics-addr "$metrics" --endpoint-url "$ep" "s3://bench-w1/$2" "$mnt" &
 	volfs_pid=$!
 	wait_mount "$mnt"
 	local t0 t1
@@ -153,8 +155,8 @@ for run in $(seq "$count"); do
 	echo "run $run of $count" >&2
 	volfs_cat volfs-s3-cat gz
 	volfs_cat volfs-s3-cat-ce ce
-	peer s3fs-gunzip s3fs w1 "$mnt2" -f -o url="$ep" -o use_path_request_style -o public_bucket=1 -o ro
-	peer rclone-gunzip rclone mount ":s3:w1" "$mnt2" --s3-provider Other --s3-endpoint "$ep" \
+	peer s3fs-gunzip s3fs bench-w1 "$mnt2" -f -o url="$ep" -o use_path_request_style -o public_bucket=1 -o ro
+	peer rclone-gunzip rclone mount ":s3:bench-w1" "$mnt2" --s3-provider Other --s3-endpoint "$ep" \
 		--s3-force-path-style --read-only --vfs-cache-mode off --log-level ERROR
 done
 
