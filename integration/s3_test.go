@@ -62,6 +62,8 @@ type weedServer struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	log      *os.File
+	// startedIn is how long the last start took to answer.
+	startedIn time.Duration
 }
 
 // freePorts returns n TCP ports that were free on 127.0.0.1 a moment ago.
@@ -140,6 +142,8 @@ func startWeed(t *testing.T, public ...string) *weedServer {
 // start runs the server and waits until its gateway answers.
 func (w *weedServer) start(t *testing.T) {
 	t.Helper()
+	begin := time.Now()
+	defer func() { w.startedIn = time.Since(begin) }()
 	w.cmd = exec.Command(w.bin, w.args...)
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -427,6 +431,7 @@ z[:] = a`, src)
 	// Drain dd's output as it comes; say when the first 4 MiB are in.
 	first := make(chan struct{})
 	copied := make(chan []byte)
+	var ended time.Time // set before copied is sent
 	go func() {
 		var got []byte
 		buf := make([]byte, 1<<20)
@@ -437,6 +442,7 @@ z[:] = a`, src)
 			}
 			got = append(got, buf[:n]...)
 			if err != nil {
+				ended = time.Now()
 				copied <- got
 				return
 			}
@@ -447,10 +453,12 @@ z[:] = a`, src)
 	case data := <-copied:
 		t.Fatalf("dd ended after %d bytes before the restart: %s", len(data), stderr.String())
 	}
+	killed := time.Now()
 	w.stop(t)
 	w.start(t)
 	data := <-copied
 	err = cmd.Wait()
+	t.Logf("dd's output ended %v after the kill (the server answered again after %v)", ended.Sub(killed).Round(10*time.Millisecond), w.startedIn.Round(10*time.Millisecond))
 	if len(data) > len(full) || string(data) != string(full[:len(data)]) {
 		t.Fatalf("dd across the restart copied %d bytes, some of which differ from the volume's", len(data))
 	}
@@ -480,6 +488,11 @@ z[:] = a`, src)
 		}
 	}
 	t.Logf("after the restart, all %d chunks read exactly through the same mount", n)
+	if peak := peakRSS(t, s.cmd.Process.Pid); peak > maxPeakRSS {
+		t.Errorf("volfs peaked at %d MiB, want at most %d", peak>>20, maxPeakRSS>>20)
+	} else {
+		t.Logf("volfs peak RSS %.1f MiB", float64(peak)/(1<<20))
+	}
 }
 
 // waitReadable waits until an anonymous GET of path (/bucket/key) succeeds:
