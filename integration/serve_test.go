@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/sys/unix"
 
 	"github.com/volfs/volfs/fs"
 )
@@ -586,4 +589,95 @@ func TestServeClients(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestServeSlowClients: clients that ask for a large file and stop reading
+// are cut off after --write-timeout (their requests end, counted as 499),
+// hold no more than a reply buffer each meanwhile, and do not keep others
+// from being served.
+func TestServeSlowClients(t *testing.T) {
+	requireTool(t, "curl")
+	src := t.TempDir()
+	const nz = 512 // a volume.raw of 64 MiB, far more than socket buffers take
+	all := map[int]bool{}
+	for i := range nz {
+		all[i] = true
+	}
+	_, chunks := writeLayer(t, src, nz, all)
+	s := startServe(t, "--write-timeout", "1s", "--cache-size", "16MiB", src)
+	const stalled = 16
+	for range stalled {
+		conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(s.url, "http://"), "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.(*net.TCPConn).SetReadBuffer(4096)
+		if _, err := io.WriteString(conn, "GET /s0/volume.raw HTTP/1.1\r\nHost: volfs\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range stalled {
+		s.waitLog(t, `msg=request method=GET path=/s0/volume.raw .*code=499`)
+	}
+	want := bytes.Join(chunks, nil)
+	if r := curl(t, s.url+"s0/volume.raw"); r.code != 200 || !bytes.Equal(r.body, want) {
+		t.Errorf("volume.raw after the stalled clients: %d, %d bytes (equal %v), want 200 and %d", r.code, len(r.body), bytes.Equal(r.body, want), len(want))
+	}
+	checkRSS(t, peakRSS(t, s.cmd.Process.Pid))
+}
+
+// TestServeDaemon: `volfs serve --daemon` returns once the server answers,
+// keeps serving through SIGHUP and stops on SIGTERM, as mount does.
+func TestServeDaemon(t *testing.T) {
+	requireTool(t, "curl")
+	vol, _ := writeVolume(t)
+	addr := freeAddr(t)
+	logFile := filepath.Join(t.TempDir(), "log")
+	if out, err := exec.Command(volfsBin, "serve", "--daemon", "--addr", addr, "--log-file", logFile, vol).CombinedOutput(); err != nil {
+		t.Fatalf("volfs serve --daemon: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg=serving .* pid=(\d+)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("no serving line with a pid in the log:\n%s", data)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if r := curl(t, "http://"+addr+"/info"); r.code != 200 {
+		t.Fatalf("GET /info of the background server: %d", r.code)
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if r := curl(t, "http://"+addr+"/s0/volume.raw"); r.code != 200 {
+		t.Errorf("GET after SIGHUP: %d, want 200", r.code)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 60_000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("the background server did not exit within a minute of SIGTERM (%v)", err)
+		}
+		break
+	}
+	data, _ = os.ReadFile(logFile)
+	hup, stop := bytes.Index(data, []byte("SIGHUP: still serving")), bytes.Index(data, []byte("msg=stopped"))
+	if hup < 0 || stop < hup {
+		t.Errorf("log: want the SIGHUP line, then stopped:\n%s", data)
+	}
 }
