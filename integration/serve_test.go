@@ -681,3 +681,41 @@ func TestServeDaemon(t *testing.T) {
 		t.Errorf("log: want the SIGHUP line, then stopped:\n%s", data)
 	}
 }
+
+// TestServeCorruptChunk: a chunk that cannot be decoded is 502 with one log
+// line, and a read of volume.raw that reaches it after the status was sent
+// cuts the connection: curl fails, and what it got is the true prefix,
+// never a whole body with wrong bytes.
+func TestServeCorruptChunk(t *testing.T) {
+	requireTool(t, "curl")
+	src := t.TempDir()
+	const nz, bad = 8, 6 // a volume.raw of 1 MiB; the bad chunk starts past the first 256 KiB block
+	all := map[int]bool{}
+	for i := range nz {
+		all[i] = true
+	}
+	keys, chunks := writeLayer(t, src, nz, all)
+	writeFile(t, filepath.Join(src, keys[bad]+".gz"), []byte("\x1f\x8b\x08\x00 not gzip at all"))
+	s := startServe(t, src)
+	if r := curl(t, s.url+keys[bad]); r.code != 502 {
+		t.Errorf("GET the corrupt chunk: %d, want 502", r.code)
+	}
+	if r := curl(t, "-I", s.url+keys[bad]); r.code != 200 || r.header.Get("Content-Length") != strconv.Itoa(hostileChunk) {
+		t.Errorf("HEAD the corrupt chunk: %d, Content-Length %q; want 200, %d from the metadata", r.code, r.header.Get("Content-Length"), hostileChunk)
+	}
+	if r := curl(t, s.url+keys[bad-1]); r.code != 200 || !bytes.Equal(r.body, chunks[bad-1]) {
+		t.Errorf("GET its neighbour: %d, %d bytes", r.code, len(r.body))
+	}
+	out := filepath.Join(t.TempDir(), "raw")
+	msg, err := exec.Command("curl", "-sS", "-o", out, s.url+"s0/volume.raw").CombinedOutput()
+	got, _ := os.ReadFile(out)
+	want := bytes.Join(chunks, nil)
+	if err == nil || len(got) >= len(want) || !bytes.Equal(got, want[:len(got)]) {
+		t.Errorf("GET volume.raw over the corrupt chunk: curl %v (%s), %d of %d bytes, a true prefix: %v; want curl to fail with a true prefix",
+			err, strings.TrimSpace(string(msg)), len(got), len(want), bytes.Equal(got, want[:min(len(got), len(want))]))
+	}
+	t.Logf("curl: %v: %s (%d of %d bytes)", err, strings.TrimSpace(string(msg)), len(got), len(want))
+	if !strings.Contains(s.log.String(), keys[bad]) {
+		t.Errorf("no log line names %s:\n%s", keys[bad], s.log)
+	}
+}
