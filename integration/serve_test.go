@@ -719,3 +719,43 @@ func TestServeCorruptChunk(t *testing.T) {
 		t.Errorf("no log line names %s:\n%s", keys[bad], s.log)
 	}
 }
+
+// TestServeZarr serves a Zarr v2 group written by zarr-python (a blosc
+// array and a zlib one) and reads every file of it with curl and through a
+// volfs chain, against the FUSE mount; zarr-python then opens the chain's
+// mount and reads the values written.
+func TestServeZarr(t *testing.T) {
+	requireZarr(t)
+	requireTool(t, "curl")
+	src := filepath.Join(t.TempDir(), "g.zarr")
+	run(t, python, "-c", `
+import sys, numpy as np, zarr
+from numcodecs import Blosc, Zlib
+g = zarr.open_group(sys.argv[1], mode="w")
+a = np.arange(20 * 30 * 40, dtype="<u2").reshape(20, 30, 40)
+g.create_dataset("blosc", data=a, chunks=(8, 16, 16), compressor=Blosc("zstd", 3, Blosc.SHUFFLE))
+g.create_dataset("zlib", data=a.astype("<f4") / 7, chunks=(5, 30, 17), compressor=Zlib(5))
+`, src)
+	mnt := mountSource(t, src, fs.Options{})
+	s := startServe(t, src)
+	files, _ := mountedFiles(t, mnt)
+	for _, f := range files {
+		want := []byte(run(t, "cat", filepath.Join(mnt, f.path)))
+		if r := curl(t, s.url+f.path); r.code != 200 || !bytes.Equal(r.body, want) {
+			t.Errorf("GET %s: %d, %d bytes, want 200 and the mount's %d", f.path, r.code, len(r.body), len(want))
+		}
+	}
+	chain := startVolfs(t, "mount", s.url)
+	// A chain's .orig metadata is what it read: the served, rewritten one.
+	if out, err := runErr("diff", "-r", "-x", "*.orig", mnt, chain.mnt); err != nil {
+		t.Errorf("diff -r of the mount and the chain: %v\n%s", err, out)
+	}
+	run(t, python, "-c", `
+import sys, numpy as np, zarr
+a = np.arange(20 * 30 * 40, dtype="<u2").reshape(20, 30, 40)
+b = zarr.open_array(sys.argv[1] + "/blosc", mode="r")
+z = zarr.open_array(sys.argv[1] + "/zlib", mode="r")
+assert b.compressor is None and z.compressor is None
+assert (b[:] == a).all() and (z[:] == a.astype("<f4") / 7).all()
+`, chain.mnt)
+}
