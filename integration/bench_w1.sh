@@ -240,6 +240,9 @@ PY
 	rclone_pid=
 }
 
+# curl_all URL...: one curl process reads every URL in order, over one
+# keep-alive connection, the bodies thrown away.
+curl_all() { curl -sSf "$@" > /dev/null; }
 # serve_rows: W1 through `volfs serve` read by one curl process (every chunk
 # file in order over one keep-alive connection), beside a fresh FUSE mount of
 # the same source read by one cat, local and over HTTP, alternated in each
@@ -261,7 +264,7 @@ serve_rows() {
 		base=$(grep -o 'url=[^ ]*' "$work/serve.log" | head -n 1 | cut -d= -f2)
 		[ -n "$base" ] || { echo "volfs serve did not start" >&2; cat "$work/serve.log" >&2; exit 1; }
 		mapfile -t urls < <(ls "$data/w1.precomputed/s0" | sed 's/\.gz$//' | sort | sed "s|^|${base}s0/|")
-		time_cmd "$name" curl -sf "${urls[@]}" -o /dev/null
+		time_cmd "$name" curl_all "${urls[@]}"
 		echo "$name $(awk '/^VmHWM:/ {print $2}' "/proc/$volfs_pid/status") $default_cache_mib" >> "$rss"
 		echo "$name $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$volfs_pid/stat")" >> "$cpu"
 		kill -TERM "$volfs_pid"

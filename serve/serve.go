@@ -36,9 +36,11 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -196,10 +198,42 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == "PROPFIND" {
+		if !readBody(w, r) {
+			return
+		}
 		s.propfind(w, r, p)
 		return
 	}
 	s.get(w, r, p)
+}
+
+// Bounds of a PROPFIND's body: a list of property names, a few hundred
+// bytes from any client.
+const (
+	maxBodyBytes = 1 << 20
+	bodyTimeout  = 30 * time.Second
+)
+
+// readBody reads r's body, at most maxBodyBytes within bodyTimeout, and
+// puts it back as a reader in memory; false when it answered the request
+// (400 or 413). The deadline is lifted once the body is read: a read
+// deadline that passes while the reply is written would cancel the
+// request.
+func readBody(w *response, r *http.Request) bool {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	_ = rc.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		http.Error(w, "400 bad request: the body did not arrive", http.StatusBadRequest)
+		return false
+	case len(body) > maxBodyBytes:
+		http.Error(w, "413 request body too large", http.StatusRequestEntityTooLarge)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 // cleanPath returns the tree path that r names ("" for the root, no

@@ -36,13 +36,15 @@ func serveFlags() []flagDef {
 }
 
 // Bounds of the HTTP server against clients that hold connections: the
-// request headers within serveHeaderTimeout, the whole request (a PROPFIND
-// body at most) within serveReadTimeout, an idle keep-alive connection
+// request headers within serveHeaderTimeout, an idle keep-alive connection
 // closed after serveIdleTimeout, at most serveConns connections at once
-// (more wait in the kernel's backlog, holding nothing of volfs's).
+// (more wait in the kernel's backlog, holding nothing of volfs's). No
+// http.Server.ReadTimeout: net/http cancels a request's context when that
+// deadline passes during the reply, which would cut every download longer
+// than it; the one request body read (PROPFIND's) has a deadline of its
+// own (serve.Server).
 const (
 	serveHeaderTimeout = 10 * time.Second
-	serveReadTimeout   = time.Minute
 	serveIdleTimeout   = 2 * time.Minute
 	serveHeaderBytes   = 64 << 10
 	serveConns         = 512
@@ -194,7 +196,6 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: serveHeaderTimeout,
-		ReadTimeout:       serveReadTimeout,
 		IdleTimeout:       serveIdleTimeout,
 		MaxHeaderBytes:    serveHeaderBytes,
 		// Each write has its own deadline (--write-timeout), not the
