@@ -259,9 +259,9 @@ serve_rows() {
 		: > "$work/serve.log"
 		"$work/volfs" serve --addr 127.0.0.1:0 --log-level info --metrics-addr "$metrics" "$src" 2> "$work/serve.log" &
 		volfs_pid=$!
-		for _ in $(seq 400); do grep -q 'msg=serving' "$work/serve.log" && break; sleep 0.025; done
+		for _ in $(seq 400); do grep -q 'msg=serving source=' "$work/serve.log" && break; sleep 0.025; done
 		local base
-		base=$(grep -o 'url=[^ ]*' "$work/serve.log" | head -n 1 | cut -d= -f2)
+		base=$(grep 'msg=serving source=' "$work/serve.log" | grep -o 'url=[^ ]*' | cut -d= -f2)
 		[ -n "$base" ] || { echo "volfs serve did not start" >&2; cat "$work/serve.log" >&2; exit 1; }
 		mapfile -t urls < <(ls "$data/w1.precomputed/s0" | sed 's/\.gz$//' | sort | sed "s|^|${base}s0/|")
 		time_cmd "$name" curl_all "${urls[@]}"
