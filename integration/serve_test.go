@@ -355,7 +355,22 @@ func TestServeRefusals(t *testing.T) {
 	requireTool(t, "curl")
 	secret := filepath.Join(filepath.Dir(vol), "secret")
 	writeFile(t, secret, []byte("not for clients"))
+	if err := os.Symlink(secret, filepath.Join(vol, "leak")); err != nil {
+		t.Fatal(err)
+	}
 	s := startServe(t, "--webdav", vol)
+	// A link out of a local source is not followed for clients (as for
+	// --allow-other), unless --follow-symlinks says so.
+	if r := curl(t, s.url+"leak"); r.code != 403 || bytes.Contains(r.body, []byte("not for clients")) {
+		t.Errorf("GET /leak, a link out of the source: %d, want 403", r.code)
+	}
+	// A loopback server answers to loopback names only: a page cannot
+	// reach it through a name of its own pointed at 127.0.0.1.
+	for host, want := range map[string]int{"evil.example": 403, "evil.example:80": 403, "localhost:1": 200, "127.0.0.1": 200, "[::1]:8080": 200} {
+		if r := curl(t, "-H", "Host: "+host, s.url+"info"); r.code != want {
+			t.Errorf("GET /info with Host %s: %d, want %d", host, r.code, want)
+		}
+	}
 	for _, target := range []string{
 		"/../secret", "/s0/../../secret", "/..%2fsecret", "/s0%2f..%2f..%2fsecret", "/%2e%2e/secret",
 		"/s0/..%5c..%5csecret", "/./info", "//info", "/s0/%00", "/s0/volume.raw/../../secret",
@@ -366,14 +381,17 @@ func TestServeRefusals(t *testing.T) {
 		}
 	}
 	// The absolute form of the request-target: only its path counts.
-	for _, target := range []string{"http://example.com/../secret", "http://example.com/%2e%2e/secret"} {
+	for _, target := range []string{"http://localhost/../secret", "http://localhost/%2e%2e/secret"} {
 		r := curl(t, "--path-as-is", "--request-target", target, s.url)
 		if r.code != 404 {
 			t.Errorf("GET %s: %d, want 404", target, r.code)
 		}
 	}
-	if r := curl(t, "--request-target", "http://example.com/info", s.url); r.code != 200 {
-		t.Errorf("GET http://example.com/info (absolute form): %d, want 200", r.code)
+	if r := curl(t, "--request-target", "http://localhost/info", s.url); r.code != 200 {
+		t.Errorf("GET http://localhost/info (absolute form): %d, want 200", r.code)
+	}
+	if r := curl(t, "--request-target", "http://example.com/info", s.url); r.code != 403 {
+		t.Errorf("GET http://example.com/info (absolute form, another host): %d, want 403", r.code)
 	}
 	for _, m := range []string{"PUT", "DELETE", "MKCOL", "PROPPATCH", "MOVE", "COPY", "LOCK", "UNLOCK", "POST", "PATCH"} {
 		r := curl(t, "-X", m, "-H", "Destination: "+s.url+"moved", "--data-binary", "x", s.url+"info")

@@ -79,6 +79,11 @@ type Options struct {
 	// WriteTimeout bounds each write of a reply; 0 means
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// LocalHosts answers only requests whose Host names the loopback
+	// (localhost, 127.0.0.0/8, ::1), for a server that listens there: a
+	// web page cannot then reach it through a name of its own that it
+	// points at 127.0.0.1 (DNS rebinding).
+	LocalHosts bool
 	// Log receives one line per failed read (through the tree's error
 	// mapping) and per refused credentials; nil means slog.Default().
 	Log *slog.Logger
@@ -150,6 +155,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", "Content-Length, Content-Range, Accept-Ranges, ETag, Last-Modified")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if s.opts.LocalHosts && !localHost(r.Host) {
+		http.Error(w, "403 forbidden: this server answers only to localhost, 127.0.0.1 or [::1]", http.StatusForbidden)
+		return
+	}
 	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		// A CORS preflight carries no credentials, by the Fetch standard.
 		h.Set("Access-Control-Allow-Methods", s.readMethods())
@@ -260,6 +269,19 @@ func cleanPath(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return p, true
+}
+
+// localHost reports whether the Host header host names the loopback.
+func localHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // statusClientGone is the code counted for a request whose client left

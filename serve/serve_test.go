@@ -151,3 +151,14 @@ func TestAuth(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "LOCALHOST:8080": true, "127.0.0.1": true, "127.1.2.3:80": true, "[::1]:8080": true, "::1": true,
+		"evil.example": false, "evil.example:8080": false, "10.0.0.1": false, "localhost.evil.example": false, "": false,
+	} {
+		if got := localHost(host); got != want {
+			t.Errorf("localHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}

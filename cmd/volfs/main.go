@@ -374,12 +374,13 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 // nothing through a link that the owner could not read anyway, and a lab
 // layout with scale directories linked from other disks reads as it does
 // on disk; a mount that other users read confines links to the source, so
-// that a link cannot hand them a file of the owner's.
+// that a link cannot hand them a file of the owner's, and so does `volfs
+// serve`, whose clients are others.
 func followSymlinks(c *cli.Context) bool {
 	if c.IsSet("follow-symlinks") {
 		return c.Bool("follow-symlinks")
 	}
-	return !c.Bool("allow-other")
+	return !c.Bool("allow-other") && !servesOthers(c)
 }
 
 // Bounds of the metrics server, so that clients of --metrics-addr, slow or

@@ -79,11 +79,16 @@ func serveCommand(rep *reporter) *cli.Command {
 	}
 }
 
+// servesOthers reports whether c is `volfs serve`, whose clients are other
+// programs and users than the one who runs it.
+func servesOthers(c *cli.Context) bool { return c.Command != nil && c.Command.Name == "serve" }
+
 // serveConfig is what serve's own flags ask for, checked.
 type serveConfig struct {
-	addr string
-	auth *volserve.Auth
-	tls  *tls.Config // nil for plain HTTP
+	addr     string
+	loopback bool // addr is a loopback address
+	auth     *volserve.Auth
+	tls      *tls.Config // nil for plain HTTP
 }
 
 // serveConfigOf checks serve's flags: credentials that can be read, a
@@ -117,11 +122,10 @@ func serveConfigOf(c *cli.Context) (serveConfig, error) {
 	if c.Duration("write-timeout") <= 0 {
 		return cfg, fmt.Errorf("--write-timeout: want a positive duration, got %v", c.Duration("write-timeout"))
 	}
-	loopback, err := isLoopback(cfg.addr)
-	if err != nil {
+	if cfg.loopback, err = isLoopback(cfg.addr); err != nil {
 		return cfg, fmt.Errorf("--addr: %w", err)
 	}
-	if !loopback && cfg.auth == nil && !c.Bool("allow-anonymous") {
+	if !cfg.loopback && cfg.auth == nil && !c.Bool("allow-anonymous") {
 		return cfg, fmt.Errorf("--addr %s reaches beyond loopback: anyone who can reach it could read the source; pass --auth USER:PASSWORD or --auth-file FILE (with --cert and --key, so that passwords do not cross the network in clear), or --allow-anonymous", cfg.addr)
 	}
 	return cfg, nil
@@ -170,6 +174,7 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 		WebDAV:       c.Bool("webdav"),
 		Auth:         cfg.auth,
 		WriteTimeout: c.Duration("write-timeout"),
+		LocalHosts:   cfg.loopback,
 		Log:          slog.Default(),
 	})
 	if addr := c.String("metrics-addr"); addr != "" {
