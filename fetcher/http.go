@@ -113,34 +113,13 @@ type HTTP struct {
 
 	refused sync.Map // origins whose redirects were refused and logged
 
-	stats httpCounters
+	m Metrics // Conns: the session's dials
 }
 
-// HTTPStats counts what an HTTP fetcher did since it was made.
-type HTTPStats struct {
-	// Objects counts requests that succeeded (GET, ranged GET, HEAD,
-	// listing), Bytes the body bytes received by every attempt.
-	Objects, Bytes int64
-	// Retries counts attempts repeated after a transient failure.
-	Retries int64
-	// NotFound, GaveUp and Failed count requests that ended in an error:
-	// the object does not exist; transient failures until the attempts
-	// ran out; any other error (refused, too large, cancelled).
-	NotFound, GaveUp, Failed int64
-}
-
-type httpCounters struct {
-	objects, bytes, retries, notFound, gaveUp, failed atomic.Int64
-}
-
-// Stats returns h's counters. Safe for concurrent use.
-func (h *HTTP) Stats() HTTPStats {
-	c := &h.stats
-	return HTTPStats{
-		Objects: c.objects.Load(), Bytes: c.bytes.Load(), Retries: c.retries.Load(),
-		NotFound: c.notFound.Load(), GaveUp: c.gaveUp.Load(), Failed: c.failed.Load(),
-	}
-}
+// Stats returns h's counters (Statser); Conns is the dial count of the
+// session h shares with every HTTP fetcher of its host. Safe for
+// concurrent use.
+func (h *HTTP) Stats() Stats { return h.m.Stats() }
 
 // NewHTTP returns an HTTP fetcher for base. Userinfo in base is sent as
 // basic authentication and left out of String and of error messages; a
@@ -165,6 +144,7 @@ func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 	opts = opts.withDefaults()
 	h := &HTTP{base: u, opts: opts, sess: sessionFor(u, opts.Conns)}
 	h.client = &http.Client{Transport: h.sess.transport, CheckRedirect: h.checkRedirect}
+	h.m.ConnsFrom(h.sess.dials.Load)
 	return h, nil
 }
 
@@ -419,22 +399,16 @@ func (h *HTTP) url(key string) *url.URL {
 func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect expectFunc, read func(*http.Response) error) error {
 	for attempt := 1; ; attempt++ {
 		err := h.try(ctx, method, u, header, expect, read)
-		switch {
-		case err == nil:
-			h.stats.objects.Add(1)
-			return nil
-		case errors.Is(err, ErrNotExist):
-			h.stats.notFound.Add(1)
-			return err
-		case !errors.Is(err, ErrTransient):
-			h.stats.failed.Add(1)
+		if err == nil || !errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist) {
+			h.m.Done(err)
 			return err
 		}
 		if attempt == h.opts.MaxAttempts {
-			h.stats.gaveUp.Add(1)
-			return fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
+			err = fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
+			h.m.Done(err)
+			return err
 		}
-		h.stats.retries.Add(1)
+		h.m.Retry()
 		t := time.NewTimer(h.backoff(attempt-1, err))
 		select {
 		case <-ctx.Done():
@@ -516,7 +490,7 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		bound = attemptBound(h.opts.StallTimeout, h.opts.MinRate, expect)
 		deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
 		defer deadline.Stop()
-		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}
+		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.m}
 		err = read(resp)
 		drain(resp.Body)
 	}
@@ -571,14 +545,14 @@ type progressBody struct {
 	io.ReadCloser
 	watchdog *time.Timer
 	timeout  time.Duration
-	bytes    *atomic.Int64 // counts what arrives
+	bytes    *Metrics // counts what arrives
 }
 
 func (b *progressBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.watchdog.Reset(b.timeout)
-		b.bytes.Add(int64(n))
+		b.bytes.AddBytes(int64(n))
 	}
 	return n, err
 }
@@ -903,7 +877,7 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 		}
 		return nil, fail(transportError(err))
 	}
-	body := &streamBody{ReadCloser: &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}, stop: stop}
+	body := &streamBody{ReadCloser: &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.m}, stop: stop}
 	refuse := func(err error) (io.ReadCloser, error) {
 		body.Close()
 		return nil, fail(err)
@@ -926,7 +900,7 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 	default:
 		return refuse(statusError(resp))
 	}
-	h.stats.objects.Add(1)
+	h.m.Done(nil)
 	return body, nil
 }
 

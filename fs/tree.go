@@ -164,7 +164,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 			return nil, fmt.Errorf("fs: unknown format %q", f)
 		}
 	}
-	_, local := src.(*fetcher.File)
+	_, local := src.(fetcher.Local)
 	t := &Tree{src: src, local: local, opts: opts, log: opts.Log}
 	if t.log == nil {
 		t.log = slog.Default()

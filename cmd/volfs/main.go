@@ -459,7 +459,7 @@ func checkMountpoint(c *cli.Context, source, mountpoint string) error {
 	}
 	if _, rest, err := splitFormat(source); err == nil && (!strings.Contains(rest, "://") || strings.HasPrefix(rest, "file://")) {
 		if src, err := fetcher.Open(rest, fetcher.Options{}); err == nil {
-			if local, ok := src.(interface{ Root() string }); ok {
+			if local, ok := src.(fetcher.Local); ok {
 				if err := fs.CheckApart(local.Root(), mountpoint); err != nil {
 					return err
 				}
