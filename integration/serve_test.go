@@ -724,8 +724,8 @@ func TestServeCorruptChunk(t *testing.T) {
 	keys, chunks := writeLayer(t, src, nz, all)
 	writeFile(t, filepath.Join(src, keys[bad]+".gz"), []byte("\x1f\x8b\x08\x00 not gzip at all"))
 	s := startServe(t, src)
-	if r := curl(t, s.url+keys[bad]); r.code != 502 {
-		t.Errorf("GET the corrupt chunk: %d, want 502", r.code)
+	if r := curl(t, s.url+keys[bad]); r.code != 502 || r.header.Get("Cache-Control") != "no-store" || r.header.Get("ETag") != "" {
+		t.Errorf("GET the corrupt chunk: %d, Cache-Control %q, ETag %q; want 502, no-store and no ETag", r.code, r.header.Get("Cache-Control"), r.header.Get("ETag"))
 	}
 	if r := curl(t, "-I", s.url+keys[bad]); r.code != 200 || r.header.Get("Content-Length") != strconv.Itoa(hostileChunk) {
 		t.Errorf("HEAD the corrupt chunk: %d, Content-Length %q; want 200, %d from the metadata", r.code, r.header.Get("Content-Length"), hostileChunk)

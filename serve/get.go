@@ -53,12 +53,19 @@ func redirect(w http.ResponseWriter, r *http.Request, to string) {
 	w.WriteHeader(http.StatusMovedPermanently)
 }
 
-// fail answers a request that failed before its body with code.
+// fail answers a request that failed before its body with code. The
+// headers of the file's bytes are dropped, and the error is marked for no
+// cache to keep: a transient failure must not stick in a browser's cache.
 func (s *Server) fail(w *response, r *http.Request, code int) {
 	if code == statusClientGone {
 		w.code = code
 		return
 	}
+	h := w.Header()
+	for _, k := range []string{"ETag", "Last-Modified", "Accept-Ranges", "Content-Length"} {
+		h.Del(k)
+	}
+	h.Set("Cache-Control", "no-store")
 	http.Error(w, fmt.Sprintf("%d %s", code, strings.ToLower(http.StatusText(code))), code)
 }
 
@@ -121,7 +128,6 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 		if err != nil {
 			code := s.status(ctx, err, "read", p)
 			if done == 0 {
-				h.Del("Content-Length")
 				h.Del("Content-Range")
 				s.fail(w, r, code)
 				return
