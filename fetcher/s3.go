@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -114,8 +113,10 @@ type S3 struct {
 	conn   *s3Conn
 
 	refusedOnce sync.Once // the 403 line is logged once
-	stats       httpCounters
+	m           Metrics
 }
+
+var _ Statser = (*S3)(nil)
 
 // NewS3 returns a fetcher for source, "s3://bucket" or
 // "s3://bucket/prefix". It makes no request: the region, the credentials
@@ -143,7 +144,9 @@ func NewS3(source string, opts S3Options) (*S3, error) {
 			return nil, fmt.Errorf("fetcher: s3: bad endpoint URL %q: want http(s)://HOST[:PORT][/PATH]", opts.Endpoint)
 		}
 	}
-	return &S3{bucket: bucket, prefix: prefix, opts: opts, conn: s3ConnFor(bucket, opts)}, nil
+	s := &S3{bucket: bucket, prefix: prefix, opts: opts, conn: s3ConnFor(bucket, opts)}
+	s.m.ConnsFrom(s.conn.sess.dials.Load)
+	return s, nil
 }
 
 // String returns "s3://bucket" or "s3://bucket/prefix".
@@ -156,15 +159,9 @@ func (s *S3) String() string {
 // grow.
 func (s *S3) Dials() int64 { return s.conn.sess.dials.Load() }
 
-// Stats returns the fetcher's counters, as HTTP.Stats. Safe for
-// concurrent use.
-func (s *S3) Stats() HTTPStats {
-	c := &s.stats
-	return HTTPStats{
-		Objects: c.objects.Load(), Bytes: s.conn.bytes.Load(), Retries: c.retries.Load(),
-		NotFound: c.notFound.Load(), GaveUp: c.gaveUp.Load(), Failed: c.failed.Load(),
-	}
-}
+// Stats returns the fetcher's counters (Statser). Safe for concurrent
+// use.
+func (s *S3) Stats() Stats { return s.m.Stats() }
 
 // Auth says how requests are signed, once a call has settled it: e.g.
 // "anonymous access (--anonymous)" or "AWS credentials from
@@ -405,24 +402,17 @@ type s3Call func(ctx context.Context, c *s3.Client) error
 func (s *S3) do(ctx context.Context, op, key string, n int64, call s3Call) error {
 	bound := min(s.opts.CallTimeout, time.Duration(s.opts.MaxAttempts)*attemptBound(s.opts.StallTimeout, s.opts.MinRate, n)+
 		time.Duration(s.opts.MaxAttempts-1)*s.opts.MaxBackoff)
-	cctx, cancel := context.WithTimeout(ctx, bound)
+	cctx, cancel := context.WithTimeout(withMetrics(ctx, &s.m), bound)
 	defer cancel()
 	where := fmt.Sprintf("fetcher: %s %s/%s", op, s, strings.TrimSuffix(key, "/"))
 	if op == "list" {
 		where = fmt.Sprintf("fetcher: list %s/%s", s, strings.TrimPrefix(key, "/"))
 	}
 	fail := func(err error) error {
-		switch {
-		case ctx.Err() != nil:
-			s.stats.failed.Add(1)
-			return fmt.Errorf("%s: %w", where, ctx.Err())
-		case errors.Is(err, ErrNotExist):
-			s.stats.notFound.Add(1)
-		case errors.Is(err, ErrTransient):
-			s.stats.gaveUp.Add(1)
-		default:
-			s.stats.failed.Add(1)
+		if ctx.Err() != nil {
+			err = ctx.Err()
 		}
+		s.m.Done(err)
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	for attempt := 1; ; attempt++ {
@@ -432,7 +422,7 @@ func (s *S3) do(ctx context.Context, op, key string, n int64, call s3Call) error
 		st, err := s.conn.settle(cctx)
 		if err == nil {
 			if err = call(cctx, st.client); err == nil {
-				s.stats.objects.Add(1)
+				s.m.Done(nil)
 				return nil
 			}
 			err = s.classify(cctx, bound, st, err)
@@ -443,7 +433,7 @@ func (s *S3) do(ctx context.Context, op, key string, n int64, call s3Call) error
 		if !errors.Is(err, ErrTransient) || attempt >= s.opts.MaxAttempts || cctx.Err() != nil {
 			return fail(err)
 		}
-		s.stats.retries.Add(1)
+		s.m.Retry()
 		t := time.NewTimer(s.backoff(attempt - 1))
 		select {
 		case <-t.C:
@@ -539,31 +529,6 @@ func httpStatus(err error) int {
 		return re.HTTPStatusCode()
 	}
 	return 0
-}
-
-// countingTransport counts the body bytes that arrive through it.
-type countingTransport struct {
-	base  http.RoundTripper
-	bytes *atomic.Int64
-}
-
-func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
-	if err == nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, bytes: t.bytes}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	bytes *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.bytes.Add(int64(n))
-	return n, err
 }
 
 func cmpOr(a, b string) string {

@@ -28,8 +28,7 @@ type s3Conn struct {
 	bucket string
 	opts   S3Options
 	sess   *session
-	http   *http.Client // the session's transport, watched and counted
-	bytes  atomic.Int64 // body bytes received
+	http   *http.Client // the session's transport, watched (and counted: see Metrics)
 
 	lock  chan struct{}           // held by the one settle at work; a channel so that waiting honours ctx
 	cfg   *aws.Config             // GUARDED_BY(lock); the configuration and credentials, once found
@@ -65,7 +64,7 @@ func s3ConnFor(bucket string, opts S3Options) *s3Conn {
 		return c
 	}
 	c := &s3Conn{bucket: bucket, opts: opts, sess: newSession(opts.Conns), lock: make(chan struct{}, 1)}
-	rt := &stallTransport{base: &countingTransport{base: c.sess.transport, bytes: &c.bytes}, timeout: opts.StallTimeout, minRate: opts.MinRate}
+	rt := &stallTransport{base: c.sess.transport, timeout: opts.StallTimeout, minRate: opts.MinRate}
 	c.http = &http.Client{
 		Transport: rt,
 		// S3 names another region with a 301 and no Location: the SDK

@@ -23,8 +23,9 @@ func (s *S3) Stream(ctx context.Context, key string, offset int64) (io.ReadClose
 	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
+	ctx = withMetrics(ctx, &s.m)
 	fail := func(err error) error {
-		s.stats.failed.Add(1)
+		s.m.Done(err)
 		return fmt.Errorf("fetcher: stream %s/%s from %d: %w", s, key, offset, err)
 	}
 	st, err := s.conn.settle(ctx)
@@ -53,6 +54,6 @@ func (s *S3) Stream(ctx context.Context, key string, offset int64) (io.ReadClose
 		out.Body.Close()
 		return nil, fail(fmt.Errorf("reply to range %d- is the whole object", offset))
 	}
-	s.stats.objects.Add(1)
+	s.m.Done(nil)
 	return out.Body, nil
 }

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fs"
 )
 
 // commandSet says which commands take a flag.
@@ -17,9 +25,10 @@ const (
 	onDemo
 	onInfo
 	onCat
+	onServe
 
 	// onSource is every command that opens a source.
-	onSource = onMount | onDemo | onInfo | onCat
+	onSource = onMount | onDemo | onInfo | onCat | onServe
 	// onFUSE is every command that mounts.
 	onFUSE = onMount | onDemo
 )
@@ -52,16 +61,16 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "read-ahead", Value: "64MiB", Usage: "chunks prefetched ahead of readers that read chunk files in order: bytes per reader and in all (a size, see SIZES; 0 turns read-ahead off)"}},
 		{onSource, &cli.StringFlag{Name: "cache-dir", Usage: "keep decoded chunks across restarts in DIR/volfs-UID, a directory of volfs's own (mode 0700; checked against the source's object identities; off when empty)"}},
 		{onSource, &cli.StringFlag{Name: "disk-cache-size", Value: "10GiB", Usage: "bound of --cache-dir, a size (see SIZES; least recently used out first)"}},
-		{onFUSE, &cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics at http://ADDR/metrics (e.g. localhost:9090; off when empty)"}},
+		{onFUSE | onServe, &cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics at http://ADDR/metrics (e.g. localhost:9090; off when empty)"}},
 		{onFUSE, &cli.BoolFlag{Name: "direct-io", Usage: "serve reads without the kernel's page cache: decoded chunks held once, faster first reads, but every read asks volfs"}},
 		{onFUSE, &cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"}},
 		{onFUSE, &cli.IntFlag{Name: "uid", Value: os.Getuid(), DefaultText: "the caller's", Usage: "owner uid shown for every file"}},
 		{onFUSE, &cli.IntFlag{Name: "gid", Value: os.Getgid(), DefaultText: "the caller's", Usage: "owner gid shown for every file"}},
 		{onFUSE, &cli.BoolFlag{Name: "allow-non-empty", Usage: "mount over a directory that is not empty, hiding what it holds"}},
 		{onFUSE, &cli.BoolFlag{Name: "debug-fuse", Usage: "log every FUSE request"}},
-		{onFUSE, &cli.BoolFlag{Name: "allow-empty-source", Usage: "mount a source whose root shows nothing (no volume metadata, nothing listed); by default it is refused, since that is what a typo in a URL, bucket prefix or path gives"}},
-		{onMount, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount is live (exit 0) or has failed (the reason, non-zero)"}},
-	}, s3FlagTable()...)
+		{onFUSE | onServe, &cli.BoolFlag{Name: "allow-empty-source", Usage: "mount a source whose root shows nothing (no volume metadata, nothing listed); by default it is refused, since that is what a typo in a URL, bucket prefix or path gives"}},
+		{onMount | onServe, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount (or server) is live (exit 0) or has failed (the reason, non-zero)"}},
+	}, append(serveFlags(), s3FlagTable()...)...)
 }
 
 // envPrefix starts the environment variable of every flag.
@@ -108,4 +117,127 @@ func flagsFor(on commandSet) []cli.Flag {
 		out = append(out, d.flag)
 	}
 	return out
+}
+
+// minCacheBytes is the smallest --cache-size accepted.
+const minCacheBytes = 16 << 20
+
+// logFlags is the log configuration that c's flags ask for.
+func logFlags(c *cli.Context, background bool) logConfig {
+	return logConfig{level: c.String("log-level"), format: c.String("log-format"), file: c.String("log-file"), background: background}
+}
+
+// openTree opens source with the tree flags of c, logging as they say.
+// background is set in a --daemon child; mountpoint, when not empty, is
+// where the tree will be mounted, which a local source never reads through
+// its links. Network work starts here.
+func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.Tree, error) {
+	log, err := newLogger(logFlags(c, background))
+	if err != nil {
+		return nil, err
+	}
+	slog.SetDefault(log)
+	opts := fs.Options{Log: log, CPUSlots: decodeCores}
+	if opts.CacheBytes, err = parseSize(c.String("cache-size")); err != nil {
+		return nil, fmt.Errorf("--cache-size: %w", err)
+	}
+	if opts.CacheBytes < minCacheBytes {
+		// The kernel reads a chunk file in 128 KiB pieces: a chunk that
+		// the cache cannot hold is fetched and decoded again for each.
+		return nil, fmt.Errorf("--cache-size: at least %s, got %s", formatSize(minCacheBytes), c.String("cache-size"))
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cache.MemoryLimit(opts.CacheBytes))
+	}
+	switch c.String("missing") {
+	case "fill":
+	case "error":
+		opts.Missing = fs.MissingError
+	default:
+		return nil, fmt.Errorf("--missing: want fill or error, got %q", c.String("missing"))
+	}
+	opts.MetadataTTL = c.Duration("metadata-ttl")
+	if opts.ReadTimeout = c.Duration("read-timeout"); opts.ReadTimeout < 0 {
+		return nil, fmt.Errorf("--read-timeout: want a duration of 0 or more, got %v", opts.ReadTimeout)
+	}
+	if opts.Formats, source, err = splitFormat(source); err != nil {
+		return nil, err
+	}
+	minRate, err := parseSize(c.String("min-rate"))
+	if err != nil || minRate <= 0 {
+		return nil, fmt.Errorf("--min-rate: want a positive size per second, got %q", c.String("min-rate"))
+	}
+	if opts.ReadAhead, err = parseSize(c.String("read-ahead")); err != nil {
+		return nil, fmt.Errorf("--read-ahead: %w", err)
+	}
+	diskBytes, err := parseSize(c.String("disk-cache-size"))
+	if c.String("cache-dir") != "" && (err != nil || diskBytes <= 0) {
+		return nil, fmt.Errorf("--disk-cache-size: want a positive size, got %q", c.String("disk-cache-size"))
+	}
+	var exclude []string
+	if mountpoint != "" {
+		exclude = []string{mountpoint}
+	}
+	httpOpts := fetcher.HTTPOptions{
+		Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+		FollowRedirects: c.Bool("follow-redirects"), Log: log,
+	}
+	src, err := fetcher.Open(source, fetcher.Options{
+		HTTP: httpOpts,
+		S3:   s3Options(c, httpOpts),
+		File: fetcher.FileOptions{FollowSymlinks: followSymlinks(c), Log: log, Exclude: exclude},
+		GCS: fetcher.GCSOptions{
+			Conns: c.Int("workers"), Anonymous: c.Bool("anonymous"),
+			StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts.Workers = c.Int("workers")
+	if dir := c.String("cache-dir"); dir != "" {
+		if opts.Disk, err = disk.Open(disk.Options{Dir: dir, MaxBytes: diskBytes}); err != nil {
+			return nil, fmt.Errorf("--cache-dir: %w", err)
+		}
+		slog.Debug("disk cache", "dir", opts.Disk.Dir(), "bytes", opts.Disk.Stats().Bytes, "files", opts.Disk.Stats().Files)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+	defer cancel()
+	return fs.New(ctx, src, opts)
+}
+
+// followSymlinks reports whether a local source follows symbolic links
+// that lead out of it: as --follow-symlinks says when given; otherwise
+// yes, unless --allow-other. A mount that only its owner can read exposes
+// nothing through a link that the owner could not read anyway, and a lab
+// layout with scale directories linked from other disks reads as it does
+// on disk; a mount that other users read confines links to the source, so
+// that a link cannot hand them a file of the owner's, and so does `volfs
+// serve`, whose clients are others.
+func followSymlinks(c *cli.Context) bool {
+	if c.IsSet("follow-symlinks") {
+		return c.Bool("follow-symlinks")
+	}
+	return !c.Bool("allow-other") && !servesOthers(c)
+}
+
+// splitFormat strips a neuroglancer-style format prefix such as
+// "precomputed://" from a source and returns the registered formats it
+// allows at the root ("zarr://" allows both Zarr versions).
+func splitFormat(source string) (formats []string, rest string, err error) {
+	for _, p := range []struct {
+		prefix  string
+		formats []string
+	}{
+		{"precomputed", []string{"precomputed"}},
+		{"zarr", []string{"zarr3", "zarr2"}},
+		{"zarr2", []string{"zarr2"}},
+		{"zarr3", []string{"zarr3"}},
+		{"n5", []string{"n5"}},
+	} {
+		if r, ok := strings.CutPrefix(source, p.prefix+"://"); ok {
+			return p.formats, r, nil
+		}
+	}
+	return nil, source, nil
 }
