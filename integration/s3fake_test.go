@@ -2,13 +2,16 @@ package integration
 
 import (
 	"bytes"
+	"io"
 	"io/fs"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -50,8 +53,37 @@ func TestS3FakeMount(t *testing.T) {
 		}
 	}
 	s3Env(t, "", "")
-	s := startVolfs(t, "mount", "--endpoint-url", srv.URL, "s3://fake")
+	addr := freeAddr(t)
+	s := startVolfs(t, "mount", "--endpoint-url", srv.URL, "--metrics-addr", addr, "s3://fake")
 	check(t, truth, filepath.Join(s.mnt, "encoded"), vol)
 	check(t, truth, filepath.Join(s.mnt, "gzobjects"), vol)
 	run(t, "diff", "-r", filepath.Join(s.mnt, "encoded"), filepath.Join(s.mnt, "gzobjects"))
+
+	// The same fetch metrics as every source, counted by the S3 fetcher,
+	// over one pooled client: at most --workers (16) connections.
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		series   string
+		min, max float64
+	}{
+		{"volfs_fetch_objects_total", 40, 1e9},
+		{"volfs_fetch_bytes_total", 10 << 10, 1e12},
+		{"volfs_fetch_dials_total", 1, 16},
+		{`volfs_fetch_errors_total{kind="gave_up"}`, 0, 0},
+	} {
+		if v, ok := metricValue(body, tc.series); !ok || v < tc.min || v > tc.max {
+			t.Errorf("%s = %v (found %v), want %v to %v", tc.series, v, ok, tc.min, tc.max)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
 }
