@@ -16,15 +16,24 @@ import (
 // The kernel's read-ahead never crosses from one file into the next, and
 // programs read chunks one file at a time: `cat scale/*` opens, reads and
 // closes a handle per chunk. So read-ahead follows readers, not handles: a
-// reader is one process (the caller's pid of the FUSE request that opened
-// the file) reading one sequence of chunks, and it outlives the handles it
-// opens. The first read of each handle is the reader's touch of that
-// chunk: the tree asks the store for the chunk (GetHit tells whether the
-// reader had to wait), then tells the reader's cache.Tracker, which
-// advises which positions to prefetch or to cancel; the positions become
-// chunk keys and go to Store.Prefetch. A reader idle for cache.IdleAfter
-// is stopped (its unread prefetches cancelled, its budget returned) and
-// forgotten.
+// reader is one process (the thread group of the thread whose FUSE
+// request opened the file, see tgidCache) reading one sequence of chunks,
+// and it outlives the handles it opens. One process has one read-ahead
+// window per sequence however many threads it reads with. The first read
+// of each handle is the reader's touch of that chunk: the tree asks the
+// store for the chunk (GetHit tells whether the reader had to wait), then
+// tells the reader's cache.Tracker, which advises which positions to
+// prefetch or to cancel; the positions become chunk keys and go to
+// Store.Prefetch. A reader idle for cache.IdleAfter is stopped (its unread
+// prefetches cancelled, its budget returned) and forgotten.
+//
+// A pool of threads that shares out one directory (each thread opens the
+// next name from a queue) touches its chunks out of order: by up to the
+// number of threads, and further when a thread is held up between taking
+// a name and its first read. The reader remembers the threads of its last
+// poolMemory touches, and the tracker tolerates twice as many positions
+// of disorder as there are distinct threads among them
+// (cache.Tracker.TouchConcurrent), so the pool keeps one run.
 //
 // # Positions
 //
@@ -38,6 +47,10 @@ import (
 // more chunks than that falls back to grid order over the whole array
 // (decode.Array.Index), which a reader that walks the grid follows.
 const maxLexicalNames = 1 << 17
+
+// poolMemory is how many of a reader's last touches it remembers the
+// threads of: enough to see every thread of a pool of 32 at least once.
+const poolMemory = 64
 
 // maxSeqs bounds the key directories whose sorted names are kept, and
 // maxSeqBytes their names' bytes (with each string's header): at most a
@@ -87,11 +100,13 @@ type readers struct {
 	m        map[readerKey]*reader // GUARDED_BY(mu)
 	seqs     map[string]*keySeq    // GUARDED_BY(mu); by keySeq.id
 	seqBytes int64                 // GUARDED_BY(mu); bytes of the names in seqs
+
+	tgids tgidCache
 }
 
 type readerKey struct {
 	seq string // keySeq.id
-	pid uint32
+	pid uint32 // the thread group id
 }
 
 // reader is one process reading one sequence of chunks.
@@ -108,26 +123,46 @@ type reader struct {
 	mu     sync.Mutex
 	ctx    context.Context    // GUARDED_BY(mu); scope of the prefetches issued since the last cancel
 	cancel context.CancelFunc // GUARDED_BY(mu)
+	tids   [poolMemory]uint32 // GUARDED_BY(mu); the threads of the last touches, a ring
+	ntids  int                // GUARDED_BY(mu); touches recorded in tids
 }
 
 func (rs *readers) init(t *Tree) {
 	rs.t = t
 	rs.m = make(map[readerKey]*reader)
 	rs.seqs = make(map[string]*keySeq)
+	rs.tgids.proc = "/proc"
 }
 
-// touch tells the reader pid of f's sequence that it read f for the first
-// time through a handle, and whether it waited for the chunk, then issues
-// or cancels prefetches as its tracker advises. It does nothing when
-// read-ahead is off.
-func (rs *readers) touch(f *chunkFile, pid uint32, waited bool) {
+// touch tells the reader pid (a thread group id) of f's sequence that its
+// thread tid read f for the first time through a handle, and whether it
+// waited for the chunk, then issues or cancels prefetches as its tracker
+// advises. It does nothing when read-ahead is off.
+func (rs *readers) touch(f *chunkFile, pid, tid uint32, waited bool) {
 	if rs.t.opts.ReadAhead <= 0 || f.dir == nil {
 		return
 	}
 	seq := rs.seqOf(f.dir)
 	r := rs.reader(readerKey{seq.id, pid}, seq)
 	r.idle.Reset(cache.IdleAfter)
-	r.apply(r.tr.Touch(seq.pos(f), waited))
+	r.apply(r.tr.TouchConcurrent(seq.pos(f), waited, 2*r.threads(tid)-1))
+}
+
+// threads records a touch by thread tid and returns the distinct threads
+// among the last poolMemory touches.
+func (r *reader) threads(tid uint32) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tids[r.ntids%poolMemory] = tid
+	r.ntids++
+	seen := r.tids[:min(r.ntids, poolMemory)]
+	n := int64(0)
+	for i, x := range seen {
+		if !slices.Contains(seen[:i], x) {
+			n++
+		}
+	}
+	return n
 }
 
 // seqOf returns the sequence of the key directory d, made on first use.
