@@ -369,6 +369,14 @@ for run in $(seq "$count"); do
 		mount_volfs "$data/w1z.zarr"
 		time_cmd volfs-local-cat-zstd3 cat_all '[0-9]*'
 		unmount_volfs volfs-local-cat-zstd3
+		if [ -n "${BASE:-}" ]; then
+			bin=$work/volfs-base mount_volfs "$data/w1z.zarr"
+			time_cmd base-local-cat-zstd3 cat_all '[0-9]*'
+			unmount_volfs base-local-cat-zstd3
+			bin=$work/volfs-base mount_volfs "$data/w1raw.zarr"
+			time_cmd base-local-cat-raw cat_all '[0-9]*'
+			unmount_volfs base-local-cat-raw
+		fi
 		record_zarr zarr-local-raw "$data/w1raw.zarr"
 		mount_volfs "$data/w1raw.zarr"
 		time_cmd volfs-local-cat-raw cat_all '[0-9]*'
@@ -500,6 +508,8 @@ ratio("2048 chunks shuffled: read-ahead off / on (>= 1 no slower)", "volfs-scale
 ratio("CPU quota of 2: GOMAXPROCS=4 / Go's quota default (>= 1: keep)", "volfs-local-cat-quota-4p", "volfs-local-cat-quota")
 ratio("zarr-python local / volfs local cat --direct-io (speed-up)", "zarr-local", "volfs-local-cat-dio", 2.0)
 ratio("BASE volfs / this volfs, local cat (speed-up)", "base-local-cat", "volfs-local-cat")
+ratio("BASE volfs / this volfs, zstd-3 cat (speed-up)", "base-local-cat-zstd3", "volfs-local-cat-zstd3")
+ratio("BASE volfs / this volfs, raw cat (speed-up)", "base-local-cat-raw", "volfs-local-cat-raw")
 ratio("zarr-python zstd-3 local 1st read / volfs zstd-3 zarr cat", "zarr-local-zstd3", "volfs-local-cat-zstd3")
 ratio("zarr-python zstd-3 local 2nd read / volfs zstd-3 cat --direct-io", "zarr-local-zstd3-best", "volfs-local-cat-zstd3-dio", 1.0)
 ratio("zarr-python+fsspec HTTP 1st read / volfs HTTP cat", "zarr-http", "volfs-http-cat")
