@@ -104,7 +104,8 @@ func (s *loadStats) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Collectors returns the Prometheus collectors of the tree: its chunk
-// store and read-ahead (cache.NewCollector), its disk cache if any, its
+// store and read-ahead (cache.NewCollector), its disk cache if any, the
+// later tiers that are collectors (the shared tier), its
 // loads by encoding, and its fetcher's counters when the fetcher has them
 // (a prometheus.Collector, as fetcher.HTTP is). The caller registers them.
 func (t *Tree) Collectors() []prometheus.Collector {
@@ -114,6 +115,11 @@ func (t *Tree) Collectors() []prometheus.Collector {
 	}
 	if h, ok := t.src.(httpStatser); ok {
 		cols = append(cols, httpCollector{h})
+	}
+	for _, tier := range t.opts.Tiers {
+		if c, ok := tier.(prometheus.Collector); ok {
+			cols = append(cols, c)
+		}
 	}
 	return cols
 }

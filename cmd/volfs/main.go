@@ -362,6 +362,9 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 		}
 		slog.Debug("disk cache", "dir", opts.Disk.Dir(), "bytes", opts.Disk.Stats().Bytes, "files", opts.Disk.Stats().Files)
 	}
+	if opts.Tiers, err = sharedTiers(c, log); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 	defer cancel()
 	return fs.New(ctx, src, opts)
