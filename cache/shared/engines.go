@@ -57,12 +57,13 @@ func openRedis(u *url.URL, opts Options) (*redisEngine, error) {
 			return nil, err
 		}
 		co := &redis.ClusterOptions{
-			Addrs:                 addrs,
-			Username:              u.User.Username(),
-			Password:              password,
-			MaxRetries:            -1,
-			DialerRetries:         1,
-			MaxRedirects:          3,
+			Addrs:         addrs,
+			Username:      u.User.Username(),
+			Password:      password,
+			MaxRetries:    -1,
+			DialerRetries: 1,
+			MaxRedirects:  -1, // a node down is a miss, not a retry on another
+
 			DialTimeout:           dialTimeout,
 			ReadTimeout:           opts.Timeout,
 			WriteTimeout:          opts.Timeout,

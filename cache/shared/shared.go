@@ -62,8 +62,15 @@
 // Options.Timeout; an error or a deadline makes the lookup a miss and the
 // write a no-op, and starts an outage: one log line, then no call to the
 // engine for Options.Backoff, then one call that either ends the outage
-// (one log line) or extends it. While an outage lasts a lookup costs
-// nothing but the check of a clock.
+// (one log line) or extends it. Outages are logged at most once a minute,
+// so that a cluster with one node down, whose calls fail for a third of
+// the keys, does not log at every flap. An outage starts after three failed calls
+// in a row, so that one slow answer is only a miss. While an outage lasts
+// a lookup costs nothing but the check of a clock.
+//
+// The URL may carry the tier's own settings as query parameters, each a
+// Go duration: timeout, backoff, lease_ttl and lease_wait
+// ("redis://h:6379?timeout=20ms&lease_wait=1s").
 //
 // All methods are safe for concurrent use.
 package shared
@@ -182,6 +189,10 @@ type Tier struct {
 
 	downUntil atomic.Int64 // unix nanoseconds; the engine is skipped before it
 	down      atomic.Bool  // an outage is on
+	downSince atomic.Int64 // unix nanoseconds: when the outage began
+	failing   atomic.Int64 // calls failed in a row
+	logged    atomic.Bool  // the outage on was logged
+	lastLog   atomic.Int64 // unix nanoseconds of the last outage logged
 
 	// LOCK ORDERING: mu is held only to change waiters.
 	mu      sync.Mutex
@@ -195,17 +206,37 @@ type Tier struct {
 // Open is an outage, not an error) and returns the tier. A URL that is not
 // understood is an error.
 func Open(opts Options) (*Tier, error) {
-	opts.Timeout = orDefault(opts.Timeout, DefaultTimeout)
-	opts.Backoff = orDefault(opts.Backoff, DefaultBackoff)
-	opts.LeaseTTL = orDefault(opts.LeaseTTL, DefaultLeaseTTL)
-	opts.LeaseWait = orDefault(opts.LeaseWait, DefaultLeaseWait)
-	t := &Tier{opts: opts, log: opts.Log, waiters: make(map[string][]chan struct{}), held: make(map[string]time.Time)}
-	if t.log == nil {
-		t.log = slog.Default()
-	}
 	u, err := url.Parse(opts.URL)
 	if err != nil {
 		return nil, fmt.Errorf("shared: %q: %w", opts.URL, err)
+	}
+	// The tier's own settings, taken out of the URL before the engine's
+	// client reads it.
+	q := u.Query()
+	for _, p := range []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"timeout", &opts.Timeout, DefaultTimeout},
+		{"backoff", &opts.Backoff, DefaultBackoff},
+		{"lease_ttl", &opts.LeaseTTL, DefaultLeaseTTL},
+		{"lease_wait", &opts.LeaseWait, DefaultLeaseWait},
+	} {
+		if v := q.Get(p.name); v != "" && *p.d == 0 {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("shared: %s: %s=%q: want a positive duration", u.Redacted(), p.name, v)
+			}
+			*p.d = d
+		}
+		q.Del(p.name)
+		*p.d = orDefault(*p.d, p.def)
+	}
+	u.RawQuery = q.Encode()
+	t := &Tier{opts: opts, log: opts.Log, waiters: make(map[string][]chan struct{}), held: make(map[string]time.Time)}
+	if t.log == nil {
+		t.log = slog.Default()
 	}
 	switch u.Scheme {
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
@@ -308,14 +339,14 @@ func (t *Tier) fetch(ctx context.Context, ek string) ([]byte, bool) {
 	raw, err := t.eng.get(cctx, ek)
 	t.stats.getLatency.observe(time.Since(start))
 	if errors.Is(err, errMiss) {
-		t.ok()
+		t.ok(start)
 		return nil, false
 	}
 	if err != nil {
 		t.fault(ctx, "get", err)
 		return nil, false
 	}
-	t.ok()
+	t.ok(start)
 	t.stats.readBytes.Add(int64(len(raw)))
 	return raw, true
 }
@@ -428,11 +459,12 @@ func (t *Tier) Put(key string, ident, val []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Timeout)
 	defer cancel()
+	start := time.Now()
 	if err := t.eng.set(ctx, ek, v); err != nil {
-		t.fault(ctx, "set", err)
+		t.fault(context.Background(), "set", err)
 		return
 	}
-	t.ok()
+	t.ok(start)
 	t.stats.puts.Add(1)
 	t.stats.writtenBytes.Add(int64(len(v)))
 }
@@ -453,7 +485,7 @@ func (t *Tier) releaseLease(ek string) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Timeout)
 	defer cancel()
 	if err := t.leases.release(ctx, ek); err != nil {
-		t.fault(ctx, "release", err)
+		t.fault(context.Background(), "release", err)
 	}
 }
 
@@ -464,26 +496,54 @@ func (t *Tier) up() bool {
 	return until == 0 || time.Now().UnixNano() >= until
 }
 
-// fault records a failed call: the first of an outage is logged, and the
-// engine is skipped for Backoff. An error of the caller's own context (a
-// reader that left) is no fault of the engine.
+// outageAfter is how many calls in a row must fail to start an outage:
+// one slow answer is a miss, not a reason to skip the engine.
+const outageAfter = 3
+
+// fault records a failed call. outageAfter of them in a row start an
+// outage: it is logged, and the engine is skipped for Backoff. An error of
+// the caller's own context (a reader that left) is no fault of the engine.
 func (t *Tier) fault(ctx context.Context, op string, err error) {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return
 	}
 	t.stats.errors.Add(1)
-	t.downUntil.Store(time.Now().Add(t.opts.Backoff).UnixNano())
-	if !t.down.Swap(true) {
-		t.stats.outages.Add(1)
-		t.log.Warn("shared cache unreachable: reads go to the origin until it answers again", "engine", t.opts.URL, "op", op, "err", err)
+	if t.failing.Add(1) < outageAfter && !t.down.Load() {
+		return
 	}
+	now := time.Now()
+	t.downUntil.Store(now.Add(t.opts.Backoff).UnixNano())
+	if t.down.Swap(true) {
+		return
+	}
+	t.downSince.Store(now.UnixNano())
+	t.stats.outages.Add(1)
+	if last := t.lastLog.Load(); last != 0 && now.Sub(time.Unix(0, last)) < logEvery {
+		return // a flapping engine (a cluster with a node down) is logged once a minute
+	}
+	t.lastLog.Store(now.UnixNano())
+	t.logged.Store(true)
+	t.log.Warn("shared cache unreachable: reads go to the origin until it answers again", "engine", t.opts.URL, "op", op, "err", err)
 }
 
-// ok records a successful call, ending an outage.
-func (t *Tier) ok() {
-	if t.down.Load() && t.down.Swap(false) {
+// logEvery bounds the outages logged to one a minute.
+const logEvery = time.Minute
+
+// ok records a successful call started at start, ending an outage that
+// began before it: a call in flight since before the outage proves
+// nothing.
+func (t *Tier) ok(start time.Time) {
+	if t.failing.Load() != 0 {
+		t.failing.Store(0)
+	}
+	if !t.down.Load() || start.UnixNano() <= t.downSince.Load() {
+		return
+	}
+	if t.down.Swap(false) {
 		t.downUntil.Store(0)
-		t.log.Warn("shared cache answers again", "engine", t.opts.URL)
+		if t.logged.Swap(false) {
+			t.log.Warn("shared cache answers again", "engine", t.opts.URL)
+		}
 	}
 }
 

@@ -69,8 +69,16 @@ func StartRedisCluster(t testing.TB, n int) []*Engine {
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	// The nodes agree by gossip, which nothing announces: ask each until
-	// it says ok (a bounded wait for a state, not a timing).
+	WaitClusterOK(t, nodes)
+	return nodes
+}
+
+// WaitClusterOK waits until every node of a Redis Cluster says its state
+// is ok. The nodes agree by gossip, which nothing announces: it asks each
+// until it says so (a bounded wait for a state, not a timing), failing
+// the test after a minute.
+func WaitClusterOK(t testing.TB, nodes []*Engine) {
+	t.Helper()
 	for _, e := range nodes {
 		host, port, _ := net.SplitHostPort(e.Addr)
 		deadline := time.Now().Add(time.Minute)
@@ -85,7 +93,6 @@ func StartRedisCluster(t testing.TB, n int) []*Engine {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return nodes
 }
 
 func (e *Engine) start() {
