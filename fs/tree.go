@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/volfs/volfs/cache"
@@ -109,53 +108,6 @@ type Tree struct {
 	ome    omeImages
 }
 
-// Node is an entry of the tree: a Dir or a File.
-type Node interface {
-	// IsDir reports whether the node is a Dir.
-	IsDir() bool
-}
-
-// Dir is a directory of the tree.
-type Dir interface {
-	Node
-	// Lookup returns the child called name; an error wrapping
-	// fetcher.ErrNotExist when there is none.
-	Lookup(ctx context.Context, name string) (Node, error)
-	// List returns the children. Listing a source that cannot list (an
-	// HTTP server without an index) returns what the metadata tells.
-	List(ctx context.Context) (Listing, error)
-}
-
-// Listing is a directory's children, addressed by index so that a listing
-// of a million generated names need not exist in memory.
-type Listing interface {
-	Len() int64
-	// Entry returns the name of the i-th child, 0 <= i < Len, and whether
-	// it is a directory.
-	Entry(i int64) (name string, isDir bool)
-}
-
-// File is a regular file of the tree. Its bytes never change.
-type File interface {
-	Node
-	Size() int64
-	// ReadAt reads len(p) bytes at off, or fewer at the end of the file,
-	// with io.ReaderAt's contract except that a read at the end returns
-	// 0, nil.
-	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
-}
-
-// slicer is a File whose bytes live in memory: slice returns them without a
-// copy, for the FUSE read path. The result must not be modified.
-type slicer interface {
-	slice(ctx context.Context, off, n int64) ([]byte, error)
-}
-
-// opener is a File that can fail at open, before any read.
-type opener interface {
-	open(ctx context.Context) error
-}
-
 // New returns the tree of src. It reads the root's metadata, so that a
 // source whose root is a volume with bad metadata is refused here, before
 // anything is mounted.
@@ -168,7 +120,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 			return nil, fmt.Errorf("fs: unknown format %q", f)
 		}
 	}
-	_, local := src.(*fetcher.File)
+	_, local := src.(fetcher.Local)
 	t := &Tree{src: src, local: local, opts: opts, log: opts.Log}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -410,213 +362,6 @@ func untransport(obj fetcher.Object, key string, want, limit int) ([]byte, error
 		return obj.Data, err
 	}
 	return decode.Gunzip(obj.Data, want, limit)
-}
-
-// sourceDir is a directory shown as the source holds it.
-type sourceDir struct {
-	t   *Tree
-	key string
-	// refused is why the directory's metadata was not shown as a volume.
-	refused error
-
-	mu      sync.Mutex     // never held across I/O
-	listing *listFlight    // GUARDED_BY(mu); the listing done or in progress
-	dirs    map[string]Dir // GUARDED_BY(mu); children opened so far
-}
-
-// listFlight is one listing of a directory, shared by every caller that
-// wants it while it runs (go-fuse sends concurrent lookups of one
-// directory), so a dead server costs one retry budget, not one per lookup.
-type listFlight struct {
-	done    chan struct{} // closed when the fields below are set
-	start   time.Time     // when the listing was asked for
-	entries []fetcher.Entry
-	byName  map[string]int // index into entries
-	err     error
-}
-
-func (d *sourceDir) IsDir() bool { return true }
-
-// list returns the source's listing of d. A directory is listed once, or
-// again when its listing was dropped to keep the tree's listings within
-// their budget (listBudget); a listing that failed other than with
-// ErrNotSupported is tried again by the next caller.
-func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, error) {
-	d.mu.Lock()
-	f := d.listing
-	if f != nil && d.t.opts.MetadataTTL > 0 && time.Since(f.start) > d.t.opts.MetadataTTL {
-		select {
-		case <-f.done:
-			f = nil // expired: list again
-		default: // still running: share it
-		}
-	}
-	if f == nil {
-		f = &listFlight{done: make(chan struct{}), start: time.Now()}
-		d.listing = f
-		d.mu.Unlock()
-		go d.runList(context.WithoutCancel(ctx), f)
-	} else {
-		d.mu.Unlock()
-	}
-	select {
-	case <-f.done:
-		if f.err == nil {
-			d.t.lists.touch(d)
-		}
-		return f.entries, f.byName, f.err
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
-}
-
-// runList lists d for every waiter of f: it is not cancelled when the
-// caller that started it goes away, and it is bounded by the fetcher's
-// retries and stall timeout.
-func (d *sourceDir) runList(ctx context.Context, f *listFlight) {
-	f.entries, f.err = d.t.src.List(ctx, d.key)
-	if f.err == nil {
-		f.byName = make(map[string]int, len(f.entries))
-		for i, e := range f.entries {
-			f.byName[e.Name] = i
-		}
-	} else if !errors.Is(f.err, fetcher.ErrNotSupported) {
-		d.mu.Lock()
-		d.listing = nil
-		d.mu.Unlock()
-	}
-	close(f.done)
-	if f.err == nil {
-		d.t.lists.keep(d, f)
-	}
-}
-
-func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
-	key := path.Join(d.key, name)
-	if err := fetcher.CheckKey(key); err != nil {
-		return nil, err
-	}
-	entries, byName, err := d.list(ctx)
-	switch {
-	case err == nil:
-		i, ok := byName[name]
-		if !ok {
-			return nil, fmt.Errorf("fs: %s: %w", key, fetcher.ErrNotExist)
-		}
-		if entries[i].IsDir {
-			return d.child(ctx, name, key)
-		}
-		return d.t.object(ctx, key, entries[i].Size)
-	case errors.Is(err, fetcher.ErrNotSupported):
-		// No listing: a child is a volume if it has metadata, a file if it
-		// exists as an object.
-		dir, err := d.child(ctx, name, key)
-		if err != nil {
-			return nil, err
-		}
-		if _, isVol := dir.(*volumeDir); isVol {
-			return dir, nil
-		}
-		return d.t.object(ctx, key, -1)
-	default:
-		return nil, err
-	}
-}
-
-// child opens the directory name once and remembers it.
-func (d *sourceDir) child(ctx context.Context, name, key string) (Dir, error) {
-	d.mu.Lock()
-	dir, ok := d.dirs[name]
-	d.mu.Unlock()
-	if ok {
-		return dir, nil
-	}
-	dir, err := d.t.openDir(ctx, key, false)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dirs == nil {
-		d.dirs = make(map[string]Dir)
-	}
-	if prev, ok := d.dirs[name]; ok {
-		return prev, nil
-	}
-	d.dirs[name] = dir
-	return dir, nil
-}
-
-func (d *sourceDir) List(ctx context.Context) (Listing, error) {
-	entries, _, err := d.list(ctx)
-	if errors.Is(err, fetcher.ErrNotSupported) {
-		return entryListing(nil), nil
-	}
-	return entryListing(entries), err
-}
-
-type entryListing []fetcher.Entry
-
-func (l entryListing) Len() int64                   { return int64(len(l)) }
-func (l entryListing) Entry(i int64) (string, bool) { return l[i].Name, l[i].IsDir }
-
-// object returns the pass-through file at key; size -1 means unknown.
-func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error) {
-	if size < 0 {
-		var err error
-		if size, _, err = t.src.Stat(ctx, key); err != nil {
-			return nil, err
-		}
-	}
-	return &objectFile{t: t, key: key, size: size}, nil
-}
-
-// objectFile is an object shown byte for byte. Each read is a ranged read
-// of the source, except that a reader going through the file in order is
-// served from one stream of the object (fetcher.Streamer), which needs one
-// request for the whole file and no Range support from the server.
-type objectFile struct {
-	t      *Tree
-	key    string
-	size   int64
-	stream objectStream
-}
-
-func (f *objectFile) IsDir() bool { return false }
-func (f *objectFile) Size() int64 { return f.size }
-
-func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if off >= f.size {
-		return 0, nil
-	}
-	p = p[:min(int64(len(p)), f.size-off)]
-	if st, ok := f.t.src.(fetcher.Streamer); ok {
-		if k, ok := f.stream.read(ctx, st, f.key, p, off); ok {
-			return k, nil
-		}
-	}
-	b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
-	return copy(p, b), err
-}
-
-// bytesFile is a file held in memory (rewritten metadata).
-type bytesFile []byte
-
-func (f bytesFile) IsDir() bool { return false }
-func (f bytesFile) Size() int64 { return int64(len(f)) }
-
-func (f bytesFile) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
-	if off >= int64(len(f)) {
-		return 0, nil
-	}
-	return copy(p, f[off:]), nil
-}
-
-func (f bytesFile) slice(_ context.Context, off, n int64) ([]byte, error) {
-	if off >= int64(len(f)) {
-		return nil, nil
-	}
-	return f[off:min(off+n, int64(len(f)))], nil
 }
 
 // Volumes returns the volumes found by walking the tree from the root, at
