@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -240,3 +241,9 @@ func TestLease(t *testing.T) {
 		t.Errorf("timed out: got %d, want 1", st.LeasesTimedOut)
 	}
 }
+
+// testTime is a fixed modification time for the benchmarks' origin.
+var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// discardLog drops what the tier logs.
+var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
