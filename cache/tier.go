@@ -49,6 +49,14 @@ type Tier interface {
 	Put(key string, ident, val []byte)
 }
 
+// Releaser is a Tier that holds something for a key from a miss until the
+// Put that follows it (a fleet's lease on the key). When no Put follows,
+// because the origin's load failed or its value is not to be kept, the
+// store calls Release instead, behind the load.
+type Releaser interface {
+	Release(key string)
+}
+
 // ErrStale is what a Chunk's Check returns (wrapped) for an entry made from
 // another version of the source: the tier that holds it drops it.
 var ErrStale = disk.ErrStale
@@ -70,7 +78,9 @@ type Chunk struct {
 	// Check accepts (nil) the identity record of an entry before it is
 	// served: an error wrapping ErrStale for an entry made from another
 	// version of the source, another error when the source cannot tell
-	// (the entry is then kept, and not served).
+	// (the entry is then kept, and not served). A nil Check keeps the
+	// chunk out of the tiers: it is loaded from the origin and kept in
+	// memory only.
 	Check func(ctx context.Context, ident []byte) error
 	// Load loads the chunk from the origin, calling l.CPU before the part
 	// of its work that is bound by CPU. It returns the value and the
@@ -176,7 +186,11 @@ func (s *Store) Loader(c Chunk) Loader {
 				return nil, err
 			}
 		}
-		for i, t := range s.tiers {
+		tiers := s.tiers
+		if c.Check == nil {
+			tiers = nil
+		}
+		for i, t := range tiers {
 			check := func(ident []byte) error { return c.Check(ctx, ident) }
 			val, ident, ok := t.Get(ctx, c.Key, c.Size, check)
 			if !ok {
@@ -184,19 +198,18 @@ func (s *Store) Loader(c Chunk) Loader {
 				continue
 			}
 			t.hits.Add(1)
-			for _, up := range s.tiers[:i] {
+			for _, up := range tiers[:i] {
 				s.writeBehind(up, c.Key, ident, val, &up.promoted)
 			}
 			return val, nil
 		}
 		val, ident, err := c.Load(ctx, l)
-		if err != nil {
-			return nil, err
+		if err != nil || ident == nil {
+			s.release(tiers, c.Key)
+			return val, err
 		}
-		if ident != nil {
-			for _, t := range s.tiers {
-				s.writeBehind(t, c.Key, ident, val, &t.kept)
-			}
+		for _, t := range tiers {
+			s.writeBehind(t, c.Key, ident, val, &t.kept)
 		}
 		return val, nil
 	}
@@ -218,6 +231,20 @@ func (s *Store) writeBehind(t *tier, key string, ident, val []byte, count *atomi
 		defer func() { <-t.slots }()
 		t.Put(key, ident, val)
 	}()
+}
+
+// release calls Release, on a goroutine of its own that Close waits for,
+// of the tiers that are Releasers.
+func (s *Store) release(tiers []*tier, key string) {
+	for _, t := range tiers {
+		if r, ok := t.Tier.(Releaser); ok {
+			s.writes.Add(1)
+			go func() {
+				defer s.writes.Done()
+				r.Release(key)
+			}()
+		}
+	}
 }
 
 // TierStats returns the counters of each tier, in order.

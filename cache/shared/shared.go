@@ -469,6 +469,12 @@ func (t *Tier) Put(key string, ident, val []byte) {
 	t.stats.writtenBytes.Add(int64(len(v)))
 }
 
+// Release drops the lease of key, if this process holds it, when no Put
+// follows the miss that took it (the origin failed, or the chunk is not
+// to be kept): the nodes that wait for the value go to the origin at once
+// instead of at the end of LeaseWait.
+func (t *Tier) Release(key string) { t.releaseLease(engineKey(key)) }
+
 // releaseLease drops ek's lease if this process holds it, announcing the
 // value to the nodes that wait.
 func (t *Tier) releaseLease(ek string) {

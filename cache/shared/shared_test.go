@@ -230,6 +230,24 @@ func TestLease(t *testing.T) {
 		t.Errorf("holder %+v, waiter %+v: want 1 lease won, 1 waited, 0 timed out, 1 hit", sa, sb)
 	}
 
+	// A holder whose origin load fails releases the lease without a
+	// value: the waiter goes to the origin at once, not at LeaseWait.
+	if _, _, ok := a.Get(ctx, "failed", 10, accept); ok {
+		t.Fatal("hit in an empty engine")
+	}
+	go func() {
+		_, _, ok := b.Get(ctx, "failed", 10, accept)
+		got <- ok
+	}()
+	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache/shared.(*Tier).awaitLease", 1)
+	a.Release("failed")
+	if <-got {
+		t.Error("a value nobody wrote was served")
+	}
+	if st := b.Stats(); st.LeasesWaited != 2 || st.LeasesTimedOut != 0 {
+		t.Errorf("waiter %+v: want 2 waits, none timed out (LeaseWait is a minute)", st)
+	}
+
 	c, _ := open(t, Options{URL: u, LeaseWait: 50 * time.Millisecond})
 	if _, _, ok := a.Get(ctx, "lost", 10, accept); ok {
 		t.Fatal("hit in an empty engine")
