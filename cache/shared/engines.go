@@ -50,6 +50,9 @@ func openRedis(u *url.URL, opts Options) (*redisEngine, error) {
 		ro.DialTimeout = dialTimeout
 		ro.ReadTimeout, ro.WriteTimeout = opts.Timeout, opts.Timeout
 		ro.ContextTimeoutEnabled = true
+		if ro.TLSConfig != nil && opts.RootCAs != nil {
+			ro.TLSConfig.RootCAs = opts.RootCAs
+		}
 		return &redisEngine{c: redis.NewClient(ro)}, nil
 	default: // redis+cluster, rediss+cluster
 		addrs, err := hosts(u, u.Scheme)
@@ -70,7 +73,7 @@ func openRedis(u *url.URL, opts Options) (*redisEngine, error) {
 			ContextTimeoutEnabled: true,
 		}
 		if u.Scheme == "rediss+cluster" {
-			co.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			co.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: opts.RootCAs}
 		}
 		return &redisEngine{c: redis.NewClusterClient(co)}, nil
 	}

@@ -80,6 +80,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -138,6 +139,10 @@ type Options struct {
 	URL string
 	// Password, when the URL has none, authenticates to Redis.
 	Password string
+	// RootCAs, when not nil, are the authorities a rediss:// engine's
+	// certificate must chain to; nil means the system's (which
+	// SSL_CERT_FILE and SSL_CERT_DIR can name).
+	RootCAs *x509.CertPool
 	// Secret, when not empty, signs every value written and refuses any
 	// value read without the right signature.
 	Secret []byte

@@ -3,9 +3,18 @@ package shared
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +99,87 @@ func TestRoundTrip(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestConnect reaches engines that ask more than an address: a Redis with
+// a password (in the URL, or from Options.Password, which cmd/volfs fills
+// from VOLFS_SHARED_CACHE_PASSWORD), and one that speaks TLS only
+// (rediss://, a certificate of the test's own authority). A wrong
+// password is an outage, not a hit.
+func TestConnect(t *testing.T) {
+	pw := testenv.StartRedis(t, "--requirepass", "pa55")
+	cert, key, pool := selfSigned(t)
+	tlsEngine := testenv.StartRedisTLS(t, cert, key)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want bool
+	}{
+		{"password in the URL", Options{URL: "redis://:pa55@" + pw.Addr}, true},
+		{"password from the environment", Options{URL: "redis://" + pw.Addr, Password: "pa55"}, true},
+		{"wrong password", Options{URL: "redis://:nope@" + pw.Addr}, false},
+		// A TLS handshake under -race takes longer than the default deadline.
+		{"tls", Options{URL: "rediss://" + tlsEngine.Addr, RootCAs: pool, Timeout: 5 * time.Second}, true},
+		{"tls, unknown authority", Options{URL: "rediss://" + tlsEngine.Addr, Timeout: 5 * time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tier, _ := open(t, tc.opts)
+			val := random(1000)
+			tier.Put("k", []byte("id"), val)
+			_, _, ok := tier.Get(context.Background(), "k", int64(len(val)), accept)
+			if ok != tc.want {
+				t.Errorf("hit: got %v, want %v (stats %+v)", ok, tc.want, tier.Stats())
+			}
+			if st := tier.Stats(); !tc.want && st.Errors == 0 {
+				t.Errorf("no error counted: %+v", st)
+			}
+		})
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1, signed by itself, and its
+// key, and returns their files and a pool that trusts it.
+func selfSigned(t *testing.T) (cert, key string, pool *x509.CertPool) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "volfs test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Readable by redis-server, which may run as another user.
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(c)
+	return cert, key, pool
 }
 
 // TestCorruptAndForged damages a value in the engine (a bit flipped by

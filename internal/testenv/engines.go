@@ -40,6 +40,20 @@ func StartRedis(t testing.TB, args ...string) *Engine {
 	return e
 }
 
+// StartRedisTLS starts a redis-server that accepts TLS connections only,
+// with the certificate and key in PEM files cert and key (no client
+// certificates asked); see StartRedis.
+func StartRedisTLS(t testing.TB, cert, key string) *Engine {
+	t.Helper()
+	addr := FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	e := &Engine{Addr: addr, name: "redis-server", t: t, ready: "Ready to accept connections",
+		args: []string{"--port", "0", "--tls-port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir(),
+			"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no"}}
+	e.start()
+	return e
+}
+
 // StartMemcached starts a memcached (64 MiB, default 1 MiB item limit) on a
 // free loopback port and returns once it listens; see StartRedis.
 func StartMemcached(t testing.TB) *Engine {
