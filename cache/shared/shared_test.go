@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/volfs/volfs/internal/testenv"
 )
 
@@ -207,8 +209,16 @@ func TestCorruptAndForged(t *testing.T) {
 			t.Errorf("byte %d flipped: served %d bytes", off, len(got))
 		}
 	}
-	if st := signed.Stats(); st.Corrupt+st.Forged != 4 {
-		t.Errorf("refused: %+v, want 4 corrupt or forged", st)
+	for _, n := range []int{0, 10, headerSize, len(raw) / 2, len(raw) - 1} {
+		if err := signed.eng.set(ctx, engineKey("a"), raw[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, ok := signed.Get(ctx, "a", int64(len(val)), accept); ok {
+			t.Errorf("truncated to %d bytes: served %d bytes", n, len(got))
+		}
+	}
+	if st := signed.Stats(); st.Corrupt+st.Forged != 9 {
+		t.Errorf("refused: %+v, want 9 corrupt or forged", st)
 	}
 
 	// A well-formed value with a valid checksum, written without the
@@ -223,6 +233,34 @@ func TestCorruptAndForged(t *testing.T) {
 	}
 	if _, _, ok := unsigned.Get(ctx, "b", int64(len(forged)), accept); !ok {
 		t.Error("the unsigned tier missed its own value")
+	}
+}
+
+// TestCollector registers a tier in a pedantic registry, which checks
+// its descriptions against its metrics, and reads a hit back.
+func TestCollector(t *testing.T) {
+	tier, _ := open(t, Options{URL: "redis://" + testenv.StartRedis(t).Addr})
+	val := random(100)
+	tier.Put("k", []byte("id"), val)
+	tier.Get(context.Background(), "k", int64(len(val)), accept)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(tier); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()] = m.GetCounter().GetValue()
+		}
+	}
+	for name, want := range map[string]float64{"volfs_shared_hits_total": 1, "volfs_shared_puts_total": 1, "volfs_shared_saved_bytes_total": 100} {
+		if got[name] != want {
+			t.Errorf("%s: got %v, want %v", name, got[name], want)
+		}
 	}
 }
 
