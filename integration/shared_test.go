@@ -339,3 +339,21 @@ func TestSharedCorruptAndForged(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedCacheRefused: a --shared-cache that is not understood, or a
+// secret without it, is refused by name before the source is read.
+func TestSharedCacheRefused(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	for _, tc := range [][]string{
+		{"--shared-cache", "http://127.0.0.1:6379"},
+		{"--shared-cache", "redis://127.0.0.1:6379?timeout=soon"},
+		{"--shared-cache", "memcache://"},
+		{"--shared-cache-secret", "s3cret"},
+	} {
+		flag := tc[len(tc)-2]
+		out, err := runErr(volfsBin, append(append([]string{"info"}, tc...), missing)...)
+		if err == nil || !strings.Contains(out, flag+":") || strings.Contains(out, missing) {
+			t.Errorf("volfs info %s: got %v:\n%s\nwant a refusal naming %s and not the source", strings.Join(tc, " "), err, out, flag)
+		}
+	}
+}

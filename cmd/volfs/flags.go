@@ -175,6 +175,9 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 	if c.String("cache-dir") != "" && (err != nil || diskBytes <= 0) {
 		return nil, fmt.Errorf("--disk-cache-size: want a positive size, got %q", c.String("disk-cache-size"))
 	}
+	if opts.Tiers, err = sharedTiers(c, log); err != nil {
+		return nil, err
+	}
 	var exclude []string
 	if mountpoint != "" {
 		exclude = []string{mountpoint}
@@ -199,9 +202,6 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 			return nil, fmt.Errorf("--cache-dir: %w", err)
 		}
 		slog.Debug("disk cache", "dir", opts.Disk.Dir(), "bytes", opts.Disk.Stats().Bytes, "files", opts.Disk.Stats().Files)
-	}
-	if opts.Tiers, err = sharedTiers(c, log); err != nil {
-		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 	defer cancel()
