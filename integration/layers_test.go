@@ -23,6 +23,8 @@ import (
 //     store (it satisfies cache.Tier by its methods); the store adapts the
 //     disk cache (cache.DiskTier), and cmd hands it the shared tier.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
+//   - serve, the HTTP and WebDAV front end, reads the tree of fs as the
+//     FUSE one does, and nothing below it but fetcher's check of a key.
 var layers = map[string][]string{
 	"internal/mem": nil,
 	"decode":       {"decode/codec", "internal/mem"},
@@ -33,6 +35,7 @@ var layers = map[string][]string{
 	"cache/shared": nil,
 	"fs":           {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
 	"fs/view":      nil,
+	"serve":        {"fs", "fetcher"},
 }
 
 // noCache are the packages that must not depend on anything under cache/,
