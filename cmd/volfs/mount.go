@@ -45,12 +45,13 @@ const (
 )
 
 // serveMetrics serves the tree's Prometheus metrics at addr/metrics, with
-// Go's runtime and process metrics, until the process ends, within the
+// extra's and Go's runtime and process metrics, until the process ends, within the
 // bounds above. A failure to listen is returned at once.
-func serveMetrics(addr string, tree *fs.Tree) error {
+func serveMetrics(addr string, tree *fs.Tree, extra ...prometheus.Collector) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(tree.Collectors()...)
+	reg.MustRegister(extra...)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
