@@ -562,10 +562,18 @@ func TestGCSDials(t *testing.T) {
 	if got := g.Dials(); got < 1 || got > conns {
 		t.Errorf("dials: got %d, want 1 to %d", got, conns)
 	}
+	// In steady state the pool serves every request: a session that
+	// dialled per request, or kept fewer idle connections than it runs,
+	// would dial hundreds of times in a round of 2048 requests. Two are
+	// allowed for net/http itself, which closes a connection after a
+	// complete exchange when the request's write is seen to return more
+	// than 50 ms after the reply was read (maxWriteWaitBeforeConnReuse):
+	// on a loaded machine under -race a starved goroutine does that now
+	// and then (traced in docs/RELIABILITY.md, "Not covered yet").
 	before := g.Dials()
 	round()
-	if got := g.Dials() - before; got != 0 {
-		t.Errorf("dials in steady state: got %d, want 0", got)
+	if got := g.Dials() - before; got > 2 {
+		t.Errorf("dials in steady state: got %d in 2048 requests, want at most 2", got)
 	}
 }
 
