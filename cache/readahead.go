@@ -96,14 +96,8 @@ func (b *Budget) Stats() BudgetStats {
 type TrackerConfig struct {
 	// Len is the number of positions: they run from 0 to Len-1.
 	Len int64
-	// ChunkBytes is charged to the budget for each prefetched position,
-	// unless Charge is set; it also sizes the window (MaxBytes).
+	// ChunkBytes is charged to the budget for each prefetched position.
 	ChunkBytes int64
-	// Charge, when set, returns what a prefetch of a position holds, in
-	// bytes, to charge to the budget instead of ChunkBytes: for
-	// positions that stand for a varying number of chunks (a block of a
-	// stitched view). It is called with the tracker's lock held.
-	Charge func(pos int64) int64
 	// MaxBytes caps this reader's window in bytes; the window is at least
 	// one chunk when MaxBytes > 0. Zero or less turns read-ahead off.
 	MaxBytes int64
@@ -213,15 +207,11 @@ func (t *Tracker) TouchConcurrent(pos int64, waited bool, inFlight int64) Advice
 	}
 	var adv Advice
 	for p := t.frontier + t.dir; t.dir*(p-pos) <= t.window && p >= 0 && p < t.cfg.Len; p += t.dir {
-		n := t.cfg.ChunkBytes
-		if t.cfg.Charge != nil {
-			n = t.cfg.Charge(p)
-		}
-		if b := t.cfg.Budget; b != nil && !b.acquire(n) {
+		if b := t.cfg.Budget; b != nil && !b.acquire(t.cfg.ChunkBytes) {
 			b.exhausted.Add(1)
 			break
 		}
-		t.outstanding[p] = n
+		t.outstanding[p] = t.cfg.ChunkBytes
 		t.frontier = p
 		adv.Prefetch = append(adv.Prefetch, p)
 	}
