@@ -177,7 +177,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 		Workers:   opts.Workers,
 		CPUSlots:  opts.CPUSlots,
 	})
-	t.budget = cache.NewBudget(opts.ReadAhead)
+	t.budget = cache.NewBudget(opts.ReadAhead).DrawFrom(t.store.MemBudget())
 	t.diskSlots = make(chan struct{}, diskWriters)
 	t.readers.init(t)
 	t.ids.init(t)

@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Memory beyond the cache under hostile input (issue 16, item 10): every
+// buffer a load or a reader holds beside the cache draws on the budget
+// that --cache-size sets, and readers wait for room rather than exceed it.
+// Each test mounts for real, reads through subprocesses and asserts the
+// volfs process's peak resident memory.
+
+// writeMinishardShard writes a precomputed layer of one sharded scale,
+// 2^23 x 1 x 1 one-voxel chunks in one shard of 8 minishards (identity
+// hash, so chunk x lies in minishard x%8), whose every minishard index
+// lists perMinishard chunks: 24 bytes each, stored raw or gzipped. Chunk
+// x = m + 8k holds the byte k%251+1.
+func writeMinishardShard(t *testing.T, src string, perMinishard int, gz bool) {
+	t.Helper()
+	enc := "raw"
+	if gz {
+		enc = "gzip"
+	}
+	writeFile(t, filepath.Join(src, "info"), []byte(`{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
+ "scales": [{"key": "s0", "size": [8388608, 1, 1], "resolution": [1, 1, 1], "chunk_sizes": [[1, 1, 1]], "encoding": "raw",
+  "sharding": {"@type": "neuroglancer_uint64_sharded_v1", "hash": "identity", "preshift_bits": 0, "minishard_bits": 3, "shard_bits": 0,
+   "minishard_index_encoding": "`+enc+`", "data_encoding": "raw"}}]}`))
+	if err := os.Mkdir(filepath.Join(src, "s0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, perMinishard)
+	for k := range data {
+		data[k] = byte(k%251 + 1)
+	}
+	// Chunk k of every minishard is byte k of the data: ids m, m+8, ...
+	// (delta coded), each starting where the previous ends, one byte.
+	var indexes [][]byte
+	for m := range 8 {
+		idx := make([]byte, 24*perMinishard)
+		for k := range perMinishard {
+			id := uint64(8)
+			if k == 0 {
+				id = uint64(m)
+			}
+			binary.LittleEndian.PutUint64(idx[8*k:], id)
+			binary.LittleEndian.PutUint64(idx[8*(2*perMinishard+k):], 1)
+		}
+		if gz {
+			var b bytes.Buffer
+			w := gzip.NewWriter(&b)
+			w.Write(idx)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			idx = b.Bytes()
+		}
+		indexes = append(indexes, idx)
+	}
+	f, err := os.Create(filepath.Join(src, "s0", "0.shard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	shardIndex := make([]byte, 16*8)
+	at := uint64(len(data))
+	for m, idx := range indexes {
+		binary.LittleEndian.PutUint64(shardIndex[16*m:], at)
+		at += uint64(len(idx))
+		binary.LittleEndian.PutUint64(shardIndex[16*m+8:], at)
+	}
+	for _, b := range append([][]byte{shardIndex, data}, indexes...) {
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// minishardPeak bounds the peak of TestHostileMinishardIndexes: the
+// 16 MiB cache, the buffer pool and one 12 MiB index at a time (stored,
+// parsed and the memo's copy).
+var minishardPeak = int64(map[bool]int{false: 150, true: 420}[raceEnabled]) << 20
+
+// TestHostileMinishardIndexes: eight readers, each of a chunk in its own
+// minishard whose index is 12 MiB (half a million entries), with a 16 MiB
+// cache. Every index is read, parsed and copied into the memo (too large
+// to keep there), so each reader's load held three times its index at
+// once: before the load budget the eight peaked together. Now each index
+// reserves its bytes from the store's budget of loads (8 MiB here, so a
+// 36 MiB index runs alone) and the loads wait their turn; every byte is
+// checked, raw and gzipped indexes alike.
+func TestHostileMinishardIndexes(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		t.Run(map[bool]string{false: "raw", true: "gzip"}[gz], func(t *testing.T) {
+			src := t.TempDir()
+			const perMinishard = 1 << 19
+			writeMinishardShard(t, src, perMinishard, gz)
+			s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
+			var wg sync.WaitGroup
+			start := time.Now()
+			for m := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					k := 1000*m + 7
+					x := m + 8*k
+					p := filepath.Join(s.mnt, "s0", fmt.Sprintf("%d-%d_0-1_0-1", x, x+1))
+					out, err := runBounded(t, 3*time.Minute, "cat", p)
+					if want := string([]byte{byte(k%251 + 1)}); err != nil || out != want {
+						t.Errorf("chunk %d (minishard %d): %v %q, want %q", x, m, err, out, want)
+					}
+				}()
+			}
+			wg.Wait()
+			t.Logf("8 readers: %v", time.Since(start).Round(time.Millisecond))
+			checkPeakBelow(t, s, minishardPeak)
+		})
+	}
+}
