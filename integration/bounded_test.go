@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,4 +127,37 @@ func TestHostileMinishardIndexes(t *testing.T) {
 			checkPeakBelow(t, s, minishardPeak)
 		})
 	}
+}
+
+// walkPeak bounds the peak of TestHostileDirectoryWalk: measured 85.5 MiB
+// with 8192 directories and files kept, 103.5 MiB when every directory
+// was kept (about 330 bytes each, growing with the tree).
+var walkPeak = int64(map[bool]int{false: 96, true: 288}[raceEnabled]) << 20
+
+// TestHostileDirectoryWalk: find over a Zarr v3 array of 2^16 x 1
+// one-sample chunks with nested keys (c/I/0: 65 536 key directories of
+// one chunk file each) looks up every directory. Each directory inode
+// was kept for the life of the mount; now directories share the bound of
+// files looked up (8192), beyond which the kernel is asked to drop them.
+// Every chunk is still found, and reads after the walk.
+func TestHostileDirectoryWalk(t *testing.T) {
+	src := t.TempDir()
+	const n = 1 << 16
+	if err := os.MkdirAll(filepath.Join(src, "arr", "c", "12345"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "arr", "zarr.json"), []byte(fmt.Sprintf(`{"zarr_format": 3, "node_type": "array", "shape": [%d, 1], "data_type": "uint8",
+ "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1, 1]}},
+ "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+ "fill_value": 0, "codecs": [{"name": "bytes"}]}`, n)))
+	writeFile(t, filepath.Join(src, "arr", "c", "12345", "0"), []byte{9})
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
+	start := time.Now()
+	out, err := runBounded(t, 5*time.Minute, "find", filepath.Join(s.mnt, "arr", "c"), "-type", "f")
+	t.Logf("find over %d directories: %v", n, time.Since(start).Round(time.Millisecond))
+	if got := strings.Count(out, "\n"); err != nil || got != n {
+		t.Fatalf("find: %v, %d files, want %d", err, got, n)
+	}
+	checkAlive(t, s.mnt, "arr/c/12345/0", []byte{9})
+	checkPeakBelow(t, s, walkPeak)
 }
