@@ -463,7 +463,7 @@ func (c *Cache) addProbation(key string, e entry) {
 }
 
 // memHeadroom is the memory beyond the cache that MemoryLimit leaves for
-// loads in flight, the idle buffers of cache/mem (at most 32 MiB), HTTP
+// loads in flight, the idle buffers of internal/mem (at most 32 MiB), HTTP
 // buffers and go-fuse's request buffers. Loads in flight are few since
 // prefetches decode one per core (Store.Throttle), so a small headroom
 // holds: W1 with a 64 MiB cache peaked at 166-170 MiB of RSS with 64 MiB,

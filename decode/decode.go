@@ -16,6 +16,11 @@
 // chunk's bytes in the format's uncompressed layout (what the format itself
 // would store with no compression).
 //
+// The codecs a chunk's stored bytes pass through (compressors, checksums,
+// numcodecs filters, the precomputed image and segmentation encodings) are
+// in package decode/codec, with their registry and the one table of the
+// names each format gives them; the formats here only chain them.
+//
 // Nothing here does I/O of its own: loads read through the Source they are
 // given. Every function is safe for concurrent use; a Volume and its Arrays
 // are immutable once parsed.
@@ -31,7 +36,6 @@ package decode
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -39,16 +43,19 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/decode/codec"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // ErrCorrupt marks a chunk whose stored bytes do not decode to what the
-// metadata promises: a bad header, a truncated stream, a wrong size.
-var ErrCorrupt = errors.New("decode: corrupt chunk")
+// metadata promises: a bad header, a truncated stream, a wrong size. It is
+// codec.ErrCorrupt, the one sentinel of the formats and the codecs.
+var ErrCorrupt = codec.ErrCorrupt
 
 // ErrUnsupported marks metadata that is valid but names something volfs does
-// not implement (an encoding, codec or data type).
-var ErrUnsupported = errors.New("decode: unsupported")
+// not implement (an encoding, codec or data type). It is
+// codec.ErrUnsupported.
+var ErrUnsupported = codec.ErrUnsupported
 
 // MetadataError is a refusal of a metadata file. Its message names the file,
 // where in it the problem is (Field, with the scale or array in front where
@@ -68,15 +75,9 @@ func (e *MetadataError) Error() string {
 
 func (e *MetadataError) Unwrap() error { return e.Err }
 
-// DType is an element type.
-type DType struct {
-	Name string // the metadata's own spelling, e.g. "uint16" or "<i2"
-	Size int    // bytes per element
-	// Kind is 'b' (bool), 'i' (signed), 'u' (unsigned) or 'f' (float).
-	Kind byte
-	// BigEndian reports the byte order of elements in the decoded layout.
-	BigEndian bool
-}
+// DType is an element type, shared with the codecs that convert elements
+// (codec.DType).
+type DType = codec.DType
 
 // Volume is the model of one metadata file.
 type Volume struct {
@@ -393,9 +394,8 @@ func (a *Array) DecodeFrom(src Source, stored []byte, c []int64) ([]byte, error)
 // axes (a few hundred KB) would make listing it quadratic.
 const MaxAxes = 32
 
-// maxChunkBytes bounds the decoded size of one chunk: a chunk is decoded into
-// memory whole, so metadata promising more is refused rather than trusted.
-const maxChunkBytes = 1 << 31
+// maxChunkBytes bounds the decoded size of one chunk (codec.MaxChunkBytes).
+const maxChunkBytes = codec.MaxChunkBytes
 
 // checkGrid validates the geometry of a and fills a.Grid. It reports the
 // offending field by its metadata name via names (shape, chunk, offset).

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/volfs/volfs/decode/codec"
 	"github.com/volfs/volfs/internal/testenv"
 )
 
@@ -111,12 +112,12 @@ func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 			tolerance := 0
 			switch {
 			case c.Kind == "png":
-				got, err = decodePNG(nil, stored, c.Extent, c.Channels, c.Elem)
+				got, err = codec.PNG(nil, stored, c.Extent, c.Channels, c.Elem)
 			case c.Channels == 1:
-				got, err = decodeJPEG(nil, stored, c.Extent, c.Channels)
+				got, err = codec.JPEG(nil, stored, c.Extent, c.Channels)
 				tolerance = 2
 			default:
-				got, err = decodeJPEG(nil, stored, c.Extent, c.Channels)
+				got, err = codec.JPEG(nil, stored, c.Extent, c.Channels)
 				tolerance = 3
 			}
 			if err != nil {
@@ -144,7 +145,7 @@ func testEncodingsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 	for _, c := range m.Cseg {
 		t.Run(c.File, func(t *testing.T) {
 			stored, want := readTestFile(t, dir, c.File), readTestFile(t, dir, c.Expect)
-			got, err := decodeCompressedSegmentation(nil, stored, c.Extent, c.Channels, c.Elem, c.Block)
+			got, err := codec.CompressedSegmentation(nil, stored, c.Extent, c.Channels, c.Elem, c.Block)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +223,7 @@ func testShardsWrittenByPython(t *testing.T, dir string, m *pythonManifest) {
 					continue
 				}
 				if cs := c.Cseg; cs != nil {
-					got, err = decodeCompressedSegmentation(nil, got, cs.Extent, cs.Channels, cs.Elem, cs.Block)
+					got, err = codec.CompressedSegmentation(nil, got, cs.Extent, cs.Channels, cs.Elem, cs.Block)
 					if err != nil {
 						t.Errorf("chunk %v (id %d): %v", c.Pos, id, err)
 						continue

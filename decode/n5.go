@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/decode/codec"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 func init() {
@@ -19,9 +20,6 @@ var n5Types = map[string]DType{
 	"int8": {Size: 1, Kind: 'i'}, "int16": {Size: 2, Kind: 'i'}, "int32": {Size: 4, Kind: 'i'}, "int64": {Size: 8, Kind: 'i'},
 	"float32": {Size: 4, Kind: 'f'}, "float64": {Size: 8, Kind: 'f'},
 }
-
-// n5Codecs maps N5 compression types onto registered codec names.
-var n5Codecs = map[string]string{"gzip": "gzip", "bzip2": "bz2", "blosc": "blosc", "zstd": "zstd", "xz": "xz", "lz4": "n5.lz4"}
 
 // ParseN5 parses the "attributes.json" of directory dir. Attributes without
 // "dimensions" (a group, the root) are not volume metadata (nil, nil). A
@@ -91,24 +89,21 @@ func ParseN5(dir string, meta []byte) (*Volume, error) {
 			return nil, fail(field, err)
 		}
 	}
-	var codec Codec
+	var decompress codec.Func
 	if ctype != "raw" {
-		name, ok := n5Codecs[ctype]
-		if ctype == "zlib" {
-			name, ok = "zlib", true
-		}
+		name, ok := codec.Name(codec.N5, ctype)
 		if !ok {
 			return nil, fail(field, fmt.Errorf("compression %q: %w", ctype, ErrUnsupported))
 		}
 		var err error
-		if codec, err = codecFor(name); err != nil {
+		if decompress, err = codec.Lookup(name); err != nil {
 			return nil, fail(field, err)
 		}
 	}
 	a.Encoding = ctype
 	a.header = func(c []int64) []byte { return n5Header(a.Extent(c)) }
 	a.decode = func(dst, stored []byte, c []int64, size int) ([]byte, error) {
-		return decodeN5Block(dst, stored, codec, a.Extent(c), a.Chunk, d.Size, size)
+		return decodeN5Block(dst, stored, decompress, a.Extent(c), a.Chunk, d.Size, size)
 	}
 	a.Describe = [][2]string{{"order", "first axis fastest, big-endian"}}
 
@@ -137,7 +132,7 @@ func n5Header(e []int64) []byte {
 // The stored header's extent is trusted for the layout of the data but
 // bounded by the block size; elements outside it read as zero, elements
 // outside extent are dropped.
-func decodeN5Block(dst, stored []byte, codec Codec, extent, block []int64, elemSize, size int) ([]byte, error) {
+func decodeN5Block(dst, stored []byte, codec codec.Func, extent, block []int64, elemSize, size int) ([]byte, error) {
 	nd := len(extent)
 	if len(stored) < 4 {
 		return nil, fmt.Errorf("%w: n5 block of %d bytes has no header", ErrCorrupt, len(stored))

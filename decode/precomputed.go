@@ -11,6 +11,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/volfs/volfs/decode/codec"
 )
 
 func init() {
@@ -173,7 +175,7 @@ var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage
 			return "encoding", fmt.Errorf("jpeg of %d %s channels: %w", a.Channels, a.DType.Name, ErrUnsupported)
 		}
 		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
-			return decodeJPEG(dst, stored, extent3(a.Extent(c)), a.Channels)
+			return codec.JPEG(dst, stored, extent3(a.Extent(c)), a.Channels)
 		}
 		return "", nil
 	},
@@ -182,7 +184,7 @@ var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage
 			return "encoding", fmt.Errorf("png of %d %s channels: %w", a.Channels, a.DType.Name, ErrUnsupported)
 		}
 		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
-			return decodePNG(dst, stored, extent3(a.Extent(c)), a.Channels, a.DType.Size)
+			return codec.PNG(dst, stored, extent3(a.Extent(c)), a.Channels, a.DType.Size)
 		}
 		return "", nil
 	},
@@ -200,7 +202,7 @@ var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage
 			}
 		}
 		a.decode = func(dst, stored []byte, c []int64, _ int) ([]byte, error) {
-			return decodeCompressedSegmentation(dst, stored, extent3(a.Extent(c)), a.Channels, a.DType.Size, [3]int64(block))
+			return codec.CompressedSegmentation(dst, stored, extent3(a.Extent(c)), a.Channels, a.DType.Size, [3]int64(block))
 		}
 		// Small blocks can store more than twice the decoded size (1x1x1
 		// uint32 blocks with unshared tables take 12 bytes a voxel): let

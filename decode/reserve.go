@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/volfs/volfs/decode/codec"
 )
 
 // LoadReserver is implemented by a Source that bounds the memory loads
@@ -95,7 +97,7 @@ func (s *shardingSpec) gunzipIndex(ctx context.Context, src Source, key string, 
 			return nil, err
 		}
 	}
-	out, err := gunzip(nil, b, int(bound), int(bound))
+	out, err := codec.Gunzip(b, int(bound), int(bound))
 	if err != nil {
 		return nil, err
 	}

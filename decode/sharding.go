@@ -9,6 +9,8 @@ import (
 	"math/bits"
 	"path"
 	"strconv"
+
+	"github.com/volfs/volfs/decode/codec"
 )
 
 // Sharded precomputed scales (neuroglancer_uint64_sharded_v1, neuroglancer's
@@ -189,7 +191,7 @@ func lowBits(n uint) uint64 {
 func (s *shardingSpec) locate(chunkID uint64) (shard, minishard uint64) {
 	h := chunkID >> s.preshiftBits // 0 when preshift_bits is 64
 	if s.murmur {
-		h, _ = murmurhash3X86_128(binary.LittleEndian.AppendUint64(make([]byte, 0, 8), h), 0)
+		h, _ = codec.Murmur3X86_128(binary.LittleEndian.AppendUint64(make([]byte, 0, 8), h), 0)
 	}
 	return h >> s.minishardBits & lowBits(s.shardBits), h & lowBits(s.minishardBits)
 }
@@ -263,7 +265,7 @@ func (s *shardingSpec) readChunk(ctx context.Context, src Source, dir string, ch
 		return nil, err
 	}
 	if s.gzipData {
-		if b, err = gunzip(nil, b, int(limit), int(limit)); err != nil {
+		if b, err = codec.Gunzip(b, int(limit), int(limit)); err != nil {
 			return nil, fmt.Errorf("%s: chunk %d: %w", key, chunkID, err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/volfs/volfs/decode/codec"
 )
 
 func init() {
@@ -46,7 +48,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 		return nil, fail("dtype", fmt.Errorf("%w (structured dtypes are not supported: %w)", err, ErrUnsupported))
 	}
 	var err error
-	if a.DType, err = parseNumpyDType(dt); err != nil {
+	if a.DType, err = codec.ParseNumpyDType(dt); err != nil {
 		return nil, fail("dtype", err)
 	}
 	order := "C"
@@ -73,7 +75,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 	// Decoding undoes the compressor, then the filters in reverse order.
 	// Encoding ran the other way, from the array's elements: each filter
 	// is configured with the element type it was given.
-	var chain []*Stage
+	var chain []*codec.Stage
 	elem := a.DType
 	if raw, ok := top["filters"]; ok && string(raw) != "null" {
 		var filters []json.RawMessage
@@ -101,7 +103,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 		chain = append(chain, s)
 	}
 	slices.Reverse(chain)
-	a.widen = widening(elem, a.DType)
+	a.widen = codec.Widening(elem, a.DType)
 	a.Encoding = "raw"
 	if len(chain) > 0 {
 		names := make([]string, len(chain))
@@ -164,7 +166,7 @@ func parseZarr2Consolidated(dir string, meta []byte) (*Volume, error) {
 // numcodec returns the stage of a numcodecs codec configuration
 // ({"id": "blosc", ...}) applied to elements of type elem. Codecs are
 // registered under their numcodecs ids.
-func numcodec(raw json.RawMessage, elem DType) (*Stage, error) {
+func numcodec(raw json.RawMessage, elem DType) (*codec.Stage, error) {
 	var cfg map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, fmt.Errorf("want a codec object, got %s", raw)
@@ -173,13 +175,14 @@ func numcodec(raw json.RawMessage, elem DType) (*Stage, error) {
 	if err := field(cfg, "id", &id); err != nil {
 		return nil, fmt.Errorf("id: %w", err)
 	}
-	return NewStage(id, CodecConfig{Params: raw, Elem: elem})
+	name, _ := codec.Name(codec.Numcodecs, id)
+	return codec.NewStage(name, codec.Config{Params: raw, Elem: elem})
 }
 
 // chainDecoder returns a chunk decoder that applies chain in order. The
 // last stage's output is bounded by the chunk's decoded size, and each
 // stage's by what the stage after it may take.
-func chainDecoder(chain []*Stage) func(dst, stored []byte, c []int64, size int) ([]byte, error) {
+func chainDecoder(chain []*codec.Stage) func(dst, stored []byte, c []int64, size int) ([]byte, error) {
 	return func(dst, stored []byte, _ []int64, size int) ([]byte, error) {
 		if len(chain) == 0 {
 			return decodeRaw(dst, stored, nil, size)
@@ -209,32 +212,6 @@ func chainDecoder(chain []*Stage) func(dst, stored []byte, c []int64, size int) 
 	}
 }
 
-// parseNumpyDType parses a NumPy type string such as "<i2", ">f8", "|u1",
-// "|b1". Strings, objects, datetimes, complex and structured types are
-// refused by name.
-func parseNumpyDType(s string) (DType, error) {
-	if len(s) < 3 {
-		return DType{}, fmt.Errorf("%q is not a NumPy type string volfs reads: %w", s, ErrUnsupported)
-	}
-	size, err := strconv.Atoi(s[2:])
-	d := DType{Name: s, Kind: s[1], Size: size, BigEndian: s[0] == '>'}
-	ok := err == nil && (s[0] == '<' || s[0] == '>' || s[0] == '|')
-	switch d.Kind {
-	case 'b':
-		ok = ok && size == 1
-	case 'i', 'u':
-		ok = ok && (size == 1 || size == 2 || size == 4 || size == 8)
-	case 'f':
-		ok = ok && (size == 2 || size == 4 || size == 8)
-	default:
-		return DType{}, fmt.Errorf("%q: %w", s, ErrUnsupported)
-	}
-	if !ok || s[0] == '|' && size != 1 {
-		return DType{}, fmt.Errorf("%q is not a NumPy type string volfs reads: %w", s, ErrUnsupported)
-	}
-	return d, nil
-}
-
 // parseFill returns one element of the fill value raw (JSON) in d's byte
 // order: null is zeros; numbers, "NaN", "Infinity", "-Infinity", hex
 // strings "0x…" of the raw bits (Zarr v3) and booleans are accepted where
@@ -244,7 +221,7 @@ func parseFill(raw json.RawMessage, d DType) ([]byte, error) {
 		return nil, nil
 	}
 	out := make([]byte, d.Size)
-	put := func(bits uint64) { d.putBits(out, bits) }
+	put := func(bits uint64) { d.PutBits(out, bits) }
 	var str string
 	if json.Unmarshal(raw, &str) == nil {
 		var f float64
@@ -333,43 +310,11 @@ func floatBits(f float64, size int) uint64 {
 	}
 	switch size {
 	case 2:
-		return uint64(float16Bits(float32(f)))
+		return uint64(codec.Float16Bits(float32(f)))
 	case 4:
 		return uint64(math.Float32bits(float32(f)))
 	}
 	return math.Float64bits(f)
-}
-
-// float16Bits converts f to IEEE 754 half precision, rounding to nearest
-// even; NaN stays NaN and out-of-range values become infinities.
-func float16Bits(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23&0xff) - 127 + 15
-	mant := b & 0x7fffff
-	switch {
-	case b&0x7fffffff > 0x7f800000: // NaN
-		return sign | 0x7e00
-	case exp >= 0x1f: // overflow or infinity
-		return sign | 0x7c00
-	case exp <= 0: // subnormal or zero
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint(14 - exp)
-		half := uint16(mant >> shift)
-		rem := mant & (1<<shift - 1)
-		if rem > 1<<(shift-1) || rem == 1<<(shift-1) && half&1 == 1 {
-			half++
-		}
-		return sign | half
-	}
-	half := sign | uint16(exp)<<10 | uint16(mant>>13)
-	if rem := mant & 0x1fff; rem > 0x1000 || rem == 0x1000 && half&1 == 1 {
-		half++ // may carry into the exponent, which is still right
-	}
-	return half
 }
 
 // rewriteJSON returns obj with the members of set replaced, indented.

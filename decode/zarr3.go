@@ -9,7 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/decode/codec"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 func init() {
@@ -142,7 +143,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 		}
 		a.Describe = append(a.Describe, [2]string{"sharding", sh.String()})
 	}
-	a.widen = widening(DType{Size: chain.encSize}, d)
+	a.widen = codec.Widening(DType{Size: chain.encSize}, d)
 	if f, err := a.checkGrid([3]string{"shape", "chunk_grid", "shape"}); err != nil {
 		if f == "chunk_grid" && !slices.Equal(a.Chunk, shardShape) {
 			f = "codecs (the innermost sharding_indexed chunk_shape)"
@@ -189,11 +190,11 @@ type v3Chain struct {
 	perm     []int // transpose order, nil for none: encoded axis i is axis perm[i]
 	big      bool  // bytes codec endianness
 	shard    *v3Shard
-	b2b      []*Stage // in encoding order
+	b2b      []*codec.Stage // in encoding order
 	names    []string
 	// a2a are the numcodecs array-to-array filters, in encoding order;
 	// encSize is the element size they leave for the bytes codec.
-	a2a     []*Stage
+	a2a     []*codec.Stage
 	encSize int
 }
 
@@ -215,14 +216,11 @@ type v3CodecEntry struct {
 	Configuration json.RawMessage
 }
 
-// v3Filters are the numcodecs codecs that zarr-python 3 places before
-// the bytes codec (array-to-array); the other numcodecs.* codecs are
-// bytes-to-bytes.
-var v3Filters = map[string]bool{"delta": true, "fixedscaleoffset": true, "bitround": true, "quantize": true, "astype": true}
-
-// v3CodecName returns the registered name of a Zarr v3 codec: zarr-python
-// 3 writes numcodecs' codecs as "numcodecs.<id>".
-func v3CodecName(name string) string { return strings.TrimPrefix(name, "numcodecs.") }
+// v3CodecName returns the registered name of a Zarr v3 codec.
+func v3CodecName(name string) string {
+	n, _ := codec.Name(codec.Zarr3, name)
+	return n
+}
 
 // parseV3Chain parses a codecs list for chunks of shape.
 func parseV3Chain(list []json.RawMessage, shape []int64, elemSize int) (*v3Chain, error) {
@@ -246,8 +244,8 @@ func parseV3Codecs(list []json.RawMessage, shape []int64, elem DType) (*v3Chain,
 			e.Name = name
 		}
 		where := fmt.Sprintf("[%d] (%s)", i, e.Name)
-		if name := v3CodecName(e.Name); stage == 0 && v3Filters[name] && name != e.Name {
-			f, err := NewStage(name, CodecConfig{Params: e.Configuration, Elem: elem})
+		if name := v3CodecName(e.Name); stage == 0 && codec.IsFilter(name) && name != e.Name {
+			f, err := codec.NewStage(name, codec.Config{Params: e.Configuration, Elem: elem})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
@@ -316,15 +314,15 @@ func parseV3Codecs(list []json.RawMessage, shape []int64, elem DType) (*v3Chain,
 			if stage != 1 {
 				return nil, fmt.Errorf("%s: a bytes-to-bytes codec before the array-to-bytes codec", where)
 			}
-			codec, err := NewStage(v3CodecName(e.Name), CodecConfig{Params: e.Configuration, Elem: elem})
+			b2b, err := codec.NewStage(v3CodecName(e.Name), codec.Config{Params: e.Configuration, Elem: elem})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
-			if v3Filters[v3CodecName(e.Name)] {
+			if codec.IsFilter(v3CodecName(e.Name)) {
 				return nil, fmt.Errorf("%s: an array-to-array codec after the array-to-bytes codec", where)
 			}
-			c.b2b = append(c.b2b, codec)
-			c.names = append(c.names, codec.Name)
+			c.b2b = append(c.b2b, b2b)
+			c.names = append(c.names, b2b.Name)
 		}
 	}
 	if stage != 1 {

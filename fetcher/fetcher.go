@@ -61,7 +61,7 @@ var (
 type Object struct {
 	// Data is the object's bytes exactly as the source holds them. The
 	// caller owns Data; fetchers read large objects into buffers from
-	// cache/mem's pool, so a caller done with Data may give it back with
+	// internal/mem's pool, so a caller done with Data may give it back with
 	// mem.Put.
 	Data []byte
 	// ContentEncoding is the transport encoding that the source declared

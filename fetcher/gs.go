@@ -25,7 +25,7 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // GCSOptions tunes a gs:// fetcher. Zero fields take their defaults.

@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/volfs/volfs/cache/mem"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // HTTPOptions tunes an HTTP fetcher. Zero fields take their defaults.

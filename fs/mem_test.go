@@ -16,7 +16,7 @@ import (
 )
 
 // TestPooledBuffersNeverShared reads chunks whose stored objects are read
-// into pooled buffers (cache/mem) through every ownership case: a raw
+// into pooled buffers (internal/mem) through every ownership case: a raw
 // chunk whose decoded bytes are its stored bytes (which must never go back
 // to the pool), a ".gz" chunk whose transport gzip is removed into a
 // buffer of its own, and a zarr zlib chunk decoded by a codec. Chunks are

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/volfs/volfs/cache"
-	"github.com/volfs/volfs/cache/mem"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // origSuffix names the original metadata file beside the rewritten one.

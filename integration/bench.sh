@@ -14,7 +14,7 @@ fi
 count=${1:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test -run '^$' -bench 'Gunzip' -benchmem -count "$count" ./decode/ | tee -a "$out" >&2
+go test -run '^$' -bench 'Gunzip' -benchmem -count "$count" ./decode/codec/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ChurnHeap' -benchtime 5x -count "$count" ./cache/ | tee -a "$out" >&2
 go test -run '^$' -bench 'Gate' -count "$count" ./cache/ | tee -a "$out" >&2
 go test -run '^$' -bench 'ReadScale|MountScale' -benchmem -benchtime 20x -count "$count" ./integration/ 2>/dev/null | tee -a "$out" >&2

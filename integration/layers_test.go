@@ -6,33 +6,52 @@ import (
 	"testing"
 )
 
-// TestLayers enforces the one-way dependencies of DESIGN.md: cmd -> fs ->
-// cache, decode, fetcher, and nothing back up. cache/mem, the pool of the
-// read path's large buffers, is a leaf below all three: fetchers read
-// objects into its buffers, decoders allocate into them, and fs gives
-// them back once a chunk is decoded.
+// layers is the import graph of the read path, one way down: cmd -> fs ->
+// cache, decode, fetcher, and nothing back up. Each package may import only
+// the module's packages listed for it (test files aside).
+//
+//   - internal/mem, the pool of the read path's large buffers, is a leaf
+//     below all three: fetchers read objects into its buffers, decoders
+//     allocate into them, and fs gives them back once a chunk is decoded.
+//   - decode/codec, the byte codecs and their registry, is a leaf below
+//     the formats of decode: a codec knows no format, and fs reaches the
+//     codecs only through decode.
+//   - cache (the chunk store) and cache/disk (the disk tier) sit beside
+//     decode and fetcher, not below them: neither decode nor fetcher
+//     imports anything under cache/, directly or through another package.
+//   - fs/view, the stitched views, knows only its own Grid and Chunks.
+var layers = map[string][]string{
+	"internal/mem": nil,
+	"decode":       {"decode/codec", "internal/mem"},
+	"decode/codec": {"internal/mem"},
+	"fetcher":      {"internal/mem"},
+	"cache":        nil,
+	"cache/disk":   nil,
+	"fs":           {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
+	"fs/view":      nil,
+}
+
+// noCache are the packages that must not depend on anything under cache/,
+// even transitively: the pool and the formats and sources it serves.
+var noCache = []string{"internal/mem", "decode", "decode/codec", "fetcher"}
+
+// TestLayers enforces layers on the direct imports of every ruled package
+// and noCache on their transitive dependencies, as `go list` reports them.
 func TestLayers(t *testing.T) {
 	const mod = "github.com/volfs/volfs/"
-	allowed := map[string][]string{
-		"decode":     {"cache/mem"},
-		"fetcher":    {"cache/mem"},
-		"cache":      nil,
-		"cache/mem":  nil,
-		"cache/disk": nil,
-		"fs":         {"cache", "cache/disk", "cache/mem", "decode", "fetcher", "fs/view"},
-		"fs/view":    nil, // the stitched views know only their own Grid and Chunks
-	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
 		pkg := strings.TrimPrefix(f[0], mod)
-		ok, ruled := allowed[pkg]
+		ok, ruled := layers[pkg]
 		if !ruled {
 			continue
 		}
+		seen[pkg] = true
 		for _, imp := range f[1:] {
 			dep, ours := strings.CutPrefix(imp, mod)
 			if !ours {
@@ -40,6 +59,23 @@ func TestLayers(t *testing.T) {
 			}
 			if !contains(ok, dep) {
 				t.Errorf("%s imports %s: against the layering (allowed: %v)", pkg, dep, ok)
+			}
+		}
+	}
+	for pkg := range layers {
+		if !seen[pkg] {
+			t.Errorf("%s: ruled by the layering but not in the module (moved? update layers)", pkg)
+		}
+	}
+
+	for _, pkg := range noCache {
+		out, err := exec.Command("go", "list", "-f", `{{join .Deps " "}}`, "../"+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if rel, ours := strings.CutPrefix(dep, mod); ours && (rel == "cache" || strings.HasPrefix(rel, "cache/")) {
+				t.Errorf("%s depends on %s: decode, fetcher and the pool must import nothing of cache", pkg, rel)
 			}
 		}
 	}
