@@ -161,3 +161,45 @@ func TestHostileDirectoryWalk(t *testing.T) {
 	checkAlive(t, s.mnt, "arr/c/12345/0", []byte{9})
 	checkPeakBelow(t, s, walkPeak)
 }
+
+// TestHostileInfoWalk: `volfs info` over a tree with a Zarr v2 array of
+// 2^40 chunks whose keys share its directory and a volume seven levels
+// down. It walked every key of the grid (never ending); it now looks only
+// at what the source lists, six levels deep, and says what it skipped.
+// (The bound on entries examined, fs.MaxWalkEntries, is checked by
+// fs.TestWalkBounded.)
+func TestHostileInfoWalk(t *testing.T) {
+	src := t.TempDir()
+	writeZarray(t, filepath.Join(src, "huge"), []int64{1 << 20, 1 << 20}, []int64{1, 1}, nil)
+	writeFile(t, filepath.Join(src, "huge", "0.0"), []byte{1})
+	deep := filepath.Join(src, "a", "b", "c", "d", "e", "f", "g")
+	writeZarray(t, deep, []int64{4}, []int64{4}, nil)
+	start := time.Now()
+	out, err := runBounded(t, 2*time.Minute, python, "-c", peakOfChild, volfsBin, "info", src)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("volfs info: %v\n%s", err, out)
+	}
+	i := strings.LastIndex(out, "\npeak_kb ")
+	var peakKB, exit int
+	if _, err := fmt.Sscanf(out[i+1:], "peak_kb %d exit %d", &peakKB, &exit); i < 0 || err != nil {
+		t.Fatalf("no peak in %q: %v", out, err)
+	}
+	out = out[:i]
+	t.Logf("volfs info: %v, peak %d MiB\n%s", elapsed.Round(time.Millisecond), peakKB>>10, out)
+	if exit != 0 {
+		t.Errorf("volfs info: exit %d, want 0", exit)
+	}
+	for _, want := range []string{
+		"1099511627776", // the huge array's chunks, counted, not walked
+		"not walked: 1 directories 6 levels down",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("volfs info: no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "a/b/c/d/e/f/g") {
+		t.Errorf("volfs info listed the volume seven levels down:\n%s", out)
+	}
+	checkRSS(t, int64(peakKB)<<10)
+}
