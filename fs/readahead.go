@@ -16,9 +16,10 @@ import (
 // The kernel's read-ahead never crosses from one file into the next, and
 // programs read chunks one file at a time: `cat scale/*` opens, reads and
 // closes a handle per chunk. So read-ahead follows readers, not handles: a
-// reader is one process (the caller's pid of the FUSE request that opened
-// the file) reading one sequence of chunks, and it outlives the handles it
-// opens. The first read of each handle is the reader's touch of that
+// reader is one thread (the caller's pid of the FUSE request that opened
+// the file, which the kernel gives per thread, so the threads of one
+// program are separate readers) reading one sequence of chunks, and it
+// outlives the handles it opens. The first read of each handle is the reader's touch of that
 // chunk: the tree asks the store for the chunk (GetHit tells whether the
 // reader had to wait), then tells the reader's cache.Tracker, which
 // advises which positions to prefetch or to cancel; the positions become
@@ -94,7 +95,7 @@ type readerKey struct {
 	pid uint32
 }
 
-// reader is one process reading one sequence of chunks.
+// reader is one thread reading one sequence of chunks.
 //
 // LOCK ORDERING: readers.mu before reader.mu; neither is held while
 // prefetches are issued.

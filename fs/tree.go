@@ -64,7 +64,7 @@ type Options struct {
 	// off.
 	ReadAhead int64
 	// Disk, when not nil, keeps decoded chunks across restarts (see
-	// Tree.load). The tree does not close it.
+	// Tree.loader). The tree does not close it.
 	Disk *disk.Cache
 	// ReadTimeout, when positive, bounds each read of the mount as a
 	// whole, from the kernel's request to the reply, every fetch, retry,
