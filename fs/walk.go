@@ -42,6 +42,11 @@ func (s WalkSkipped) Any() bool { return s.Deeper > 0 || s.Entries > 0 }
 // that are chunk keys. It examines at most maxEntries entries in all, and
 // returns what it skipped.
 func (t *Tree) WalkBounded(ctx context.Context, depth int, maxEntries int64, fn func(dir string, vol *decode.Volume, refused error)) (WalkSkipped, error) {
+	return walkFrom(ctx, t.root, "", depth, maxEntries, fn)
+}
+
+// walkFrom is WalkBounded from the directory d at key.
+func walkFrom(ctx context.Context, d Dir, key string, depth int, maxEntries int64, fn func(dir string, vol *decode.Volume, refused error)) (WalkSkipped, error) {
 	var skipped WalkSkipped
 	examined := int64(0)
 	var walk func(d Dir, key string, depth int) error
@@ -97,7 +102,7 @@ func (t *Tree) WalkBounded(ctx context.Context, depth int, maxEntries int64, fn 
 		}
 		return nil
 	}
-	err := walk(t.root, "", depth)
+	err := walk(d, key, depth)
 	return skipped, err
 }
 

@@ -179,6 +179,7 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 				Flags:     flagsFor(onCat),
 				Action:    runCat,
 			},
+			warmCommand(),
 			{
 				Name:   "man",
 				Usage:  "write volfs's man page (troff) to stdout: volfs man > volfs.1",
