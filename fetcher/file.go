@@ -79,6 +79,7 @@ type File struct {
 	exclude []string // resolved FileOptions.Exclude
 	log     *slog.Logger
 	warned  atomic.Bool // a link not followed has been logged
+	m       Metrics     // Conns stays 0: no connection is opened
 }
 
 // NewFile returns a File fetcher rooted at root, which must be an existing
@@ -123,12 +124,25 @@ func NewFileWith(root string, opts FileOptions) (*File, error) {
 // Root returns the absolute, clean directory that f reads.
 func (f *File) Root() string { return f.root }
 
+// Stats returns f's counters (Statser): every Get, GetRange, Stat and List
+// with its outcome, and the bytes read. Conns is 0.
+func (f *File) Stats() Stats { return f.m.Stats() }
+
+// count counts the end of one call that read n bytes, by its error.
+func (f *File) count(n int, err error) {
+	if err == nil {
+		f.m.AddBytes(int64(n))
+	}
+	f.m.Done(err)
+}
+
 // String returns "file://" followed by the absolute root.
 func (f *File) String() string { return "file://" + filepath.ToSlash(f.root) }
 
 // Get returns the whole file at key, which must be a regular file of at
 // most limit bytes. ContentEncoding is always "".
-func (f *File) Get(ctx context.Context, key string, limit int64) (Object, error) {
+func (f *File) Get(ctx context.Context, key string, limit int64) (obj Object, err error) {
+	defer func() { f.count(len(obj.Data), err) }()
 	p, err := f.path(ctx, key)
 	if err != nil {
 		return Object{}, err
@@ -289,7 +303,8 @@ func (f *File) checkOpen(fh *os.File, p string) error {
 
 // GetRange reads length bytes at offset with one ReadAt; a zero length
 // returns an empty slice without I/O, as HTTP does.
-func (f *File) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
+func (f *File) GetRange(ctx context.Context, key string, offset, length int64) (data []byte, id Identity, err error) {
+	defer func() { f.count(len(data), err) }()
 	if err := checkRange(offset, length); err != nil {
 		return nil, "", err
 	}
@@ -316,7 +331,8 @@ func (f *File) GetRange(ctx context.Context, key string, offset, length int64) (
 }
 
 // Stat returns the size and identity of the regular file at key.
-func (f *File) Stat(ctx context.Context, key string) (int64, Identity, error) {
+func (f *File) Stat(ctx context.Context, key string) (size int64, id Identity, err error) {
+	defer func() { f.count(0, err) }()
 	p, err := f.path(ctx, key)
 	if err != nil {
 		return 0, "", err
@@ -390,7 +406,8 @@ func (f *File) Mode(ctx context.Context, key string) (fs.FileMode, error) {
 // because nothing could read them. Directories have Size -1. A FIFO,
 // device or socket is listed (with its size, 0), though it reads as
 // absent.
-func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
+func (f *File) List(ctx context.Context, prefix string) (entries []Entry, err error) {
+	defer func() { f.count(0, err) }()
 	dir := f.root
 	if prefix != "" {
 		p, err := f.path(ctx, prefix)
@@ -408,7 +425,7 @@ func (f *File) List(ctx context.Context, prefix string) ([]Entry, error) {
 	if err != nil {
 		return nil, fileError("list", dir, err)
 	}
-	entries := make([]Entry, 0, len(des))
+	entries = make([]Entry, 0, len(des))
 	for _, de := range des {
 		if CheckKey(de.Name()) != nil {
 			continue

@@ -133,6 +133,8 @@ type GCS struct {
 	wholeMu     sync.Mutex
 	whole       []wholeObject // GUARDED_BY(wholeMu); most recent last
 	wholeBytes  int64         // GUARDED_BY(wholeMu)
+
+	m *Metrics // Conns: the client's dials; the retry policy counts Retries
 }
 
 // gcsAttrs is what GetRange and Stat need to know about an object.
@@ -176,8 +178,17 @@ func NewGCS(source string, opts GCSOptions) (*GCS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: %w", err)
 	}
+	m := new(Metrics)
+	m.ConnsFrom(client.sess.dials.Load)
+	// The library asks retryable only when it may send the request
+	// again, so a true answer is one retry (but for a caller's context
+	// that ends during the back-off).
 	retryable := func(err error) bool {
-		return errors.Is(err, errStalled) || errors.Is(err, errTooSlow) || storage.ShouldRetry(err)
+		retry := errors.Is(err, errStalled) || errors.Is(err, errTooSlow) || storage.ShouldRetry(err)
+		if retry {
+			m.Retry()
+		}
+		return retry
 	}
 	return &GCS{
 		bucketName: bucket,
@@ -192,7 +203,19 @@ func NewGCS(source string, opts GCSOptions) (*GCS, error) {
 			storage.WithErrorFunc(retryable),
 		),
 		attrs: attrs,
+		m:     m,
 	}, nil
+}
+
+// Stats returns g's counters (Statser): every Get, GetRange, Stat and List
+// with its outcome, the body bytes of every attempt, the retries the
+// storage library made, and the dials of the process's storage client.
+func (g *GCS) Stats() Stats { return g.m.Stats() }
+
+// call returns the context of one call of g under ctx, bounded by bound,
+// which counts its body bytes in g's Metrics.
+func (g *GCS) call(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(withMetrics(ctx, g.m), bound)
 }
 
 // String returns "gs://bucket" or "gs://bucket/prefix".
@@ -212,20 +235,21 @@ func (g *GCS) Auth() string { return g.client.auth }
 // object comes back as stored, with ContentEncoding "gzip". An object whose
 // declared size exceeds limit is refused before its body is read; the body
 // is read through the limit all the same.
-func (g *GCS) Get(ctx context.Context, key string, limit int64) (Object, error) {
+func (g *GCS) Get(ctx context.Context, key string, limit int64) (obj Object, err error) {
+	defer func() { g.m.Done(err) }()
 	if err := CheckKey(key); err != nil {
 		return Object{}, err
 	}
 	limit = min(limit, g.opts.MaxObjectSize)
 	bound := g.callBound(limit)
-	cctx, cancel := context.WithTimeout(ctx, bound)
+	cctx, cancel := g.call(ctx, bound)
 	defer cancel()
 	name := g.prefix + key
 	data, gz, id, err := g.readWhole(cctx, name, limit)
 	if err != nil {
 		return Object{}, g.error(ctx, cctx, bound, "get", key, err)
 	}
-	obj := Object{Data: data, ID: id}
+	obj = Object{Data: data, ID: id}
 	if gz {
 		obj.ContentEncoding = "gzip"
 	}
@@ -281,7 +305,8 @@ func (g *GCS) readWhole(ctx context.Context, name string, limit int64) (data []b
 // for. A gzip-encoded object is read whole (see GCS) and sliced. The size
 // and encoding come from the last listing or read of the object, or from
 // one metadata request.
-func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
+func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) (data []byte, id Identity, err error) {
+	defer func() { g.m.Done(err) }()
 	if err := checkRange(offset, length); err != nil {
 		return nil, "", err
 	}
@@ -292,9 +317,9 @@ func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) ([
 		return nil, "", fmt.Errorf("fetcher: read %s/%s: %w", g, key, err)
 	}
 	bound := g.callBound(length)
-	cctx, cancel := context.WithTimeout(ctx, bound)
+	cctx, cancel := g.call(ctx, bound)
 	defer cancel()
-	data, id, err := g.getRange(cctx, g.prefix+key, offset, length)
+	data, id, err = g.getRange(cctx, g.prefix+key, offset, length)
 	if err != nil {
 		return nil, "", g.error(ctx, cctx, bound, "read", key, err)
 	}
@@ -425,14 +450,15 @@ func (g *GCS) askAttrs(ctx context.Context, name string) (gcsAttrs, Identity, er
 // Stat returns the stored size of the object (for a gzip-encoded object,
 // its compressed size, which is what GetRange reads) and its identity,
 // from one metadata request.
-func (g *GCS) Stat(ctx context.Context, key string) (int64, Identity, error) {
+func (g *GCS) Stat(ctx context.Context, key string) (size int64, id Identity, err error) {
+	defer func() { g.m.Done(err) }()
 	if err := CheckKey(key); err != nil {
 		return 0, "", err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, "", fmt.Errorf("fetcher: stat %s/%s: %w", g, key, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	cctx, cancel := g.call(ctx, g.opts.CallTimeout)
 	defer cancel()
 	a, id, err := g.askAttrs(cctx, g.prefix+key)
 	if err != nil {
@@ -449,7 +475,8 @@ const gcsPageSize = 1000
 // size, common prefixes are directories. Names that are not clean keys
 // (empty, ".", ".." elements, backslashes) are left out. A prefix under
 // which nothing is stored returns ErrNotExist, except the root.
-func (g *GCS) List(ctx context.Context, prefix string) ([]Entry, error) {
+func (g *GCS) List(ctx context.Context, prefix string) (entries []Entry, err error) {
+	defer func() { g.m.Done(err) }()
 	dir := g.prefix
 	if prefix != "" {
 		if err := CheckKey(prefix); err != nil {
@@ -457,9 +484,9 @@ func (g *GCS) List(ctx context.Context, prefix string) ([]Entry, error) {
 		}
 		dir += prefix + "/"
 	}
-	cctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
+	cctx, cancel := g.call(ctx, g.opts.CallTimeout)
 	defer cancel()
-	entries, err := g.list(cctx, dir)
+	entries, err = g.list(cctx, dir)
 	if err != nil {
 		return nil, g.error(ctx, cctx, g.opts.CallTimeout, "list", prefix+"/", err)
 	}
@@ -694,7 +721,7 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		bound = attemptBound(t.timeout, t.minRate, n)
 	}
 	deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
-	resp.Body = &watchedBody{body: resp.Body, ctx: ctx, cancel: cancel, watchdog: watchdog, deadline: deadline, timeout: t.timeout, bound: bound}
+	resp.Body = &watchedBody{body: resp.Body, ctx: ctx, cancel: cancel, watchdog: watchdog, deadline: deadline, timeout: t.timeout, bound: bound, m: metricsFrom(ctx)}
 	return resp, nil
 }
 
@@ -720,12 +747,16 @@ type watchedBody struct {
 	deadline *time.Timer
 	timeout  time.Duration
 	bound    time.Duration // of the exchange, for errTooSlow's message
+	m        *Metrics      // of the fetcher that sent the request, or nil
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	if n > 0 {
 		b.watchdog.Reset(b.timeout)
+		if b.m != nil {
+			b.m.AddBytes(int64(n))
+		}
 	}
 	if err != nil && err != io.EOF {
 		switch context.Cause(b.ctx) {

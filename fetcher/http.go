@@ -2,24 +2,17 @@ package fetcher
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
-	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/html"
 
 	"github.com/volfs/volfs/internal/mem"
 )
@@ -113,34 +106,13 @@ type HTTP struct {
 
 	refused sync.Map // origins whose redirects were refused and logged
 
-	stats httpCounters
+	m Metrics // Conns: the session's dials
 }
 
-// HTTPStats counts what an HTTP fetcher did since it was made.
-type HTTPStats struct {
-	// Objects counts requests that succeeded (GET, ranged GET, HEAD,
-	// listing), Bytes the body bytes received by every attempt.
-	Objects, Bytes int64
-	// Retries counts attempts repeated after a transient failure.
-	Retries int64
-	// NotFound, GaveUp and Failed count requests that ended in an error:
-	// the object does not exist; transient failures until the attempts
-	// ran out; any other error (refused, too large, cancelled).
-	NotFound, GaveUp, Failed int64
-}
-
-type httpCounters struct {
-	objects, bytes, retries, notFound, gaveUp, failed atomic.Int64
-}
-
-// Stats returns h's counters. Safe for concurrent use.
-func (h *HTTP) Stats() HTTPStats {
-	c := &h.stats
-	return HTTPStats{
-		Objects: c.objects.Load(), Bytes: c.bytes.Load(), Retries: c.retries.Load(),
-		NotFound: c.notFound.Load(), GaveUp: c.gaveUp.Load(), Failed: c.failed.Load(),
-	}
-}
+// Stats returns h's counters (Statser); Conns is the dial count of the
+// session h shares with every HTTP fetcher of its host. Safe for
+// concurrent use.
+func (h *HTTP) Stats() Stats { return h.m.Stats() }
 
 // NewHTTP returns an HTTP fetcher for base. Userinfo in base is sent as
 // basic authentication and left out of String and of error messages; a
@@ -165,6 +137,7 @@ func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 	opts = opts.withDefaults()
 	h := &HTTP{base: u, opts: opts, sess: sessionFor(u, opts.Conns)}
 	h.client = &http.Client{Transport: h.sess.transport, CheckRedirect: h.checkRedirect}
+	h.m.ConnsFrom(h.sess.dials.Load)
 	return h, nil
 }
 
@@ -360,43 +333,6 @@ func httpIdentity(h http.Header, size int64) Identity {
 	return Identity(fmt.Sprintf("modified:%d:%d", t.Unix(), size))
 }
 
-// List reads the HTML directory index at the URL of prefix plus "/", as Go's
-// http.FileServer, Python's http.server, nginx autoindex and Apache serve
-// it: the links that name a direct child are the entries, a trailing slash
-// marks a directory, and Size is always -1. A 404 or a reply that is not
-// text/html returns ErrNotSupported, since a server without indexes says
-// nothing about whether the prefix exists.
-func (h *HTTP) List(ctx context.Context, prefix string) ([]Entry, error) {
-	dir := ""
-	if prefix != "" {
-		if err := CheckKey(prefix); err != nil {
-			return nil, err
-		}
-		dir = prefix + "/"
-	}
-	header := http.Header{"Accept": {"text/html"}, "Accept-Encoding": {"identity"}}
-	var entries []Entry
-	err := h.do(ctx, "GET", h.url(dir), header, upTo(h.opts.MaxObjectSize), func(resp *http.Response) error {
-		switch resp.StatusCode {
-		case http.StatusOK:
-		case http.StatusNotFound, http.StatusGone:
-			return fmt.Errorf("%s: no directory index: %w", resp.Status, ErrNotSupported)
-		default:
-			return statusError(resp)
-		}
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/html" {
-			return fmt.Errorf("reply is %q, not a directory index: %w", mt, ErrNotSupported)
-		}
-		if enc := contentEncoding(resp); enc != "" {
-			return fmt.Errorf("directory index has Content-Encoding %q", enc)
-		}
-		var err error
-		entries, err = parseIndex(io.LimitReader(resp.Body, h.opts.MaxObjectSize), resp.Request.URL)
-		return err
-	})
-	return entries, err
-}
-
 // url returns the URL of key, which may end with "/".
 func (h *HTTP) url(key string) *url.URL {
 	elems := strings.Split(key, "/")
@@ -408,55 +344,6 @@ func (h *HTTP) url(key string) *url.URL {
 	u.RawPath = h.base.EscapedPath() + strings.Join(elems, "/")
 	return &u
 }
-
-// do sends a request and hands the reply to read until read succeeds,
-// fails with an error that does not wrap ErrTransient, or MaxAttempts
-// attempts have failed. The body is drained and closed after read returns.
-// expect tells, from the reply's status and headers, the most body bytes
-// read consumes, which sets the attempt's deadline when the reply's
-// Content-Length is larger or absent (see HTTPOptions.MinRate). Errors are
-// prefixed with the method and URL.
-func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect expectFunc, read func(*http.Response) error) error {
-	for attempt := 1; ; attempt++ {
-		err := h.try(ctx, method, u, header, expect, read)
-		switch {
-		case err == nil:
-			h.stats.objects.Add(1)
-			return nil
-		case errors.Is(err, ErrNotExist):
-			h.stats.notFound.Add(1)
-			return err
-		case !errors.Is(err, ErrTransient):
-			h.stats.failed.Add(1)
-			return err
-		}
-		if attempt == h.opts.MaxAttempts {
-			h.stats.gaveUp.Add(1)
-			return fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
-		}
-		h.stats.retries.Add(1)
-		t := time.NewTimer(h.backoff(attempt-1, err))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-// Causes of an attempt abandoned by its watchdog or its deadline.
-var (
-	errStalled = errors.New("no progress")
-	errTooSlow = errors.New("too slow")
-)
-
-// expectFunc tells how many body bytes an operation reads from a reply.
-type expectFunc func(*http.Response) int64
-
-// upTo is the expectFunc of an operation that reads at most n bytes of any
-// reply.
-func upTo(n int64) expectFunc { return func(*http.Response) int64 { return n } }
 
 // MaxRangeSkip is the furthest into an object that GetRange reads from the
 // start of a reply that ignores Range (a 200 with the whole object) to
@@ -485,153 +372,6 @@ func skipTo(body io.Reader, offset int64) (ended bool, err error) {
 	}
 }
 
-// try makes one attempt of do.
-func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expectOf expectFunc, read func(*http.Response) error) error {
-	// The watchdog cancels the attempt when it makes no progress for
-	// StallTimeout, from the request to the headers and between body
-	// reads; every read that returns data re-arms it. Once the headers
-	// are in, a deadline bounds the whole attempt too (HTTPOptions.MinRate),
-	// since a trickle of bytes re-arms the watchdog for ever.
-	start := time.Now()
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
-	defer watchdog.Stop()
-
-	req, err := http.NewRequestWithContext(actx, method, u.String(), nil)
-	if err != nil {
-		return fmt.Errorf("fetcher: %w", err)
-	}
-	req.Header = header
-	resp, err := h.client.Do(req)
-	var bound time.Duration
-	var expect int64
-	if err != nil {
-		err = transportError(err)
-	} else {
-		expect = expectOf(resp)
-		if resp.ContentLength >= 0 && resp.ContentLength < expect {
-			expect = resp.ContentLength
-		}
-		bound = attemptBound(h.opts.StallTimeout, h.opts.MinRate, expect)
-		deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
-		defer deadline.Stop()
-		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}
-		err = read(resp)
-		drain(resp.Body)
-	}
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		// Whatever broke, the caller's ending context is the cause that
-		// matters, and it must never be retried.
-		err = ctx.Err()
-	case context.Cause(actx) == errStalled:
-		err = fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient)
-	case context.Cause(actx) == errTooSlow:
-		err = fmt.Errorf("%w: not done within %v (%v, plus %d bytes at %d bytes/s): %w",
-			errTooSlow, bound, h.opts.StallTimeout, expect, h.opts.MinRate, ErrTransient)
-	}
-	if err != nil {
-		return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), err)
-	}
-	return nil
-}
-
-// maxAttemptBound caps attemptBound, far beyond any real transfer, so that
-// the arithmetic cannot overflow.
-const maxAttemptBound = 7 * 24 * time.Hour
-
-// attemptBound is how long an attempt whose body has n bytes may take from
-// its request to its end: stall (StallTimeout) for the latency, plus n
-// bytes at minRate (MinRate). The HTTP fetcher's attempts and the gs://
-// fetcher's exchanges share it.
-func attemptBound(stall time.Duration, minRate, n int64) time.Duration {
-	transfer := float64(n) / float64(minRate) * float64(time.Second)
-	return min(stall+time.Duration(min(transfer, float64(maxAttemptBound))), maxAttemptBound)
-}
-
-// backoff returns the wait after failed attempt n (from 0). Full jitter
-// spreads out clients that failed together (Brooker, "Exponential Backoff
-// and Jitter", AWS 2015).
-func (h *HTTP) backoff(n int, err error) time.Duration {
-	if ra, ok := errors.AsType[*retryAfterError](err); ok {
-		return min(ra.delay, h.opts.MaxBackoff)
-	}
-	ceiling := h.opts.MaxBackoff
-	if n < 62 && h.opts.BaseBackoff <= ceiling>>n {
-		ceiling = h.opts.BaseBackoff << n
-	}
-	return rand.N(ceiling)
-}
-
-// progressBody re-arms the watchdog of its attempt on every read that
-// returns data.
-type progressBody struct {
-	io.ReadCloser
-	watchdog *time.Timer
-	timeout  time.Duration
-	bytes    *atomic.Int64 // counts what arrives
-}
-
-func (b *progressBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.watchdog.Reset(b.timeout)
-		b.bytes.Add(int64(n))
-	}
-	return n, err
-}
-
-// retryAfterError is a transient error whose server asked for a delay
-// before the next attempt.
-type retryAfterError struct {
-	err   error
-	delay time.Duration
-}
-
-func (e *retryAfterError) Error() string { return e.err.Error() }
-func (e *retryAfterError) Unwrap() error { return e.err }
-
-// statusError classifies a reply that the operation cannot use.
-func statusError(resp *http.Response) error {
-	switch code := resp.StatusCode; {
-	case code == http.StatusNotFound || code == http.StatusGone:
-		return fmt.Errorf("%s: %w", resp.Status, ErrNotExist)
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return fmt.Errorf("%s: %w", resp.Status, ErrPermission)
-	case code == http.StatusTooManyRequests || code >= 500 && code < 600:
-		err := fmt.Errorf("%s: %w", resp.Status, ErrTransient)
-		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			if secs, e := strconv.Atoi(resp.Header.Get("Retry-After")); e == nil && secs >= 0 {
-				// Bounded before the multiplication can overflow; MaxBackoff caps it later.
-				return &retryAfterError{err, time.Duration(min(secs, 86400)) * time.Second}
-			}
-		}
-		return err
-	}
-	return fmt.Errorf("unexpected status %s", resp.Status)
-}
-
-// transportError classifies an error of http.Client.Do that is not the
-// caller's context ending.
-func transportError(err error) error {
-	if uerr, ok := errors.AsType[*url.Error](err); ok {
-		err = uerr.Err // the URL is in the prefix already
-	}
-	if errors.Is(err, ErrNotExist) || errors.Is(err, ErrPermission) || errors.Is(err, errTooManyRedirects) {
-		return err // from checkRedirect
-	}
-	// Retrying cannot fix a certificate or a host name that does not exist.
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return err
-	}
-	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok && dnsErr.IsNotFound {
-		return err
-	}
-	return fmt.Errorf("%w: %w", err, ErrTransient)
-}
-
 var errTooManyRedirects = errors.New("stopped after 10 redirects")
 
 // checkRedirect follows redirects within the base URL's scheme, host and
@@ -656,16 +396,6 @@ func (h *HTTP) checkRedirect(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("redirected to %s, outside %s: %w", req.URL.Redacted(), origin(h.base), ErrPermission)
 	}
 	return nil
-}
-
-// origin returns u's scheme, lower-case host and port, the port spelled
-// out even when it is the scheme's default.
-func origin(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // readBody reads a body of size bytes (-1 when unknown) that may not exceed
@@ -742,120 +472,6 @@ func parseContentRange(s string) (first, total int64, err error) {
 	return first, total, nil
 }
 
-// parseIndex returns the direct children of dir that the links of an HTML
-// directory index name, each once.
-func parseIndex(r io.Reader, dir *url.URL) ([]Entry, error) {
-	var entries []Entry
-	seen := make(map[string]bool)
-	z := html.NewTokenizer(r)
-	for {
-		switch z.Next() {
-		case html.ErrorToken:
-			if err := z.Err(); err != io.EOF {
-				return nil, bodyError(err)
-			}
-			return entries, nil
-		case html.StartTagToken, html.SelfClosingTagToken:
-			name, more := z.TagName()
-			if string(name) != "a" {
-				continue
-			}
-			for more {
-				var key, val []byte
-				key, val, more = z.TagAttr()
-				if string(key) != "href" {
-					continue
-				}
-				if e, ok := indexEntry(dir, string(val)); ok && !seen[e.Name] {
-					seen[e.Name] = true
-					entries = append(entries, e)
-				}
-			}
-		}
-	}
-}
-
-// indexEntry returns the direct child of dir that href names, if any:
-// links to parents, to other hosts or deeper paths, sort links ("?C=N")
-// and anchors name none.
-func indexEntry(dir *url.URL, href string) (Entry, bool) {
-	ref, err := url.Parse(href)
-	if err != nil {
-		return Entry{}, false
-	}
-	u := dir.ResolveReference(ref)
-	if u.Scheme != dir.Scheme || !strings.EqualFold(u.Host, dir.Host) || u.RawQuery != "" || u.Fragment != "" {
-		return Entry{}, false
-	}
-	rest, ok := strings.CutPrefix(u.Path, dir.Path)
-	name, isDir := strings.CutSuffix(rest, "/")
-	if !ok || !strings.HasSuffix(dir.Path, "/") || strings.Contains(name, "/") || CheckKey(name) != nil {
-		return Entry{}, false
-	}
-	return Entry{Name: name, IsDir: isDir, Size: -1}, true
-}
-
-// session is the connection pool that every HTTP fetcher of the process
-// shares for one host.
-type session struct {
-	transport *http.Transport
-	dials     atomic.Int64 // TCP connections opened
-}
-
-// sessions holds one session per scheme and host:port, for the life of the
-// process: a mount talks to a handful of hosts.
-var sessions = struct {
-	mu sync.Mutex
-	m  map[string]*session // GUARDED_BY(mu)
-}{m: make(map[string]*session)}
-
-// sessionFor returns the session of u's host, creating it with room for
-// conns connections if it is the first.
-func sessionFor(u *url.URL, conns int) *session {
-	key := origin(u)
-	sessions.mu.Lock()
-	defer sessions.mu.Unlock()
-	if s, ok := sessions.m[key]; ok {
-		return s
-	}
-	s := newSession(conns)
-	sessions.m[key] = s
-	return s
-}
-
-func newSession(conns int) *session {
-	s := &session{}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err == nil {
-				s.dials.Add(1)
-			}
-			return c, err
-		},
-		// Go's HTTP/2 moves 1 MiB bodies 2-3 times slower than HTTP/1.1
-		// over parallel connections; a non-nil empty TLSNextProto keeps it off.
-		ForceAttemptHTTP2: false,
-		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
-		// Go keeps 2 idle connections per host by default, so a burst of
-		// concurrent reads re-dials; keep every connection the host may have.
-		MaxConnsPerHost:     conns,
-		MaxIdleConnsPerHost: conns,
-		MaxIdleConns:        1024,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-		// No ResponseHeaderTimeout: the watchdog of each attempt bounds
-		// the wait for headers with the fetcher's own StallTimeout, which
-		// a fixed transport-wide timeout would override.
-		// Accept-Encoding is ours to set: gzip bodies are returned undecoded.
-		DisableCompression: true,
-	}
-	s.transport = tr
-	return s
-}
-
 // Streamer is a Fetcher that can send an object's bytes from an offset as
 // one stream, for readers that go through an object in order: one request
 // instead of one per read, and no Range needed from a server that ignores
@@ -903,7 +519,7 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 		}
 		return nil, fail(transportError(err))
 	}
-	body := &streamBody{ReadCloser: &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.stats.bytes}, stop: stop}
+	body := &streamBody{ReadCloser: &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.m}, stop: stop}
 	refuse := func(err error) (io.ReadCloser, error) {
 		body.Close()
 		return nil, fail(err)
@@ -926,7 +542,7 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 	default:
 		return refuse(statusError(resp))
 	}
-	h.stats.objects.Add(1)
+	h.m.Done(nil)
 	return body, nil
 }
 

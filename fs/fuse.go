@@ -68,7 +68,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 	}
 	mountOpts := []string{"ro"}
 	if opts.AllowOther {
-		ino.modes, _ = t.src.(moder)
+		ino.modes, _ = t.src.(fetcher.Local)
 		mountOpts = append(mountOpts, "default_permissions")
 	}
 	root := ino.newDir(t.root, "")
@@ -123,7 +123,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 // would hide from the server that reads it), both with symbolic links
 // resolved.
 func checkOutsideSource(mountpoint string, t *Tree) error {
-	local, ok := t.src.(interface{ Root() string })
+	local, ok := t.src.(fetcher.Local)
 	if !ok {
 		return nil
 	}
@@ -165,16 +165,10 @@ func within(p, dir string) bool {
 type inodes struct {
 	tree  *Tree
 	opts  MountOptions
-	mtime time.Time // shown for every file: the data has no other
-	modes moder     // the source's modes, shown with AllowOther; nil for 0444/0555
+	mtime time.Time     // shown for every file: the data has no other
+	modes fetcher.Local // the source's modes, shown with AllowOther; nil for 0444/0555
 	inos  *inoTable
 	live  *liveFiles // nil when not mounted (tests)
-}
-
-// moder is a source that reports the permissions of its objects and
-// directories (fetcher.File).
-type moder interface {
-	Mode(ctx context.Context, key string) (os.FileMode, error)
 }
 
 func (m *inodes) newDir(d Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }

@@ -105,27 +105,22 @@ func (s *loadStats) Collect(ch chan<- prometheus.Metric) {
 
 // Collectors returns the Prometheus collectors of the tree: its chunk
 // store and read-ahead (cache.NewCollector), its disk cache if any, its
-// loads by encoding, and its fetcher's counters when the fetcher has them
-// (a prometheus.Collector, as fetcher.HTTP is). The caller registers them.
+// loads by encoding, and its fetcher's counters when the fetcher keeps
+// them (a fetcher.Statser, as every fetcher of package fetcher is). The
+// caller registers them.
 func (t *Tree) Collectors() []prometheus.Collector {
 	cols := []prometheus.Collector{cache.NewCollector(t.store, t.budget), &t.loads}
 	if t.opts.Disk != nil {
 		cols = append(cols, disk.NewCollector(t.opts.Disk))
 	}
-	if h, ok := t.src.(httpStatser); ok {
-		cols = append(cols, httpCollector{h})
+	if s, ok := t.src.(fetcher.Statser); ok {
+		cols = append(cols, fetchCollector{s})
 	}
 	return cols
 }
 
-// httpStatser is a fetcher that counts its requests (fetcher.HTTP).
-type httpStatser interface {
-	Stats() fetcher.HTTPStats
-	Dials() int64
-}
-
-// httpCollector exposes a fetcher's counters.
-type httpCollector struct{ h httpStatser }
+// fetchCollector exposes a fetcher's counters.
+type fetchCollector struct{ s fetcher.Statser }
 
 var (
 	fetchObjectsDesc = prometheus.NewDesc("volfs_fetch_objects_total", "Requests to the origin that succeeded.", nil, nil)
@@ -136,20 +131,20 @@ var (
 		"Requests to the origin that ended in an error, by kind: not_found, gave_up (transient failures until the attempts ran out), other.", []string{"kind"}, nil)
 )
 
-func (c httpCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c fetchCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{fetchObjectsDesc, fetchBytesDesc, fetchDialsDesc, fetchRetriesDesc, fetchErrorsDesc} {
 		ch <- d
 	}
 }
 
-func (c httpCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.h.Stats()
+func (c fetchCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s.Stats()
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	counter(fetchObjectsDesc, s.Objects)
 	counter(fetchBytesDesc, s.Bytes)
-	counter(fetchDialsDesc, c.h.Dials())
+	counter(fetchDialsDesc, s.Conns)
 	counter(fetchRetriesDesc, s.Retries)
 	counter(fetchErrorsDesc, s.NotFound, "not_found")
 	counter(fetchErrorsDesc, s.GaveUp, "gave_up")

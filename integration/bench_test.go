@@ -75,8 +75,8 @@ func readChunk(ctx context.Context, tree *fs.Tree, name string, buf []byte) erro
 }
 
 func dials(tree *fs.Tree) int64 {
-	if h, ok := tree.Source().(*fetcher.HTTP); ok {
-		return h.Dials()
+	if s, ok := tree.Source().(fetcher.Statser); ok {
+		return s.Stats().Conns
 	}
 	return 0
 }

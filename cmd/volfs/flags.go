@@ -1,12 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fs"
 )
 
 // commandSet says which commands take a flag.
@@ -111,4 +119,124 @@ func flagsFor(on commandSet) []cli.Flag {
 		out = append(out, d.flag)
 	}
 	return out
+}
+
+// minCacheBytes is the smallest --cache-size accepted.
+const minCacheBytes = 16 << 20
+
+// logFlags is the log configuration that c's flags ask for.
+func logFlags(c *cli.Context, background bool) logConfig {
+	return logConfig{level: c.String("log-level"), format: c.String("log-format"), file: c.String("log-file"), background: background}
+}
+
+// openTree opens source with the tree flags of c, logging as they say.
+// background is set in a --daemon child; mountpoint, when not empty, is
+// where the tree will be mounted, which a local source never reads through
+// its links. Network work starts here.
+func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.Tree, error) {
+	log, err := newLogger(logFlags(c, background))
+	if err != nil {
+		return nil, err
+	}
+	slog.SetDefault(log)
+	opts := fs.Options{Log: log, CPUSlots: decodeCores}
+	if opts.CacheBytes, err = parseSize(c.String("cache-size")); err != nil {
+		return nil, fmt.Errorf("--cache-size: %w", err)
+	}
+	if opts.CacheBytes < minCacheBytes {
+		// The kernel reads a chunk file in 128 KiB pieces: a chunk that
+		// the cache cannot hold is fetched and decoded again for each.
+		return nil, fmt.Errorf("--cache-size: at least %s, got %s", formatSize(minCacheBytes), c.String("cache-size"))
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cache.MemoryLimit(opts.CacheBytes))
+	}
+	switch c.String("missing") {
+	case "fill":
+	case "error":
+		opts.Missing = fs.MissingError
+	default:
+		return nil, fmt.Errorf("--missing: want fill or error, got %q", c.String("missing"))
+	}
+	opts.MetadataTTL = c.Duration("metadata-ttl")
+	if opts.ReadTimeout = c.Duration("read-timeout"); opts.ReadTimeout < 0 {
+		return nil, fmt.Errorf("--read-timeout: want a duration of 0 or more, got %v", opts.ReadTimeout)
+	}
+	if opts.Formats, source, err = splitFormat(source); err != nil {
+		return nil, err
+	}
+	minRate, err := parseSize(c.String("min-rate"))
+	if err != nil || minRate <= 0 {
+		return nil, fmt.Errorf("--min-rate: want a positive size per second, got %q", c.String("min-rate"))
+	}
+	if opts.ReadAhead, err = parseSize(c.String("read-ahead")); err != nil {
+		return nil, fmt.Errorf("--read-ahead: %w", err)
+	}
+	diskBytes, err := parseSize(c.String("disk-cache-size"))
+	if c.String("cache-dir") != "" && (err != nil || diskBytes <= 0) {
+		return nil, fmt.Errorf("--disk-cache-size: want a positive size, got %q", c.String("disk-cache-size"))
+	}
+	var exclude []string
+	if mountpoint != "" {
+		exclude = []string{mountpoint}
+	}
+	src, err := fetcher.Open(source, fetcher.Options{
+		HTTP: fetcher.HTTPOptions{
+			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+			FollowRedirects: c.Bool("follow-redirects"), Log: log,
+		},
+		File: fetcher.FileOptions{FollowSymlinks: followSymlinks(c), Log: log, Exclude: exclude},
+		GCS: fetcher.GCSOptions{
+			Conns: c.Int("workers"), Anonymous: c.Bool("anonymous"),
+			StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts.Workers = c.Int("workers")
+	if dir := c.String("cache-dir"); dir != "" {
+		if opts.Disk, err = disk.Open(disk.Options{Dir: dir, MaxBytes: diskBytes}); err != nil {
+			return nil, fmt.Errorf("--cache-dir: %w", err)
+		}
+		slog.Debug("disk cache", "dir", opts.Disk.Dir(), "bytes", opts.Disk.Stats().Bytes, "files", opts.Disk.Stats().Files)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+	defer cancel()
+	return fs.New(ctx, src, opts)
+}
+
+// followSymlinks reports whether a local source follows symbolic links
+// that lead out of it: as --follow-symlinks says when given; otherwise
+// yes, unless --allow-other. A mount that only its owner can read exposes
+// nothing through a link that the owner could not read anyway, and a lab
+// layout with scale directories linked from other disks reads as it does
+// on disk; a mount that other users read confines links to the source, so
+// that a link cannot hand them a file of the owner's.
+func followSymlinks(c *cli.Context) bool {
+	if c.IsSet("follow-symlinks") {
+		return c.Bool("follow-symlinks")
+	}
+	return !c.Bool("allow-other")
+}
+
+// splitFormat strips a neuroglancer-style format prefix such as
+// "precomputed://" from a source and returns the registered formats it
+// allows at the root ("zarr://" allows both Zarr versions).
+func splitFormat(source string) (formats []string, rest string, err error) {
+	for _, p := range []struct {
+		prefix  string
+		formats []string
+	}{
+		{"precomputed", []string{"precomputed"}},
+		{"zarr", []string{"zarr3", "zarr2"}},
+		{"zarr2", []string{"zarr2"}},
+		{"zarr3", []string{"zarr3"}},
+		{"n5", []string{"n5"}},
+	} {
+		if r, ok := strings.CutPrefix(source, p.prefix+"://"); ok {
+			return p.formats, r, nil
+		}
+	}
+	return nil, source, nil
 }

@@ -139,10 +139,10 @@ func printWarmSummary(w io.Writer, s warmSummary, dryRun bool, origin int64, ela
 		s.chunks, elapsed.Seconds(), s.fetched, s.cached, s.missing, len(s.failed), from, formatSize(s.decoded), formatSize(int64(float64(s.decoded)/secs)))
 }
 
-// originBytes returns the body bytes src has received, or -1 when it does
-// not count them.
+// originBytes returns the object bytes src has received, or -1 when it
+// does not count them.
 func originBytes(src fetcher.Fetcher) int64 {
-	if h, ok := src.(interface{ Stats() fetcher.HTTPStats }); ok {
+	if h, ok := src.(fetcher.Statser); ok {
 		return h.Stats().Bytes
 	}
 	return -1

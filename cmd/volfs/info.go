@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/fs"
+)
+
+func runInfo(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return errors.New("usage: volfs info SOURCE")
+	}
+	tree, err := openTree(c, c.Args().First(), "", false)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED\tNOTES")
+	found := false
+	var images []*decode.OMEImage
+	skipped, err := tree.WalkBounded(c.Context, infoDepth, fs.MaxWalkEntries, func(dir string, v *decode.Volume, refused error) {
+		found = true
+		if refused != nil {
+			fmt.Fprintf(w, "%s\t\t\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(dir), refused)
+			return
+		}
+		for _, a := range v.Arrays {
+			if a.OME != nil && !slices.Contains(images, a.OME) {
+				images = append(images, a.OME)
+			}
+			var notes []string
+			for _, kv := range a.Describe {
+				notes = append(notes, kv[0]+"="+kv[1])
+			}
+			for _, why := range fs.ViewNotes(a) {
+				notes = append(notes, "views: "+why)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+				orDot(v.Dir), orDot(a.Name), v.Format, a.DType.Name, a.Channels, dims(a.Shape), dims(a.Offset),
+				resolution(a), dims(a.Chunk), a.Encoding, a.NumChunks(), formatSize(decodedBytes(a)), strings.Join(notes, " "))
+		}
+		for _, sk := range v.Skipped {
+			fmt.Fprintf(w, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(v.Dir), sk.Name, v.Format, sk.Err)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		fmt.Printf("no volumes found under %s\n", tree.Source())
+		printSkipped(skipped)
+		return nil
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	printSkipped(skipped)
+	return printOME(images)
+}
+
+// printOME lists OME-Zarr images, one entry each: the image's group, its
+// axes (name, type, unit) and, per level, the array and its scale in the
+// axes' units.
+func printOME(images []*decode.OMEImage) error {
+	if len(images) == 0 {
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nOME-ZARR IMAGE\tNGFF\tNAME\tAXES\tLEVEL\tSCALE")
+	for _, img := range images {
+		axes := make([]string, len(img.Axes))
+		for i, ax := range img.Axes {
+			axes[i] = ax.Name
+			if ax.Type != "" || ax.Unit != "" {
+				axes[i] += "(" + strings.Trim(ax.Type+" "+ax.Unit, " ") + ")"
+			}
+		}
+		for i, l := range img.Levels {
+			scale := make([]string, len(l.Scale))
+			for k, x := range l.Scale {
+				scale[k] = strconv.FormatFloat(x, 'g', -1, 64)
+			}
+			if i == 0 {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", orDot(img.Dir), orDash(img.Version), orDash(img.Name), strings.Join(axes, " "), l.Path, strings.Join(scale, "x"))
+			} else {
+				fmt.Fprintf(w, "\t\t\t\t%s\t%s\n", l.Path, strings.Join(scale, "x"))
+			}
+		}
+	}
+	return w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func dims(v []int64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatInt(x, 10)
+	}
+	return strings.Join(s, "x")
+}
+
+func resolution(a *decode.Array) string {
+	if a.Resolution == nil {
+		return "-"
+	}
+	s := make([]string, len(a.Resolution))
+	for i, x := range a.Resolution {
+		s[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(s, "x")
+}
+
+func decodedBytes(a *decode.Array) int64 {
+	n := int64(a.DType.Size * a.Channels)
+	for _, s := range a.Shape {
+		n *= s
+	}
+	return n
+}
+
+func orDot(s string) string {
+	if s == "" {
+		return "."
+	}
+	return s
+}

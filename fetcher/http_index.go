@@ -1,0 +1,103 @@
+package fetcher
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/html"
+)
+
+// List reads the HTML directory index at the URL of prefix plus "/", as Go's
+// http.FileServer, Python's http.server, nginx autoindex and Apache serve
+// it: the links that name a direct child are the entries, a trailing slash
+// marks a directory, and Size is always -1. A 404 or a reply that is not
+// text/html returns ErrNotSupported, since a server without indexes says
+// nothing about whether the prefix exists.
+func (h *HTTP) List(ctx context.Context, prefix string) ([]Entry, error) {
+	dir := ""
+	if prefix != "" {
+		if err := CheckKey(prefix); err != nil {
+			return nil, err
+		}
+		dir = prefix + "/"
+	}
+	header := http.Header{"Accept": {"text/html"}, "Accept-Encoding": {"identity"}}
+	var entries []Entry
+	err := h.do(ctx, "GET", h.url(dir), header, upTo(h.opts.MaxObjectSize), func(resp *http.Response) error {
+		switch resp.StatusCode {
+		case http.StatusOK:
+		case http.StatusNotFound, http.StatusGone:
+			return fmt.Errorf("%s: no directory index: %w", resp.Status, ErrNotSupported)
+		default:
+			return statusError(resp)
+		}
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/html" {
+			return fmt.Errorf("reply is %q, not a directory index: %w", mt, ErrNotSupported)
+		}
+		if enc := contentEncoding(resp); enc != "" {
+			return fmt.Errorf("directory index has Content-Encoding %q", enc)
+		}
+		var err error
+		entries, err = parseIndex(io.LimitReader(resp.Body, h.opts.MaxObjectSize), resp.Request.URL)
+		return err
+	})
+	return entries, err
+}
+
+// parseIndex returns the direct children of dir that the links of an HTML
+// directory index name, each once.
+func parseIndex(r io.Reader, dir *url.URL) ([]Entry, error) {
+	var entries []Entry
+	seen := make(map[string]bool)
+	z := html.NewTokenizer(r)
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			if err := z.Err(); err != io.EOF {
+				return nil, bodyError(err)
+			}
+			return entries, nil
+		case html.StartTagToken, html.SelfClosingTagToken:
+			name, more := z.TagName()
+			if string(name) != "a" {
+				continue
+			}
+			for more {
+				var key, val []byte
+				key, val, more = z.TagAttr()
+				if string(key) != "href" {
+					continue
+				}
+				if e, ok := indexEntry(dir, string(val)); ok && !seen[e.Name] {
+					seen[e.Name] = true
+					entries = append(entries, e)
+				}
+			}
+		}
+	}
+}
+
+// indexEntry returns the direct child of dir that href names, if any:
+// links to parents, to other hosts or deeper paths, sort links ("?C=N")
+// and anchors name none.
+func indexEntry(dir *url.URL, href string) (Entry, bool) {
+	ref, err := url.Parse(href)
+	if err != nil {
+		return Entry{}, false
+	}
+	u := dir.ResolveReference(ref)
+	if u.Scheme != dir.Scheme || !strings.EqualFold(u.Host, dir.Host) || u.RawQuery != "" || u.Fragment != "" {
+		return Entry{}, false
+	}
+	rest, ok := strings.CutPrefix(u.Path, dir.Path)
+	name, isDir := strings.CutSuffix(rest, "/")
+	if !ok || !strings.HasSuffix(dir.Path, "/") || strings.Contains(name, "/") || CheckKey(name) != nil {
+		return Entry{}, false
+	}
+	return Entry{Name: name, IsDir: isDir, Size: -1}, true
+}

@@ -1,0 +1,206 @@
+package fetcher
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// do sends a request and hands the reply to read until read succeeds,
+// fails with an error that does not wrap ErrTransient, or MaxAttempts
+// attempts have failed. The body is drained and closed after read returns.
+// expect tells, from the reply's status and headers, the most body bytes
+// read consumes, which sets the attempt's deadline when the reply's
+// Content-Length is larger or absent (see HTTPOptions.MinRate). Errors are
+// prefixed with the method and URL.
+func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect expectFunc, read func(*http.Response) error) error {
+	for attempt := 1; ; attempt++ {
+		err := h.try(ctx, method, u, header, expect, read)
+		if err == nil || !errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist) {
+			h.m.Done(err)
+			return err
+		}
+		if attempt == h.opts.MaxAttempts {
+			err = fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
+			h.m.Done(err)
+			return err
+		}
+		h.m.Retry()
+		t := time.NewTimer(h.backoff(attempt-1, err))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Causes of an attempt abandoned by its watchdog or its deadline.
+var (
+	errStalled = errors.New("no progress")
+	errTooSlow = errors.New("too slow")
+)
+
+// expectFunc tells how many body bytes an operation reads from a reply.
+type expectFunc func(*http.Response) int64
+
+// upTo is the expectFunc of an operation that reads at most n bytes of any
+// reply.
+func upTo(n int64) expectFunc { return func(*http.Response) int64 { return n } }
+
+// try makes one attempt of do.
+func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expectOf expectFunc, read func(*http.Response) error) error {
+	// The watchdog cancels the attempt when it makes no progress for
+	// StallTimeout, from the request to the headers and between body
+	// reads; every read that returns data re-arms it. Once the headers
+	// are in, a deadline bounds the whole attempt too (HTTPOptions.MinRate),
+	// since a trickle of bytes re-arms the watchdog for ever.
+	start := time.Now()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+
+	req, err := http.NewRequestWithContext(actx, method, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("fetcher: %w", err)
+	}
+	req.Header = header
+	resp, err := h.client.Do(req)
+	var bound time.Duration
+	var expect int64
+	if err != nil {
+		err = transportError(err)
+	} else {
+		expect = expectOf(resp)
+		if resp.ContentLength >= 0 && resp.ContentLength < expect {
+			expect = resp.ContentLength
+		}
+		bound = attemptBound(h.opts.StallTimeout, h.opts.MinRate, expect)
+		deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
+		defer deadline.Stop()
+		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.m}
+		err = read(resp)
+		drain(resp.Body)
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		// Whatever broke, the caller's ending context is the cause that
+		// matters, and it must never be retried.
+		err = ctx.Err()
+	case context.Cause(actx) == errStalled:
+		err = fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient)
+	case context.Cause(actx) == errTooSlow:
+		err = fmt.Errorf("%w: not done within %v (%v, plus %d bytes at %d bytes/s): %w",
+			errTooSlow, bound, h.opts.StallTimeout, expect, h.opts.MinRate, ErrTransient)
+	}
+	if err != nil {
+		return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), err)
+	}
+	return nil
+}
+
+// maxAttemptBound caps attemptBound, far beyond any real transfer, so that
+// the arithmetic cannot overflow.
+const maxAttemptBound = 7 * 24 * time.Hour
+
+// attemptBound is how long an attempt whose body has n bytes may take from
+// its request to its end: stall (StallTimeout) for the latency, plus n
+// bytes at minRate (MinRate). The HTTP fetcher's attempts and the gs://
+// fetcher's exchanges share it.
+func attemptBound(stall time.Duration, minRate, n int64) time.Duration {
+	transfer := float64(n) / float64(minRate) * float64(time.Second)
+	return min(stall+time.Duration(min(transfer, float64(maxAttemptBound))), maxAttemptBound)
+}
+
+// backoff returns the wait after failed attempt n (from 0). Full jitter
+// spreads out clients that failed together (Brooker, "Exponential Backoff
+// and Jitter", AWS 2015).
+func (h *HTTP) backoff(n int, err error) time.Duration {
+	if ra, ok := errors.AsType[*retryAfterError](err); ok {
+		return min(ra.delay, h.opts.MaxBackoff)
+	}
+	ceiling := h.opts.MaxBackoff
+	if n < 62 && h.opts.BaseBackoff <= ceiling>>n {
+		ceiling = h.opts.BaseBackoff << n
+	}
+	return rand.N(ceiling)
+}
+
+// progressBody re-arms the watchdog of its attempt on every read that
+// returns data.
+type progressBody struct {
+	io.ReadCloser
+	watchdog *time.Timer
+	timeout  time.Duration
+	bytes    *Metrics // counts what arrives
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.watchdog.Reset(b.timeout)
+		b.bytes.AddBytes(int64(n))
+	}
+	return n, err
+}
+
+// retryAfterError is a transient error whose server asked for a delay
+// before the next attempt.
+type retryAfterError struct {
+	err   error
+	delay time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// statusError classifies a reply that the operation cannot use.
+func statusError(resp *http.Response) error {
+	switch code := resp.StatusCode; {
+	case code == http.StatusNotFound || code == http.StatusGone:
+		return fmt.Errorf("%s: %w", resp.Status, ErrNotExist)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return fmt.Errorf("%s: %w", resp.Status, ErrPermission)
+	case code == http.StatusTooManyRequests || code >= 500 && code < 600:
+		err := fmt.Errorf("%s: %w", resp.Status, ErrTransient)
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			if secs, e := strconv.Atoi(resp.Header.Get("Retry-After")); e == nil && secs >= 0 {
+				// Bounded before the multiplication can overflow; MaxBackoff caps it later.
+				return &retryAfterError{err, time.Duration(min(secs, 86400)) * time.Second}
+			}
+		}
+		return err
+	}
+	return fmt.Errorf("unexpected status %s", resp.Status)
+}
+
+// transportError classifies an error of http.Client.Do that is not the
+// caller's context ending.
+func transportError(err error) error {
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		err = uerr.Err // the URL is in the prefix already
+	}
+	if errors.Is(err, ErrNotExist) || errors.Is(err, ErrPermission) || errors.Is(err, errTooManyRedirects) {
+		return err // from checkRedirect
+	}
+	// Retrying cannot fix a certificate or a host name that does not exist.
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return err
+	}
+	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok && dnsErr.IsNotFound {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, ErrTransient)
+}

@@ -1,0 +1,115 @@
+package fs
+
+import (
+	"context"
+
+	"github.com/volfs/volfs/fetcher"
+)
+
+// Node is an entry of the tree: a Dir or a File.
+type Node interface {
+	// IsDir reports whether the node is a Dir.
+	IsDir() bool
+}
+
+// Dir is a directory of the tree.
+type Dir interface {
+	Node
+	// Lookup returns the child called name; an error wrapping
+	// fetcher.ErrNotExist when there is none.
+	Lookup(ctx context.Context, name string) (Node, error)
+	// List returns the children. Listing a source that cannot list (an
+	// HTTP server without an index) returns what the metadata tells.
+	List(ctx context.Context) (Listing, error)
+}
+
+// Listing is a directory's children, addressed by index so that a listing
+// of a million generated names need not exist in memory.
+type Listing interface {
+	Len() int64
+	// Entry returns the name of the i-th child, 0 <= i < Len, and whether
+	// it is a directory.
+	Entry(i int64) (name string, isDir bool)
+}
+
+// File is a regular file of the tree. Its bytes never change.
+type File interface {
+	Node
+	Size() int64
+	// ReadAt reads len(p) bytes at off, or fewer at the end of the file,
+	// with io.ReaderAt's contract except that a read at the end returns
+	// 0, nil.
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+}
+
+// slicer is a File whose bytes live in memory: slice returns them without a
+// copy, for the FUSE read path. The result must not be modified.
+type slicer interface {
+	slice(ctx context.Context, off, n int64) ([]byte, error)
+}
+
+// opener is a File that can fail at open, before any read.
+type opener interface {
+	open(ctx context.Context) error
+}
+
+// object returns the pass-through file at key; size -1 means unknown.
+func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error) {
+	if size < 0 {
+		var err error
+		if size, _, err = t.src.Stat(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return &objectFile{t: t, key: key, size: size}, nil
+}
+
+// objectFile is an object shown byte for byte. Each read is a ranged read
+// of the source, except that a reader going through the file in order is
+// served from one stream of the object (fetcher.Streamer), which needs one
+// request for the whole file and no Range support from the server.
+type objectFile struct {
+	t      *Tree
+	key    string
+	size   int64
+	stream objectStream
+}
+
+func (f *objectFile) IsDir() bool { return false }
+
+func (f *objectFile) Size() int64 { return f.size }
+
+func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= f.size {
+		return 0, nil
+	}
+	p = p[:min(int64(len(p)), f.size-off)]
+	if st, ok := f.t.src.(fetcher.Streamer); ok {
+		if k, ok := f.stream.read(ctx, st, f.key, p, off); ok {
+			return k, nil
+		}
+	}
+	b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
+	return copy(p, b), err
+}
+
+// bytesFile is a file held in memory (rewritten metadata).
+type bytesFile []byte
+
+func (f bytesFile) IsDir() bool { return false }
+
+func (f bytesFile) Size() int64 { return int64(len(f)) }
+
+func (f bytesFile) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
+	if off >= int64(len(f)) {
+		return 0, nil
+	}
+	return copy(p, f[off:]), nil
+}
+
+func (f bytesFile) slice(_ context.Context, off, n int64) ([]byte, error) {
+	if off >= int64(len(f)) {
+		return nil, nil
+	}
+	return f[off:min(off+n, int64(len(f)))], nil
+}
