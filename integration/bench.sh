@@ -6,10 +6,15 @@
 #   integration/bench.sh [COUNT]      the go test benchmarks (root, for the FUSE rows)
 #   integration/bench.sh w1 [COUNT]   workload W1 through real mounts of the volfs
 #                                     binary against zarr-python (root; see bench_w1.sh)
+#   integration/bench.sh serve [COUNT] W1 over `volfs serve` read by curl beside the
+#                                     FUSE mount read by cat (the serve rows of bench_w1.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = w1 ]; then
 	exec integration/bench_w1.sh "${2:-3}"
+fi
+if [ "${1:-}" = serve ]; then
+	SERVE_ONLY=1 exec integration/bench_w1.sh "${2:-5}"
 fi
 count=${1:-5}
 out=$(mktemp)

@@ -27,7 +27,10 @@
 # W1 through a fresh mount beside this tree's in every run (rows base-*),
 # so that a change is measured against its parent in one run.
 #
-# Usage: [BASE=REV] integration/bench_w1.sh [COUNT]. Needs root (mount, drop_caches),
+# With SERVE_ONLY=1 (integration/bench.sh serve) only the rows of `volfs
+# serve` read by curl and of the FUSE mount read by cat beside them run.
+#
+# Usage: [BASE=REV] [SERVE_ONLY=1] integration/bench_w1.sh [COUNT]. Needs root (mount, drop_caches),
 # python3-zarr, curl, GNU time (/usr/bin/time); python3-fsspec with
 # python3-aiohttp for the HTTP row of zarr-python, and rclone (with fuse3)
 # for the rclone row, each row skipped without them:
@@ -237,6 +240,46 @@ PY
 	rclone_pid=
 }
 
+# curl_all URL...: one curl process reads every URL in order, over one
+# keep-alive connection, the bodies thrown away.
+curl_all() { curl -sSf "$@" > /dev/null; }
+# serve_rows: W1 through `volfs serve` read by one curl process (every chunk
+# file in order over one keep-alive connection), beside a fresh FUSE mount of
+# the same source read by one cat, local and over HTTP, alternated in each
+# run, every server and mount fresh (chunk cache cold).
+serve_rows() {
+	local src where urls name
+	for src in "$data/w1.precomputed" "$url/w1.precomputed"; do
+		where=local
+		case $src in http*) where=http ;; esac
+		mount_volfs "$src"
+		time_cmd "fuse-$where-cat" cat_all
+		unmount_volfs "fuse-$where-cat"
+		name=serve-$where-curl
+		: > "$work/serve.log"
+		"$work/volfs" serve --addr 127.0.0.1:0 --log-level info --metrics-addr "$metrics" "$src" 2> "$work/serve.log" &
+		volfs_pid=$!
+		for _ in $(seq 400); do grep -q 'msg=serving source=' "$work/serve.log" && break; sleep 0.025; done
+		local base
+		base=$(grep 'msg=serving source=' "$work/serve.log" | grep -o 'url=[^ ]*' | cut -d= -f2)
+		[ -n "$base" ] || { echo "volfs serve did not start" >&2; cat "$work/serve.log" >&2; exit 1; }
+		mapfile -t urls < <(ls "$data/w1.precomputed/s0" | sed 's/\.gz$//' | sort | sed "s|^|${base}s0/|")
+		time_cmd "$name" curl_all "${urls[@]}"
+		echo "$name $(awk '/^VmHWM:/ {print $2}' "/proc/$volfs_pid/status") $default_cache_mib" >> "$rss"
+		echo "$name $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$volfs_pid/stat")" >> "$cpu"
+		kill -TERM "$volfs_pid"
+		wait "$volfs_pid" || true
+		volfs_pid=
+	done
+}
+if [ -n "${SERVE_ONLY:-}" ]; then
+	for run in $(seq "$count"); do
+		echo "run $run of $count" >&2
+		serve_rows
+	done
+	count=0 # the full loop below runs no row
+fi
+
 for run in $(seq "$count"); do
 	echo "run $run of $count" >&2
 	record zarr-local "$(zarr_read "$data/w1.zarr")"
@@ -307,6 +350,7 @@ for run in $(seq "$count"); do
 	mount_volfs "$url/w1.precomputed" --cache-dir "$work/dc"
 	time_cmd volfs-http-cat-disk-hit cat_all
 	unmount_volfs volfs-http-cat-disk-hit
+	serve_rows
 done
 
 /usr/bin/python3 - "$results" "$rss" "$dials" "$cpu" <<'PY'
@@ -345,6 +389,8 @@ ratio("random order: read-ahead off / on (>= 1 is no slower)", "volfs-local-rand
 ratio("--cache-size 64MiB / 512MiB, local cat", "volfs-local-cat-cache64m", "volfs-local-cat")
 ratio("origin / disk-cache hit, HTTP", "volfs-http-cat", "volfs-http-cat-disk-hit")
 ratio("origin + filling the disk cache / origin alone", "volfs-http-cat-fill-disk", "volfs-http-cat")
+ratio("volfs serve read by curl / FUSE mount read by cat, local", "serve-local-curl", "fuse-local-cat")
+ratio("volfs serve read by curl / FUSE mount read by cat, HTTP", "serve-http-curl", "fuse-http-cat")
 for bs in ("128k", "1m"):
     k = "volfs-warm-direct-" + bs
     if k in med:

@@ -20,6 +20,8 @@ import (
 //     decode and fetcher, not below them: neither decode nor fetcher
 //     imports anything under cache/, directly or through another package.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
+//   - serve, the HTTP and WebDAV front end, reads the tree of fs as the
+//     FUSE one does, and nothing below it but fetcher's check of a key.
 var layers = map[string][]string{
 	"internal/mem": nil,
 	"decode":       {"decode/codec", "internal/mem"},
@@ -29,6 +31,7 @@ var layers = map[string][]string{
 	"cache/disk":   nil,
 	"fs":           {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
 	"fs/view":      nil,
+	"serve":        {"fs", "fetcher"},
 }
 
 // noCache are the packages that must not depend on anything under cache/,

@@ -25,10 +25,11 @@ const (
 	onDemo
 	onInfo
 	onCat
+	onServe
 	onWarm
 
 	// onSource is every command that opens a source.
-	onSource = onMount | onDemo | onInfo | onCat | onWarm
+	onSource = onMount | onDemo | onInfo | onCat | onServe | onWarm
 	// onFUSE is every command that mounts.
 	onFUSE = onMount | onDemo
 )
@@ -44,7 +45,7 @@ type flagDef struct {
 // flagsFor gives it its VOLFS_<NAME> environment variable, and mount.volfs
 // accepts it as the -o option <name> with underscores for dashes.
 func flagTable() []flagDef {
-	return []flagDef{
+	return append([]flagDef{
 		{onSource, &cli.StringFlag{Name: "cache-size", Value: "512MiB", Usage: "memory for decoded chunks, a size (see SIZES: 256MiB, 2GiB; at least 16MiB)"}},
 		{onSource, &cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"}},
 		{onSource, &cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool), and the chunk loads run at once by the pool for read-ahead and batches"}},
@@ -61,18 +62,18 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "read-ahead", Value: "64MiB", Usage: "chunks prefetched ahead of readers that read chunk files in order: bytes per reader and in all (a size, see SIZES; 0 turns read-ahead off)"}},
 		{onSource, &cli.StringFlag{Name: "cache-dir", Usage: "keep decoded chunks across restarts in DIR/volfs-UID, a directory of volfs's own (mode 0700; checked against the source's object identities; off when empty)"}},
 		{onSource, &cli.StringFlag{Name: "disk-cache-size", Value: "10GiB", Usage: "bound of --cache-dir, a size (see SIZES; least recently used out first)"}},
-		{onFUSE, &cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics at http://ADDR/metrics (e.g. localhost:9090; off when empty)"}},
+		{onFUSE | onServe, &cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics at http://ADDR/metrics (e.g. localhost:9090; off when empty)"}},
 		{onFUSE, &cli.BoolFlag{Name: "direct-io", Usage: "serve reads without the kernel's page cache: decoded chunks held once, faster first reads, but every read asks volfs"}},
 		{onFUSE, &cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"}},
 		{onFUSE, &cli.IntFlag{Name: "uid", Value: os.Getuid(), DefaultText: "the caller's", Usage: "owner uid shown for every file"}},
 		{onFUSE, &cli.IntFlag{Name: "gid", Value: os.Getgid(), DefaultText: "the caller's", Usage: "owner gid shown for every file"}},
 		{onFUSE, &cli.BoolFlag{Name: "allow-non-empty", Usage: "mount over a directory that is not empty, hiding what it holds"}},
 		{onFUSE, &cli.BoolFlag{Name: "debug-fuse", Usage: "log every FUSE request"}},
-		{onFUSE, &cli.BoolFlag{Name: "allow-empty-source", Usage: "mount a source whose root shows nothing (no volume metadata, nothing listed); by default it is refused, since that is what a typo in a URL, bucket prefix or path gives"}},
+		{onFUSE | onServe, &cli.BoolFlag{Name: "allow-empty-source", Usage: "mount a source whose root shows nothing (no volume metadata, nothing listed); by default it is refused, since that is what a typo in a URL, bucket prefix or path gives"}},
 		{onWarm, &cli.StringFlag{Name: "bbox", Usage: "warm only the chunks that meet this box of voxels, x0:x1,y0:y1,z0:z1 (x first; the coordinates of the scale's chunk names, end excluded); the PATHs must lie in one scale or array"}},
 		{onWarm, &cli.BoolFlag{Name: "dry-run", Usage: "list the chunks that warm would fetch (those not in --cache-dir yet), fetching nothing"}},
-		{onMount, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount is live (exit 0) or has failed (the reason, non-zero)"}},
-	}
+		{onMount | onServe, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount (or server) is live (exit 0) or has failed (the reason, non-zero)"}},
+	}, serveFlags()...)
 }
 
 // envPrefix starts the environment variable of every flag.
@@ -212,12 +213,13 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 // nothing through a link that the owner could not read anyway, and a lab
 // layout with scale directories linked from other disks reads as it does
 // on disk; a mount that other users read confines links to the source, so
-// that a link cannot hand them a file of the owner's.
+// that a link cannot hand them a file of the owner's, and so does `volfs
+// serve`, whose clients are others.
 func followSymlinks(c *cli.Context) bool {
 	if c.IsSet("follow-symlinks") {
 		return c.Bool("follow-symlinks")
 	}
-	return !c.Bool("allow-other")
+	return !c.Bool("allow-other") && !servesOthers(c)
 }
 
 // splitFormat strips a neuroglancer-style format prefix such as

@@ -156,6 +156,7 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 				Action:    runCat,
 			},
 			warmCommand(),
+			serveCommand(rep),
 			{
 				Name:   "man",
 				Usage:  "write volfs's man page (troff) to stdout: volfs man > volfs.1",

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -10,132 +12,155 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/net/netutil"
 
-	"github.com/volfs/volfs/cmd/volfs/demo"
-	"github.com/volfs/volfs/fetcher"
-	"github.com/volfs/volfs/fs"
+	volserve "github.com/volfs/volfs/serve"
 )
 
-// Bounds of the metrics server, so that clients of --metrics-addr, slow or
-// hostile, cannot take the descriptors and goroutines the mount needs: at
-// most metricsConns connections are accepted at once (further ones wait in
-// the kernel's backlog, holding no descriptor of volfs), each must send
-// its request headers within metricsHeaderTimeout and its whole request
-// within metricsReadTimeout, gets metricsWriteTimeout for the reply, and
-// an idle keep-alive connection is closed after metricsIdleTimeout. A
-// Prometheus scrape sends one small request and reads a reply of a few
-// KiB, far inside these bounds.
-const (
-	metricsConns         = 8
-	metricsHeaderTimeout = 5 * time.Second
-	metricsReadTimeout   = 10 * time.Second
-	metricsWriteTimeout  = 30 * time.Second
-	metricsIdleTimeout   = 30 * time.Second
-	metricsHeaderBytes   = 8 << 10
-)
-
-// serveMetrics serves the tree's Prometheus metrics at addr/metrics, with
-// Go's runtime and process metrics, until the process ends, within the
-// bounds above. A failure to listen is returned at once.
-func serveMetrics(addr string, tree *fs.Tree) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(tree.Collectors()...)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--metrics-addr: %w", err)
+// serveFlags are the flags of `volfs serve` alone.
+func serveFlags() []flagDef {
+	return []flagDef{
+		{onServe, &cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on HOST:PORT; a HOST other than loopback needs --auth, --auth-file or --allow-anonymous (port 0 picks a free one, logged)"}},
+		{onServe, &cli.BoolFlag{Name: "webdav", Usage: "also answer WebDAV (PROPFIND), read-only, for Finder, Windows, davfs2 and rclone"}},
+		{onServe, &cli.StringFlag{Name: "auth", Usage: "require HTTP Basic credentials USER:PASSWORD"}},
+		{onServe, &cli.StringFlag{Name: "auth-file", Usage: "require HTTP Basic credentials from an htpasswd file of bcrypt entries (htpasswd -B)"}},
+		{onServe, &cli.BoolFlag{Name: "allow-anonymous", Usage: "serve beyond loopback without credentials"}},
+		{onServe, &cli.StringFlag{Name: "cert", Usage: "serve HTTPS with this PEM certificate (with --key)"}},
+		{onServe, &cli.StringFlag{Name: "key", Usage: "the PEM private key of --cert"}},
+		{onServe, &cli.DurationFlag{Name: "write-timeout", Value: volserve.DefaultWriteTimeout, Usage: "a client that takes longer than this to take one block (256 KiB) of a reply is cut off, releasing what its request holds"}},
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: metricsConns}))
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: metricsHeaderTimeout,
-		ReadTimeout:       metricsReadTimeout,
-		WriteTimeout:      metricsWriteTimeout,
-		IdleTimeout:       metricsIdleTimeout,
-		MaxHeaderBytes:    metricsHeaderBytes,
-		// A client's broken request is its own business, not the log's.
-		ErrorLog: log.New(io.Discard, "", 0),
-	}
-	slog.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	go srv.Serve(netutil.LimitListener(ln, metricsConns))
-	return nil
 }
 
-// checkMountpoint refuses a mountpoint that c's flags cannot mount at:
-// missing, not a directory, mounted (or left stale by a dead server), not
-// empty without --allow-non-empty, or --allow-other that fusermount3 will
-// refuse; and a local source that the mountpoint holds or is held by. It
-// touches no network.
-func checkMountpoint(c *cli.Context, source, mountpoint string) error {
-	if err := fs.CheckMountpoint(mountpoint); err != nil {
-		return err
-	}
-	if _, rest, err := splitFormat(source); err == nil && (!strings.Contains(rest, "://") || strings.HasPrefix(rest, "file://")) {
-		if src, err := fetcher.Open(rest, fetcher.Options{}); err == nil {
-			if local, ok := src.(fetcher.Local); ok {
-				if err := fs.CheckApart(local.Root(), mountpoint); err != nil {
+// Bounds of the HTTP server against clients that hold connections: the
+// request headers within serveHeaderTimeout, an idle keep-alive connection
+// closed after serveIdleTimeout, at most serveConns connections at once
+// (more wait in the kernel's backlog, holding nothing of volfs's). No
+// http.Server.ReadTimeout: net/http cancels a request's context when that
+// deadline passes during the reply, which would cut every download longer
+// than it; the one request body read (PROPFIND's) has a deadline of its
+// own (serve.Server).
+const (
+	serveHeaderTimeout = 10 * time.Second
+	serveIdleTimeout   = 2 * time.Minute
+	serveHeaderBytes   = 64 << 10
+	serveConns         = 512
+	// serveShutdown is how long requests in flight get to finish after
+	// SIGINT or SIGTERM.
+	serveShutdown = 10 * time.Second
+)
+
+func serveCommand(rep *reporter) *cli.Command {
+	return &cli.Command{
+		Name:      "serve",
+		Usage:     "serve the tree that mount shows over HTTP (and WebDAV with --webdav) until SIGINT or SIGTERM",
+		ArgsUsage: "SOURCE",
+		Flags:     flagsFor(onServe),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("usage: volfs serve SOURCE")
+			}
+			// Refuse what can be refused before any network work.
+			cfg, err := serveConfigOf(c)
+			if err != nil {
+				return err
+			}
+			if c.Bool("daemon") && !rep.child {
+				if _, err := newLogger(logFlags(c, false)); err != nil {
 					return err
 				}
+				return daemonize(c.String("log-file"))
 			}
-		}
+			return runServe(c, rep, cfg)
+		},
 	}
-	if !c.Bool("allow-non-empty") {
-		if err := fs.CheckEmpty(mountpoint); err != nil {
-			return fmt.Errorf("%w; pass --allow-non-empty to mount over it", err)
-		}
-	}
-	if c.Bool("allow-other") {
-		if err := fs.CheckAllowOther(); err != nil {
-			return fmt.Errorf("--allow-other: %w", err)
-		}
-	}
-	return nil
 }
 
-// checkNotEmpty refuses a tree whose root shows nothing: no volume
-// metadata there and no entry listed. That is what a typo makes of a
-// source (an HTTP URL answered with 404, a gs:// prefix with no object
-// under it, an empty directory), and mounting it would only show an empty
-// directory with the reason in a log. The root's listing is the one
-// fs.New made, so this costs no request.
-func checkNotEmpty(ctx context.Context, tree *fs.Tree) error {
-	l, err := tree.Root().List(ctx)
+// servesOthers reports whether c is `volfs serve`, whose clients are other
+// programs and users than the one who runs it.
+func servesOthers(c *cli.Context) bool { return c.Command != nil && c.Command.Name == "serve" }
+
+// serveConfig is what serve's own flags ask for, checked.
+type serveConfig struct {
+	addr     string
+	loopback bool // addr is a loopback address
+	auth     *volserve.Auth
+	tls      *tls.Config // nil for plain HTTP
+}
+
+// serveConfigOf checks serve's flags: credentials that can be read, a
+// certificate that loads, and an address beyond loopback only with
+// credentials or --allow-anonymous. It does no network work but resolving
+// the host of --addr.
+func serveConfigOf(c *cli.Context) (serveConfig, error) {
+	cfg := serveConfig{addr: c.String("addr")}
+	var err error
+	switch a, f := c.String("auth"), c.String("auth-file"); {
+	case a != "" && f != "":
+		return cfg, errors.New("--auth and --auth-file: give one")
+	case a != "":
+		cfg.auth, err = volserve.ParseAuth(a)
+	case f != "":
+		cfg.auth, err = volserve.LoadHtpasswd(f)
+	}
 	if err != nil {
-		return err
+		return cfg, err
 	}
-	if l.Len() > 0 {
-		return nil
+	switch cert, key := c.String("cert"), c.String("key"); {
+	case (cert == "") != (key == ""):
+		return cfg, errors.New("--cert and --key: give both or neither")
+	case cert != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return cfg, fmt.Errorf("--cert, --key: %w", err)
+		}
+		cfg.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	}
-	why := "no volume metadata (info, zarr.json, .zarray, .zmetadata, attributes.json) at its root and nothing under it"
-	switch u := tree.Source().String(); {
-	case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"):
-		why = "no volume metadata (info, zarr.json, .zarray, .zmetadata, attributes.json) at that URL, and no directory index to list (check the URL for a typo)"
-	case strings.HasPrefix(u, "gs://"):
-		why = "no volume metadata at that prefix and no object under it (check the bucket and prefix for a typo)"
+	if c.Duration("write-timeout") <= 0 {
+		return cfg, fmt.Errorf("--write-timeout: want a positive duration, got %v", c.Duration("write-timeout"))
 	}
-	return fmt.Errorf("%s: nothing to serve: %s; pass --allow-empty-source to mount it anyway", tree.Source(), why)
+	if cfg.loopback, err = isLoopback(cfg.addr); err != nil {
+		return cfg, fmt.Errorf("--addr: %w", err)
+	}
+	if !cfg.loopback && cfg.auth == nil && !c.Bool("allow-anonymous") {
+		return cfg, fmt.Errorf("--addr %s reaches beyond loopback: anyone who can reach it could read the source; pass --auth USER:PASSWORD or --auth-file FILE (with --cert and --key, so that passwords do not cross the network in clear), or --allow-anonymous", cfg.addr)
+	}
+	return cfg, nil
 }
 
-// serve mounts source at mountpoint and blocks until it is unmounted by a
-// signal or from outside. Once the mount is up it runs ready, if set, and
-// tells rep.
-func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func()) error {
-	// Refuse a bad mountpoint before any network work.
-	if err := checkMountpoint(c, source, mountpoint); err != nil {
-		return err
+// isLoopback reports whether every address that addr (HOST:PORT) listens
+// on is a loopback one. An empty host, 0.0.0.0 or :: is every interface.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
 	}
-	tree, err := openTree(c, source, mountpoint, rep.child)
+	if host == "" {
+		return false, nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false, err
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
+}
+
+// runServe opens the source with the flags mount takes and serves its tree
+// at cfg.addr until SIGINT or SIGTERM; SIGHUP does not stop it, as it does
+// not stop a mount.
+func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
+	tree, err := openTree(c, c.Args().First(), "", rep.child)
 	if err != nil {
 		return err
 	}
@@ -145,17 +170,18 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			return err
 		}
 	}
+	srv := volserve.New(tree, volserve.Options{
+		WebDAV:       c.Bool("webdav"),
+		Auth:         cfg.auth,
+		WriteTimeout: c.Duration("write-timeout"),
+		LocalHosts:   cfg.loopback,
+		Log:          slog.Default(),
+	})
 	if addr := c.String("metrics-addr"); addr != "" {
-		if err := serveMetrics(addr, tree); err != nil {
+		if err := serveMetrics(addr, tree, srv.Collectors()...); err != nil {
 			return err
 		}
 	}
-	// From here on a signal must unmount, never kill: a SIGINT or SIGTERM
-	// that arrives while the mount is set up waits in sig for the loop
-	// below. SIGHUP (a closed terminal or ssh session) does not stop a
-	// mount, as rclone's does not. SIGPIPE is caught so that a write to a
-	// log on a pipe whose reader is gone fails with EPIPE, which slog
-	// drops, instead of killing the process with the mount still up.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
@@ -163,95 +189,54 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 	if !rep.startMount() {
 		return errOrphaned
 	}
-	var srv *fuse.Server
-	said, err := withFusermountOutput(func() (err error) {
-		srv, err = fs.Mount(mountpoint, tree, fs.MountOptions{
-			AllowOther: c.Bool("allow-other"),
-			UID:        uint32(c.Int("uid")),
-			GID:        uint32(c.Int("gid")),
-			Debug:      c.Bool("debug-fuse"),
-			DirectIO:   c.Bool("direct-io"),
-		})
-		return err
-	})
+	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		return fmt.Errorf("mount %s: %w", mountpoint, mountError(err, said))
+		return fmt.Errorf("--addr: %w", err)
 	}
-	logFusermountOutput(said)
-	slog.Info("mounted", "source", tree.Source().String(), "mountpoint", mountpoint, "pid", os.Getpid())
-	if ready != nil {
-		ready()
+	scheme := "http"
+	if cfg.tls != nil {
+		ln = tls.NewListener(ln, cfg.tls)
+		scheme = "https"
 	}
-	if err := rep.ready(mountpoint); err != nil {
-		if uerr := srv.Unmount(); uerr != nil {
-			slog.Error("unmount failed", "mountpoint", mountpoint, "err", uerr)
-		}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: serveHeaderTimeout,
+		IdleTimeout:       serveIdleTimeout,
+		MaxHeaderBytes:    serveHeaderBytes,
+		// Each write has its own deadline (--write-timeout), not the
+		// whole reply: a volume.raw of gigabytes takes what it takes.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(netutil.LimitListener(ln, serveConns)) }()
+	url := fmt.Sprintf("%s://%s/", scheme, ln.Addr())
+	slog.Info("serving", "source", tree.Source().String(), "url", url, "webdav", c.Bool("webdav"), "auth", cfg.auth != nil, "pid", os.Getpid())
+	if err := rep.ready(url); err != nil {
+		hs.Close()
 		return err
 	}
 	if rep.child {
-		// A daemon must not keep the directory it was started in busy.
-		// Nothing below resolves a relative path: the source and the
-		// log file are open.
 		os.Chdir("/")
 	}
-
-	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
 	for {
 		select {
-		case <-done:
-			slog.Info("unmounted", "mountpoint", mountpoint)
-			return nil
+		case err := <-done:
+			return fmt.Errorf("serve: %w", err)
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				slog.Info("SIGHUP: still serving; stop with SIGINT, SIGTERM or umount", "mountpoint", mountpoint)
+				slog.Info("SIGHUP: still serving; stop with SIGINT or SIGTERM", "url", url)
 				continue
 			}
-			// Unmount first: nothing before it may fail or block.
-			err := srv.Unmount()
+			slog.Info("stopping", "signal", s.String())
 			sdNotify("STOPPING=1")
+			ctx, cancel := context.WithTimeout(context.Background(), serveShutdown)
+			err := hs.Shutdown(ctx)
+			cancel()
 			if err != nil {
-				// Busy: a process still has a file open or its cwd
-				// inside. Keep serving; another signal tries again.
-				slog.Error("unmount failed; still serving (close what uses the mount, then signal again)", "signal", s.String(), "err", err)
-				continue
+				hs.Close()
 			}
-			slog.Info("unmounting", "signal", s.String())
+			slog.Info("stopped", "url", url)
+			return nil
 		}
 	}
-}
-
-func runDemo(c *cli.Context, rep *reporter) error {
-	mountpoint := c.Args().First()
-	if mountpoint != "" {
-		// Unlike mount, the demo makes its mountpoint: it is a place to try
-		// things, not a path that a typo should not create.
-		if err := os.MkdirAll(mountpoint, 0o755); err != nil {
-			return err
-		}
-	} else {
-		dir, err := os.MkdirTemp("", "volfs-demo-")
-		if err != nil {
-			return err
-		}
-		defer os.Remove(dir)
-		mountpoint = dir
-	}
-	srv, err := demo.Serve(demo.Objects())
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	return serve(c, rep, srv.URL, mountpoint, func() {
-		fmt.Printf(`volfs demo: a sample volume served from %s is mounted at %s
-
-Try, in another terminal:
-  ls %[2]s %[2]s/image %[2]s/image/8_8_8 | head
-  cat %[2]s/image/info
-  /usr/bin/python3 -c 'import numpy as np; a = np.fromfile("%[2]s/image/8_8_8/0-64_0-64_0-32", np.uint8).reshape(32, 64, 64); print(a.shape, a.min(), a.max(), a.mean())'
-  /usr/bin/python3 -c 'import numpy as np; s = np.fromfile("%[2]s/segmentation/16_16_16/0-64_0-64_0-32", "<u4"); print(np.unique(s))'
-
-Press Ctrl-C (or run: umount %[2]s) to stop.
-`, srv.URL, mountpoint)
-	})
 }

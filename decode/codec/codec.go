@@ -78,8 +78,8 @@ var codecs = struct {
 // archive/zip's RegisterDecompressor does for compression methods. Names
 // are numcodecs' ids ("gzip", "zlib", "bz2", "zstd", "lz4", "lzma",
 // "blosc", "delta", "crc32", ...) and Zarr v3's ("crc32c"); each format
-// maps its own spellings onto them in the one table of Name. It panics if name is
-// already registered.
+// maps its own spellings onto them through the one table of Name. It
+// panics if name is already registered.
 func Register(name string, f Factory) {
 	codecs.Lock()
 	defer codecs.Unlock()
@@ -99,8 +99,8 @@ func registerCompressor(name string, c Func) {
 }
 
 // storedLimit bounds the stored form of out decoded bytes, as
-// decode.Array.StoredLimit does: compression may expand incompressible data a
-// little, never by twice.
+// decode.Array.StoredLimit does: compression may expand incompressible
+// data a little, never by twice.
 func storedLimit(out int) int { return 2*out + 1<<20 }
 
 // NewStage returns the stage of the codec registered under name, configured
