@@ -43,11 +43,14 @@ type Options struct {
 	// Workers is the number of persistent workers of a Store's pool. Zero
 	// means runtime.GOMAXPROCS(0). The Cache alone ignores it.
 	Workers int
-	// CPUSlots is the number of Store.Throttle's slots: the prefetch
+	// CPUSlots is the number of Load.CPU's slots: the prefetch
 	// decodes that run at once, one per core. Zero means
 	// runtime.GOMAXPROCS(0); a process that runs more Ps than cores (see
 	// cmd/volfs) passes its core count.
 	CPUSlots int
+	// Tiers are the Store's tiers below memory, in the order they are
+	// asked (see Store.Loader); the Cache alone ignores them.
+	Tiers []Tier
 	// InFlightBytes is the size of Store.Reserve's budget: the bytes that
 	// readers of stitched views hold at once beside the cache. Zero means
 	// InFlightBudget(MaxBytes).
@@ -465,7 +468,7 @@ func (c *Cache) addProbation(key string, e entry) {
 // memHeadroom is the memory beyond the cache that MemoryLimit leaves for
 // loads in flight, the idle buffers of internal/mem (at most 32 MiB), HTTP
 // buffers and go-fuse's request buffers. Loads in flight are few since
-// prefetches decode one per core (Store.Throttle), so a small headroom
+// prefetches decode one per core (Load.CPU), so a small headroom
 // holds: W1 with a 64 MiB cache peaked at 166-170 MiB of RSS with 64 MiB,
 // 199-212 MiB with 256 MiB, at the same speed (docs/PERFORMANCE.md,
 // "Memory").

@@ -44,6 +44,12 @@
 // and the first error of a batch returns at once. Nothing on this path
 // sleeps or polls: waits are on channels.
 //
+// Below memory, a load made by Store.Loader walks the store's tiers (the
+// disk cache, a fleet's shared cache: Options.Tiers) before the origin,
+// promotes what a lower tier holds and writes what the origin gave behind
+// the reader (tier.go, "Tiers"). A prefetch's load takes a CPU slot
+// (Load.CPU) for the part of its work bound by CPU.
+//
 // # Read-ahead
 //
 // Programs read chunk files one after another (`cat scale/*`, `cp -r`, a

@@ -54,6 +54,17 @@ func NewCollector(s *Store, b *Budget) *Collector {
 		add("volfs_prefetch_decoding", "CPU slots held by prefetch loads now.", gauge, func() float64 { return float64(len(s.cpu)) })
 		add("volfs_store_batches_total", "Batches of chunk loads, by where they ran.", counter, func() float64 { return float64(s.batchesInline.Load()) }, "mode", "inline")
 		add("volfs_store_batches_total", "Batches of chunk loads, by where they ran.", counter, func() float64 { return float64(s.batchesPooled.Load()) }, "mode", "pooled")
+		for i, t := range s.tiers {
+			ts := func(f func(TierStats) int64) func() float64 {
+				return func() float64 { return float64(f(s.TierStats()[i])) }
+			}
+			name := t.Name()
+			add("volfs_tier_hits_total", "Chunk loads served by a tier below memory.", counter, ts(func(s TierStats) int64 { return s.Hits }), "tier", name)
+			add("volfs_tier_misses_total", "Chunk loads a tier below memory could not serve.", counter, ts(func(s TierStats) int64 { return s.Misses }), "tier", name)
+			add("volfs_tier_writes_total", "Chunks written to a tier behind loads, by why: promoted from a lower tier or loaded from the origin.", counter, ts(func(s TierStats) int64 { return s.Promoted }), "tier", name, "from", "tier")
+			add("volfs_tier_writes_total", "Chunks written to a tier behind loads, by why: promoted from a lower tier or loaded from the origin.", counter, ts(func(s TierStats) int64 { return s.Kept }), "tier", name, "from", "origin")
+			add("volfs_tier_write_waits_total", "Loads that waited for a free writer of a tier (back-pressure).", counter, ts(func(s TierStats) int64 { return s.Waits }), "tier", name)
+		}
 		col.batches = prometheus.NewDesc("volfs_store_batch_loads", "Loads a batch had to run (chunks neither in memory nor in flight).", nil, nil)
 	}
 	if b != nil {

@@ -21,6 +21,13 @@ const (
 	// may be without breaking the run: a reader with two threads (or the
 	// kernel's async reads) may touch chunk n+1 just before chunk n.
 	readAheadBackTolerance = 1
+	// A pool of threads that shares out one sequence (each thread takes
+	// the next chunk from a queue) touches its chunks out of order by up
+	// to the number it reads at once: the caller says how many
+	// (TouchConcurrent), and the run tolerates that much disorder both
+	// ways. Such a pool's first touches come in any order, so it only
+	// starts a forward run: a pool that walks a sequence backwards gets
+	// no read-ahead (rare, and no worse than before).
 	// IdleAfter is how long a reader may pause before its prefetches are
 	// cancelled and its budget returned (the caller calls Stop then). It
 	// is far longer than the gap between two chunk reads of any program
@@ -107,8 +114,14 @@ func (b *Budget) Stats() BudgetStats {
 type TrackerConfig struct {
 	// Len is the number of positions: they run from 0 to Len-1.
 	Len int64
-	// ChunkBytes is charged to the budget for each prefetched position.
+	// ChunkBytes is charged to the budget for each prefetched position,
+	// unless Charge is set; it also sizes the window (MaxBytes).
 	ChunkBytes int64
+	// Charge, when set, returns what a prefetch of a position holds, in
+	// bytes, to charge to the budget instead of ChunkBytes: for
+	// positions that stand for a varying number of chunks (a block of a
+	// stitched view). It is called with the tracker's lock held.
+	Charge func(pos int64) int64
 	// MaxBytes caps this reader's window in bytes; the window is at least
 	// one chunk when MaxBytes > 0. Zero or less turns read-ahead off.
 	MaxBytes int64
@@ -133,6 +146,7 @@ type Tracker struct {
 	maxWindow int64 // in chunks
 
 	mu          sync.Mutex
+	span        int64           // GUARDED_BY(mu); the disorder tolerated, in positions (at least readAheadBackTolerance)
 	started     bool            // GUARDED_BY(mu); a position has been touched since the last reset
 	last        int64           // GUARDED_BY(mu); the furthest position of the run
 	dir         int64           // GUARDED_BY(mu); +1, -1, or 0 when no run holds
@@ -152,13 +166,26 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 
 // Touch tells the tracker that the reader touched pos for the first time
 // (since it was last loaded), and whether it had to wait for the chunk
-// (not in memory). It returns what to prefetch or cancel.
+// (not in memory). It returns what to prefetch or cancel. It is
+// TouchConcurrent for a reader of one chunk at a time.
 func (t *Tracker) Touch(pos int64, waited bool) Advice {
+	return t.TouchConcurrent(pos, waited, 1)
+}
+
+// TouchConcurrent is Touch for a reader that reads up to inFlight chunks
+// at once (a pool of threads, each with a chunk file open): touches out
+// of order by up to inFlight positions keep its run.
+func (t *Tracker) TouchConcurrent(pos int64, waited bool, inFlight int64) Advice {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.maxWindow == 0 {
 		return Advice{}
 	}
+	// Two in flight is also a reader of one chunk at a time whose last
+	// handle's release has not arrived yet (FUSE sends it after close
+	// returns): it keeps the one-thread rule for the direction.
+	pool := inFlight > 2
+	t.span = max(readAheadBackTolerance, inFlight)
 	if n, ok := t.outstanding[pos]; ok {
 		delete(t.outstanding, pos)
 		t.releaseBytes(n)
@@ -174,11 +201,17 @@ func (t *Tracker) Touch(pos int64, waited bool) Advice {
 	switch {
 	case d == 0:
 		return Advice{}
-	case t.dir == 0 && (d == 1 || d == -1):
+	case t.dir == 0 && !pool && (d == 1 || d == -1):
 		t.dir = d
-	case t.dir != 0 && sign(d) == t.dir && abs(d) <= max(1, t.window):
+	case t.dir == 0 && pool && d > 0 && d <= t.span:
+		t.dir = 1
+	case t.dir == 0 && pool && d < 0 && -d <= t.span:
+		// Behind the furthest touch of a pool: its threads took the
+		// earlier positions first. Wait for a forward step.
+		return Advice{}
+	case t.dir != 0 && sign(d) == t.dir && abs(d) <= max(1, t.window, t.span):
 		// Ahead within the window: the run holds.
-	case t.dir != 0 && sign(d) == -t.dir && abs(d) <= readAheadBackTolerance:
+	case t.dir != 0 && sign(d) == -t.dir && abs(d) <= t.span:
 		return Advice{}
 	default:
 		adv := Advice{Cancel: t.dropAll()}
@@ -198,11 +231,15 @@ func (t *Tracker) Touch(pos int64, waited bool) Advice {
 	}
 	var adv Advice
 	for p := t.frontier + t.dir; t.dir*(p-pos) <= t.window && p >= 0 && p < t.cfg.Len; p += t.dir {
-		if b := t.cfg.Budget; b != nil && !b.acquire(t.cfg.ChunkBytes) {
+		n := t.cfg.ChunkBytes
+		if t.cfg.Charge != nil {
+			n = t.cfg.Charge(p)
+		}
+		if b := t.cfg.Budget; b != nil && !b.acquire(n) {
 			b.exhausted.Add(1)
 			break
 		}
-		t.outstanding[p] = t.cfg.ChunkBytes
+		t.outstanding[p] = n
 		t.frontier = p
 		adv.Prefetch = append(adv.Prefetch, p)
 	}
@@ -257,7 +294,7 @@ func (t *Tracker) dropAll() bool {
 // REQUIRES: t.mu held.
 func (t *Tracker) dropBehind() {
 	for p, n := range t.outstanding {
-		if t.dir*(t.last-p) > readAheadBackTolerance {
+		if t.dir*(t.last-p) > t.span {
 			delete(t.outstanding, p)
 			t.releaseBytes(n)
 			if b := t.cfg.Budget; b != nil {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"testing"
@@ -13,7 +14,8 @@ type step struct {
 	waited     bool
 	prefetch   []int64
 	cancel     bool
-	stopBefore bool // call Stop (close, idleness) before this touch; expect cancel == stop's advice
+	stopBefore bool  // call Stop (close, idleness) before this touch; expect cancel == stop's advice
+	inFlight   int64 // chunks the reader reads at once (TouchConcurrent); 0 is 1
 }
 
 func TestTracker(t *testing.T) {
@@ -83,6 +85,29 @@ func TestTracker(t *testing.T) {
 			{pos: 2, waited: true, cancel: true, stopBefore: true}, // first touch after Stop
 			{pos: 3, waited: true, prefetch: []int64{4}},
 		}},
+		{"a pool of 4 threads out of order starts and keeps a forward run", 100, 8, 0, []step{
+			{pos: 2, waited: true, inFlight: 3},
+			{pos: 0, waited: true, inFlight: 4}, // behind the first: no direction yet
+			{pos: 1, waited: true, inFlight: 4},
+			{pos: 3, waited: true, inFlight: 4, prefetch: []int64{4}},
+			{pos: 6, waited: true, inFlight: 4, prefetch: []int64{7, 8}}, // 3 ahead: within the pool's span; 5 is another thread's
+			{pos: 5, inFlight: 4},                                        // behind, within the span: ignored
+			{pos: 4, inFlight: 4},
+			{pos: 7, waited: true, inFlight: 4, prefetch: []int64{9, 10, 11}},
+		}},
+		{"a pool's prefetches behind it are not wasted within its span", 100, 8, 0, []step{
+			{pos: 0, waited: true, inFlight: 4},
+			{pos: 1, waited: true, inFlight: 4, prefetch: []int64{2}},
+			{pos: 4, waited: true, inFlight: 4, prefetch: []int64{5, 6}}, // 2 stays outstanding: within the span
+			{pos: 2, inFlight: 4},                                        // prefetched, touched late: used
+			{pos: 3, inFlight: 4},
+			{pos: 40, waited: true, inFlight: 4, cancel: true}, // past the span: a jump
+		}},
+		{"one thread one behind its pool is still a jump when alone", 100, 8, 0, []step{
+			{pos: 2, waited: true},
+			{pos: 0, waited: true},
+			{pos: 1, waited: true, prefetch: []int64{2}},
+		}},
 		{"off", 100, 0, 0, []step{
 			{pos: 0, waited: true},
 			{pos: 1, waited: true},
@@ -100,7 +125,7 @@ func TestTracker(t *testing.T) {
 				if s.stopBefore {
 					cancel = tr.Stop().Cancel
 				}
-				adv := tr.Touch(s.pos, s.waited)
+				adv := tr.TouchConcurrent(s.pos, s.waited, max(1, s.inFlight))
 				cancel = cancel || adv.Cancel
 				if !slices.Equal(adv.Prefetch, s.prefetch) || cancel != s.cancel {
 					t.Errorf("step %d (touch %d): got prefetch %v, cancel %v; want %v, %v", i, s.pos, adv.Prefetch, cancel, s.prefetch, s.cancel)
@@ -175,5 +200,33 @@ func TestTrackerLexicalOrder(t *testing.T) {
 	}
 	if len(fromGrid) >= len(fromLex) {
 		t.Errorf("grid positions: prefetched %v, want fewer than in lexical order", fromGrid)
+	}
+}
+
+// TestTrackerPool: a pool of 8 threads shares out 256 positions in order,
+// each block of 8 touched in a shuffled order (the threads race to their
+// first reads). The run holds: read-ahead prefetches most of the sequence
+// and the pool reads almost everything prefetched.
+func TestTrackerPool(t *testing.T) {
+	const n, threads = 256, 8
+	b := NewBudget(1 << 20)
+	tr := NewTracker(TrackerConfig{Len: n, ChunkBytes: 1, MaxBytes: 32, Budget: b})
+	rng := rand.New(rand.NewPCG(3, 4))
+	for block := int64(0); block < n; block += threads {
+		for _, i := range rng.Perm(threads) {
+			tr.TouchConcurrent(block+int64(i), true, threads)
+		}
+	}
+	tr.Stop()
+	s := b.Stats()
+	t.Logf("budget: %+v", s)
+	if s.Issued < n/2 {
+		t.Errorf("prefetches issued for a pool in order: got %d, want at least %d", s.Issued, n/2)
+	}
+	if s.Wasted > 40 {
+		t.Errorf("prefetches wasted by a pool in order: got %d of %d, want at most 40 (the last window)", s.Wasted, s.Issued)
+	}
+	if s.Bytes != 0 {
+		t.Errorf("after Stop the budget holds %d bytes, want 0", s.Bytes)
 	}
 }

@@ -63,7 +63,9 @@ type Store struct {
 
 	demand   chan *flight
 	prefetch chan *flight
-	cpu      chan struct{} // Throttle's slots
+	cpu      chan struct{}  // Load.CPU's slots
+	tiers    []*tier        // below memory, in order
+	writes   sync.WaitGroup // writeBehind's goroutines
 	quit     chan struct{}
 	closing  sync.Once
 	workers  sync.WaitGroup
@@ -71,7 +73,7 @@ type Store struct {
 	// Counters for metrics.
 	batchesInline, batchesPooled atomic.Int64
 	prefetchDropped              atomic.Int64
-	throttled                    atomic.Int64 // prefetch loads that took a Throttle slot
+	throttled                    atomic.Int64 // prefetch loads that took a CPU slot
 	batchSizes                   batchHistogram
 }
 
@@ -97,54 +99,15 @@ func NewStore(opts Options) *Store {
 		cpu:      make(chan struct{}, cmp.Or(opts.CPUSlots, runtime.GOMAXPROCS(0))),
 		quit:     make(chan struct{}),
 	}
+	for _, t := range opts.Tiers {
+		s.tiers = append(s.tiers, &tier{Tier: t, slots: make(chan struct{}, TierWriters)})
+	}
 	s.workers.Add(opts.Workers)
 	for range opts.Workers {
 		go s.work()
 	}
 	return s
 }
-
-// wantedKey keys, in a load's context, the channel closed once a reader
-// waits for the load.
-type wantedKey struct{}
-
-// Throttle bounds the CPU that read-ahead takes. A loader calls it before
-// the part of its load that is bound by CPU (decoding; for a local source,
-// reading too): a load that no reader waits for, a prefetch, then waits
-// for one of Options.CPUSlots slots (the cores), so that prefetches decode nearest first
-// (the order they were queued in), one per core, instead of all the
-// workers' loads sharing the cores and finishing late together, each
-// holding its buffers. A load a reader waits for is never held back, nor
-// is a prefetch once a reader comes to wait for it. Throttle returns the
-// function that gives the slot back (call it once the CPU-bound part is
-// done), or ctx's error. Outside a load of this package's caches it
-// returns at once.
-//
-// W1 through a mount measured it (docs/PERFORMANCE.md, "Throttle"): 7 to
-// 25% less time and 25 MiB less peak memory than letting --workers loads
-// decode at once on 2 cores.
-func (s *Store) Throttle(ctx context.Context) (release func(), err error) {
-	wanted, _ := ctx.Value(wantedKey{}).(chan struct{})
-	if wanted == nil {
-		return noRelease, nil
-	}
-	select {
-	case <-wanted:
-		return noRelease, nil
-	default:
-	}
-	select {
-	case s.cpu <- struct{}{}:
-		s.throttled.Add(1)
-		return func() { <-s.cpu }, nil
-	case <-wanted:
-		return noRelease, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func noRelease() {}
 
 // Cache returns the store's cache.
 func (s *Store) Cache() *Cache { return s.c }
@@ -181,9 +144,10 @@ func (s *Store) work() {
 	}
 }
 
-// Close stops the workers once their current loads end. Loads still queued
-// fail with ErrClosed. Call it after the last Get, GetBatch and Prefetch
-// have returned. Calls after the first do nothing.
+// Close stops the workers once their current loads end, and waits for the
+// writes to the tiers still running behind loads. Loads still queued fail
+// with ErrClosed. Call it after the last Get, GetBatch and Prefetch have
+// returned. Calls after the first do nothing.
 func (s *Store) Close() {
 	s.closing.Do(s.close)
 }
@@ -191,6 +155,7 @@ func (s *Store) Close() {
 func (s *Store) close() {
 	close(s.quit)
 	s.workers.Wait()
+	defer s.writes.Wait()
 	for {
 		select {
 		case f := <-s.demand:

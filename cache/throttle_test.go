@@ -12,7 +12,7 @@ import (
 	"github.com/volfs/volfs/internal/testenv"
 )
 
-// TestThrottle checks Store.Throttle's contract: prefetches hold at most
+// TestThrottle checks Load.CPU's contract: prefetches hold at most
 // Options.CPUSlots slots at once, a demand load never waits for one, a prefetch
 // waiting for a slot goes on as soon as a reader waits for it, and the
 // end of the load's context ends the wait.
@@ -30,36 +30,34 @@ func testThrottle(t *testing.T, slots int) {
 	s := NewStore(Options{MaxBytes: 1 << 30, Workers: procs + 4, CPUSlots: slots})
 	defer s.Close()
 
-	// Outside a load it does not wait.
-	if release, err := s.Throttle(context.Background()); err != nil {
+	// Outside a flight of the store it does not wait.
+	if _, err := s.Loader(Chunk{Load: func(ctx context.Context, l *Load) ([]byte, []byte, error) {
+		return nil, nil, l.CPU(ctx)
+	}})(context.Background()); err != nil {
 		t.Fatal(err)
-	} else {
-		release()
 	}
 
 	// procs+2 prefetches that each hold their slot until told.
 	var holding, peak atomic.Int32
-	var going sync.Map // keys whose load got past Throttle
+	var going sync.Map // keys whose load got past CPU
 	hold := make(chan struct{})
 	var unhold sync.Once
 	// Deferred after s.Close, so it runs first: a failing test ends
 	// instead of waiting for loads that hold their slots.
 	defer unhold.Do(func() { close(hold) })
 	throttled := func(key string) Loader {
-		return func(ctx context.Context) ([]byte, error) {
-			release, err := s.Throttle(ctx)
-			if err != nil {
-				return nil, err
+		return s.Loader(Chunk{Key: key, Load: func(ctx context.Context, l *Load) ([]byte, []byte, error) {
+			if err := l.CPU(ctx); err != nil {
+				return nil, nil, err
 			}
-			defer release()
 			going.Store(key, true)
 			n := holding.Add(1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
 			<-hold
 			holding.Add(-1)
-			return []byte("p"), nil
-		}
+			return []byte("p"), nil, nil
+		}})
 	}
 	keys := make([]string, procs+2)
 	for i := range keys {
@@ -79,14 +77,9 @@ func testThrottle(t *testing.T, slots int) {
 	// A demand load goes ahead with every slot taken.
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Get(context.Background(), "demand", func(ctx context.Context) ([]byte, error) {
-			release, err := s.Throttle(ctx)
-			if err != nil {
-				return nil, err
-			}
-			release()
-			return []byte("d"), nil
-		})
+		_, err := s.Get(context.Background(), "demand", s.Loader(Chunk{Key: "demand", Load: func(ctx context.Context, l *Load) ([]byte, []byte, error) {
+			return []byte("d"), nil, l.CPU(ctx)
+		}}))
 		done <- err
 	}()
 	select {
@@ -119,8 +112,8 @@ func testThrottle(t *testing.T, slots int) {
 	}
 }
 
-// throttleFunc is Store.Throttle as a stack trace names it.
-const throttleFunc = "github.com/volfs/volfs/cache.(*Store).Throttle"
+// throttleFunc is Load.CPU as a stack trace names it.
+const throttleFunc = "github.com/volfs/volfs/cache.(*Load).CPU"
 
 // TestThrottleCancel checks that a prefetch waiting for a slot gives up
 // when its prefetch is cancelled: its load gets context.Canceled, without
@@ -133,17 +126,15 @@ func TestThrottleCancel(t *testing.T) {
 	defer close(hold)
 	errs := make(chan error, procs+1)
 	var holding atomic.Int32
-	load := func(ctx context.Context) ([]byte, error) {
-		release, err := s.Throttle(ctx)
-		if err != nil {
+	load := s.Loader(Chunk{Load: func(ctx context.Context, l *Load) ([]byte, []byte, error) {
+		if err := l.CPU(ctx); err != nil {
 			errs <- err
-			return nil, err
+			return nil, nil, err
 		}
-		defer release()
 		holding.Add(1)
 		<-hold
-		return nil, nil
-	}
+		return nil, nil, nil
+	}})
 	keys := make([]string, procs)
 	for i := range keys {
 		keys[i] = fmt.Sprint("held", i)

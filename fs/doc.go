@@ -52,9 +52,10 @@
 // Chunks live in one cache.Store per tree: a byte-bounded cache in
 // memory plus one pool of Options.Workers loaders shared by batches and
 // prefetches, so that a single read loads inline and a read-ahead never
-// starts more loads than the pool has workers. With Options.Disk, a load
-// first looks in the disk cache, and keeps what it loaded from the origin
-// there (Tree.loader says in which form and why), with the identities of
+// starts more loads than the pool has workers. Below memory the store
+// walks its tiers (Options.Disk, then Options.Tiers) before the origin,
+// and keeps what it loaded from the origin in them (cache's "Tiers"; the
+// tree supplies only the origin load, Tree.loader), with the identities of
 // the source objects it was made from, checked before an entry is served
 // (identity.go says what is re-checked and when).
 //

@@ -369,7 +369,8 @@ func (n *fileInode) OnForget() {
 // of the chunk, for read-ahead (see readers): the reader is the process
 // that opened it, and outlives the handle.
 type chunkHandle struct {
-	pid     uint32
+	pid     uint32 // the opener's thread group id (its process)
+	tid     uint32 // the opener's thread id
 	touched atomic.Bool
 }
 
@@ -385,7 +386,7 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if _, ok := n.file.(*chunkFile); ok {
 		h := &chunkHandle{}
 		if caller, ok := fuse.FromContext(ctx); ok {
-			h.pid = caller.Pid
+			h.tid, h.pid = caller.Pid, n.m.tree.readers.tgids.of(caller.Pid)
 		}
 		return h, n.m.openFlags(), 0
 	}
@@ -430,7 +431,7 @@ func (n *fileInode) read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 	if h, ok := fh.(*chunkHandle); ok && h.touched.CompareAndSwap(false, true) {
 		f := n.file.(*chunkFile)
 		_, hit, err := f.chunkHit(ctx)
-		f.t.readers.touch(f, h.pid, !hit)
+		f.t.readers.touch(f, h.pid, h.tid, !hit)
 		if err != nil && !isMissing(err) {
 			// Failed loads are not kept: the read below would load the
 			// chunk again, and double the wait for the error.

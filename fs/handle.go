@@ -44,7 +44,7 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	defer cancel()
 	if f, ok := h.f.(*chunkFile); ok && h.touched.CompareAndSwap(false, true) {
 		_, hit, err := f.chunkHit(rctx)
-		f.t.readers.touch(f, h.reader, !hit)
+		f.t.readers.touch(f, h.reader, h.reader, !hit) // a client is one thread
 		if err != nil && !isMissing(err) {
 			return 0, h.t.readError(ctx, rctx, err)
 		}

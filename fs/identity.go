@@ -13,7 +13,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -103,14 +103,14 @@ func (ids *identities) current(ctx context.Context, key string) (fetcher.Identit
 
 // check is the disk cache's check of an entry whose identity record is
 // rec (encodeSeen): nil when every object it was made from is still the
-// version it read, an error wrapping disk.ErrStale when one is not, and
+// version it read, an error wrapping cache.ErrStale when one is not, and
 // another error when the source could not tell (the entry is then kept),
 // except that an origin that cannot be reached accepts the entry (see
 // offline).
 func (ids *identities) check(ctx context.Context, rec []byte) error {
 	objs, ok := decodeSeen(rec)
 	if !ok || len(objs) == 0 {
-		return fmt.Errorf("fs: unreadable identity record: %w", disk.ErrStale)
+		return fmt.Errorf("fs: unreadable identity record: %w", cache.ErrStale)
 	}
 	if ids.offline.active() {
 		return nil
@@ -125,7 +125,7 @@ func (ids *identities) check(ctx context.Context, rec []byte) error {
 		}
 		if cur != o.id || !cur.Known() {
 			ids.t.log.Debug("disk cache entry made from another version of its object: fetching it again", "object", o.key, "now", cur, "entry", o.id)
-			return fmt.Errorf("fs: %s is now %q, the entry was made from %q: %w", o.key, cur, o.id, disk.ErrStale)
+			return fmt.Errorf("fs: %s is now %q, the entry was made from %q: %w", o.key, cur, o.id, cache.ErrStale)
 		}
 	}
 	return nil

@@ -97,7 +97,7 @@ func TestPooledBuffersNeverShared(t *testing.T) {
 }
 
 // TestLoadSecondsExcludeThrottleWait checks that the time a prefetch from
-// a local source waits for a Throttle slot, which it takes before the
+// a local source waits for a CPU slot, which it takes before the
 // load's clock starts, is neither counted in the load's time nor taken off
 // it: the load's seconds lie between zero (the
 // volfs_chunk_load_seconds_total counter never goes down) and the time
@@ -108,7 +108,7 @@ func TestLoadSecondsExcludeThrottleWait(t *testing.T) {
 	defer tree.Close()
 	ctx := context.Background()
 
-	// Prefetches that hold every Throttle slot until told.
+	// Prefetches that hold every CPU slot until told.
 	hold := make(chan struct{})
 	defer func() {
 		select {
@@ -123,16 +123,14 @@ func TestLoadSecondsExcludeThrottleWait(t *testing.T) {
 		blockers[i] = fmt.Sprintf("blocker%d", i)
 	}
 	tree.store.Prefetch(ctx, blockers, func(int) cache.Loader {
-		return func(ctx context.Context) ([]byte, error) {
-			release, err := tree.store.Throttle(ctx)
-			if err != nil {
-				return nil, err
+		return tree.store.Loader(cache.Chunk{Load: func(ctx context.Context, l *cache.Load) ([]byte, []byte, error) {
+			if err := l.CPU(ctx); err != nil {
+				return nil, nil, err
 			}
-			defer release()
 			took <- struct{}{}
 			<-hold
-			return []byte{0}, nil
-		}
+			return []byte{0}, nil, nil
+		}})
 	})
 	for range procs {
 		<-took
@@ -145,7 +143,7 @@ func TestLoadSecondsExcludeThrottleWait(t *testing.T) {
 	f := node.(*chunkFile)
 	blocked := time.Now()
 	tree.store.Prefetch(ctx, []string{f.key}, func(int) cache.Loader { return f.load })
-	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache.(*Store).Throttle", 1)
+	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache.(*Load).CPU", 1)
 	released := time.Now()
 	close(hold)
 	if _, err := f.chunk(ctx); err != nil {

@@ -104,10 +104,11 @@ func (s *loadStats) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Collectors returns the Prometheus collectors of the tree: its chunk
-// store and read-ahead (cache.NewCollector), its disk cache if any, its
-// loads by encoding, and its fetcher's counters when the fetcher keeps
-// them (a fetcher.Statser, as every fetcher of package fetcher is). The
-// caller registers them.
+// store and read-ahead (cache.NewCollector), its disk cache if any, the
+// later tiers that are collectors (the shared tier), its loads by
+// encoding, and its fetcher's counters when the fetcher keeps them (a
+// fetcher.Statser, as every fetcher of package fetcher is). The caller
+// registers them.
 func (t *Tree) Collectors() []prometheus.Collector {
 	cols := []prometheus.Collector{cache.NewCollector(t.store, t.budget), &t.loads}
 	if t.opts.Disk != nil {
@@ -115,6 +116,11 @@ func (t *Tree) Collectors() []prometheus.Collector {
 	}
 	if s, ok := t.src.(fetcher.Statser); ok {
 		cols = append(cols, fetchCollector{s})
+	}
+	for _, tier := range t.opts.Tiers {
+		if c, ok := tier.(prometheus.Collector); ok {
+			cols = append(cols, c)
+		}
 	}
 	return cols
 }

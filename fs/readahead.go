@@ -16,16 +16,24 @@ import (
 // The kernel's read-ahead never crosses from one file into the next, and
 // programs read chunks one file at a time: `cat scale/*` opens, reads and
 // closes a handle per chunk. So read-ahead follows readers, not handles: a
-// reader is one thread (the caller's pid of the FUSE request that opened
-// the file, which the kernel gives per thread, so the threads of one
-// program are separate readers) reading one sequence of chunks, and it
-// outlives the handles it opens. The first read of each handle is the reader's touch of that
-// chunk: the tree asks the store for the chunk (GetHit tells whether the
-// reader had to wait), then tells the reader's cache.Tracker, which
-// advises which positions to prefetch or to cancel; the positions become
-// chunk keys and go to Store.Prefetch. A reader idle for cache.IdleAfter
-// is stopped (its unread prefetches cancelled, its budget returned) and
-// forgotten.
+// reader is one process (the thread group of the thread whose FUSE
+// request opened the file, see tgidCache) reading one sequence of chunks,
+// and it outlives the handles it opens. One process has one read-ahead
+// window per sequence however many threads it reads with. The first read
+// of each handle is the reader's touch of that chunk: the tree asks the
+// store for the chunk (GetHit tells whether the reader had to wait), then
+// tells the reader's cache.Tracker, which advises which positions to
+// prefetch or to cancel; the positions become chunk keys and go to
+// Store.Prefetch. A reader idle for cache.IdleAfter is stopped (its unread
+// prefetches cancelled, its budget returned) and forgotten.
+//
+// A pool of threads that shares out one directory (each thread opens the
+// next name from a queue) touches its chunks out of order: by up to the
+// number of threads, and further when a thread is held up between taking
+// a name and its first read. The reader remembers the threads of its last
+// poolMemory touches, and the tracker tolerates twice as many positions
+// of disorder as there are distinct threads among them
+// (cache.Tracker.TouchConcurrent), so the pool keeps one run.
 //
 // # Positions
 //
@@ -40,6 +48,10 @@ import (
 // (decode.Array.Index), which a reader that walks the grid follows.
 const maxLexicalNames = 1 << 17
 
+// poolMemory is how many of a reader's last touches it remembers the
+// threads of: enough to see every thread of a pool of 32 at least once.
+const poolMemory = 64
+
 // maxSeqs bounds the key directories whose sorted names are kept, and
 // maxSeqBytes their names' bytes (with each string's header): at most a
 // few directories of maxLexicalNames names.
@@ -47,6 +59,16 @@ const (
 	maxSeqs     = 64
 	maxSeqBytes = 16 << 20
 )
+
+// sequence is what a reader follows: positions 0 to len()-1 of one
+// array, each standing for the chunks that a prefetch of it loads.
+type sequence interface {
+	len() int64
+	array() *decode.Array
+	// chunks returns the grid coordinates (metadata order) of the chunks
+	// a prefetch of position p loads.
+	chunks(p int64) [][]int64
+}
 
 // keySeq is the order in which a reader is expected to read chunk files.
 type keySeq struct {
@@ -71,13 +93,17 @@ func (s *keySeq) pos(f *chunkFile) int64 {
 	return int64(sort.SearchStrings(s.names, f.name))
 }
 
-// coords returns the grid coordinates of the chunk at position p.
-func (s *keySeq) coords(p int64) ([]int64, bool) {
+func (s *keySeq) array() *decode.Array { return s.a }
+
+// chunks returns the grid coordinates of the chunk at position p.
+func (s *keySeq) chunks(p int64) [][]int64 {
 	if s.names == nil {
-		return s.a.Coords(p), true
+		return [][]int64{s.a.Coords(p)}
 	}
-	_, c, ok := s.a.KeyLookup(s.node, s.names[p])
-	return c, ok && c != nil
+	if _, c, ok := s.a.KeyLookup(s.node, s.names[p]); ok && c != nil {
+		return [][]int64{c}
+	}
+	return nil
 }
 
 // readers holds the read-ahead state of a tree. Safe for concurrent use.
@@ -88,47 +114,75 @@ type readers struct {
 	m        map[readerKey]*reader // GUARDED_BY(mu)
 	seqs     map[string]*keySeq    // GUARDED_BY(mu); by keySeq.id
 	seqBytes int64                 // GUARDED_BY(mu); bytes of the names in seqs
+
+	tgids tgidCache
 }
 
 type readerKey struct {
-	seq string // keySeq.id
-	pid uint32
+	seq  string    // keySeq.id, or "" for a view
+	view *viewFile // the view file read, or nil
+	pid  uint32    // the thread group id
 }
 
-// reader is one thread reading one sequence of chunks.
+// reader is one process reading one sequence of chunks, or one view file.
 //
 // LOCK ORDERING: readers.mu before reader.mu; neither is held while
 // prefetches are issued.
 type reader struct {
 	rs   *readers
 	key  readerKey
-	seq  *keySeq
+	seq  sequence
 	tr   *cache.Tracker
 	idle *time.Timer
 
 	mu     sync.Mutex
 	ctx    context.Context    // GUARDED_BY(mu); scope of the prefetches issued since the last cancel
 	cancel context.CancelFunc // GUARDED_BY(mu)
+	tids   [poolMemory]uint32 // GUARDED_BY(mu); the threads of the last touches, a ring
+	ntids  int                // GUARDED_BY(mu); touches recorded in tids
 }
 
 func (rs *readers) init(t *Tree) {
 	rs.t = t
 	rs.m = make(map[readerKey]*reader)
 	rs.seqs = make(map[string]*keySeq)
+	rs.tgids.proc = "/proc"
 }
 
-// touch tells the reader pid of f's sequence that it read f for the first
-// time through a handle, and whether it waited for the chunk, then issues
-// or cancels prefetches as its tracker advises. It does nothing when
-// read-ahead is off.
-func (rs *readers) touch(f *chunkFile, pid uint32, waited bool) {
+// touch tells the reader pid (a thread group id) of f's sequence that its
+// thread tid read f for the first time through a handle, and whether it
+// waited for the chunk, then issues or cancels prefetches as its tracker
+// advises. It does nothing when read-ahead is off.
+func (rs *readers) touch(f *chunkFile, pid, tid uint32, waited bool) {
 	if rs.t.opts.ReadAhead <= 0 || f.dir == nil {
 		return
 	}
 	seq := rs.seqOf(f.dir)
-	r := rs.reader(readerKey{seq.id, pid}, seq)
+	r := rs.reader(readerKey{seq: seq.id, pid: pid}, seq, nil)
+	r.touch(seq.pos(f), tid, waited)
+}
+
+// touch tells r that its thread tid touched position pos.
+func (r *reader) touch(pos int64, tid uint32, waited bool) {
 	r.idle.Reset(cache.IdleAfter)
-	r.apply(r.tr.Touch(seq.pos(f), waited))
+	r.apply(r.tr.TouchConcurrent(pos, waited, 2*r.threads(tid)-1))
+}
+
+// threads records a touch by thread tid and returns the distinct threads
+// among the last poolMemory touches.
+func (r *reader) threads(tid uint32) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tids[r.ntids%poolMemory] = tid
+	r.ntids++
+	seen := r.tids[:min(r.ntids, poolMemory)]
+	n := int64(0)
+	for i, x := range seen {
+		if !slices.Contains(seen[:i], x) {
+			n++
+		}
+	}
+	return n
 }
 
 // seqOf returns the sequence of the key directory d, made on first use.
@@ -169,20 +223,28 @@ func (rs *readers) seqOf(d *keyDir) *keySeq {
 	return s
 }
 
-// reader returns the reader of key, made on first use.
-func (rs *readers) reader(key readerKey, seq *keySeq) *reader {
+// reader returns the reader of key, made on first use. Without charge,
+// each position is charged the bytes of one chunk.
+func (rs *readers) reader(key readerKey, seq sequence, charge func(int64) int64) *reader {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if r, ok := rs.m[key]; ok {
 		return r
 	}
 	r := &reader{rs: rs, key: key, seq: seq}
-	r.tr = cache.NewTracker(cache.TrackerConfig{
+	a := seq.array()
+	cfg := cache.TrackerConfig{
 		Len:        seq.len(),
-		ChunkBytes: seq.a.ChunkSize(make([]int64, len(seq.a.Grid))),
+		ChunkBytes: a.ChunkSize(make([]int64, len(a.Grid))),
 		MaxBytes:   rs.t.opts.ReadAhead,
 		Budget:     rs.t.budget,
-	})
+	}
+	if charge != nil {
+		cfg.Charge = charge
+		// The window is counted in positions of a typical charge.
+		cfg.ChunkBytes = max(1, charge(min(1, cfg.Len-1)))
+	}
+	r.tr = cache.NewTracker(cfg)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.idle = time.AfterFunc(cache.IdleAfter, func() { rs.stop(r) })
 	rs.m[key] = r
@@ -201,11 +263,11 @@ func (r *reader) apply(adv cache.Advice) {
 	if len(adv.Prefetch) == 0 {
 		return
 	}
-	a := r.seq.a
+	a := r.seq.array()
 	keys := make([]string, 0, len(adv.Prefetch))
 	coords := make([][]int64, 0, len(adv.Prefetch))
 	for _, p := range adv.Prefetch {
-		if c, ok := r.seq.coords(p); ok {
+		for _, c := range r.seq.chunks(p) {
 			keys = append(keys, a.ChunkKey(c))
 			coords = append(coords, c)
 		}

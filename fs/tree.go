@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/volfs/volfs/cache"
@@ -63,9 +62,14 @@ type Options struct {
 	// read, and all readers together (see readers); 0 turns read-ahead
 	// off.
 	ReadAhead int64
-	// Disk, when not nil, keeps decoded chunks across restarts (see
-	// Tree.loader). The tree does not close it.
+	// Disk, when not nil, keeps decoded chunks across restarts: the
+	// chunk store's first tier below memory (see Tree.loader). The tree
+	// does not close it.
 	Disk *disk.Cache
+	// Tiers are the chunk store's tiers after Disk (a shared cache of a
+	// fleet), asked in order before the origin. The tree does not close
+	// them.
+	Tiers []cache.Tier
 	// ReadTimeout, when positive, bounds each read of the mount as a
 	// whole, from the kernel's request to the reply, every fetch, retry,
 	// back-off and decode included, and each chunk load alike: a read
@@ -86,12 +90,11 @@ type Tree struct {
 	readers readers
 	loads   loadStats
 	// ids is what the tree knows of its objects' identities, for the
-	// disk cache's checks.
+	// checks of the tiers' entries.
 	ids identities
-	// diskSlots and diskWrites bound and track the writes to the disk
-	// cache running behind loads (writeBehind).
-	diskSlots  chan struct{}
-	diskWrites sync.WaitGroup
+	// tiers are the chunk store's tiers below memory: Options.Disk,
+	// then Options.Tiers.
+	tiers []cache.Tier
 	// memo holds shard and minishard indexes (decode.Source.Memo),
 	// apart from chunks so that a scan of chunks cannot evict them.
 	memo *cache.Cache
@@ -122,6 +125,10 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	if t.log == nil {
 		t.log = slog.Default()
 	}
+	if opts.Disk != nil {
+		t.tiers = append(t.tiers, cache.DiskTier(opts.Disk))
+	}
+	t.tiers = append(t.tiers, opts.Tiers...)
 	t.store = cache.NewStore(cache.Options{
 		MaxBytes: opts.CacheBytes,
 		// A missing chunk is a stable answer: keep it, so that every read
@@ -129,9 +136,9 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 		KeepError: isMissing,
 		Workers:   opts.Workers,
 		CPUSlots:  opts.CPUSlots,
+		Tiers:     t.tiers,
 	})
 	t.budget = cache.NewBudget(opts.ReadAhead).DrawFrom(t.store.MemBudget())
-	t.diskSlots = make(chan struct{}, diskWriters)
 	t.readers.init(t)
 	t.ids.init(t)
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
@@ -161,12 +168,11 @@ func isMissing(err error) bool {
 }
 
 // Close stops the chunk store's workers and any read-ahead, and waits for
-// the writes to the disk cache still running. Call it after the mount is
-// gone and the last read has returned.
+// the writes to the tiers still running. Call it after the mount is gone
+// and the last read has returned.
 func (t *Tree) Close() {
 	t.readers.stopAll()
 	t.store.Close()
-	t.diskWrites.Wait()
 }
 
 // Root returns the root directory.

@@ -199,141 +199,95 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 	return f.t.store.GetHit(ctx, f.key, f.load)
 }
 
-// loader returns the load of the chunk at c of a, whose key is key. It
-// runs on whichever goroutine the store gives it (the reader's, or a
-// worker of the pool for batches and prefetches).
+// loader returns the load of the chunk at c of a, whose key is key, through
+// the chunk store's tiers (cache.Store.Loader): the tree supplies the
+// chunk's name in the tiers (tierKey), its size, the check of an entry's
+// identity record and the load from the origin. It runs on whichever
+// goroutine the store gives it (the reader's, or a worker of the pool for
+// batches and prefetches), under the read deadline.
 //
-// With a disk cache, the load looks there first: a hit is the chunk's
-// decoded bytes, zstd-compressed by the disk cache, of the chunk's size,
-// made from the versions of the source objects that the source still
-// holds (identities.check: compared with what this mount learnt within
-// --metadata-ttl, else with one Stat per object); a miss, a damaged or
-// stale file (the disk cache deletes it) or a file of the wrong size falls
-// through to the origin. Every chunk loaded
-// from the origin is kept on disk in decoded form (disk.PutCompressed),
-// whatever its codec: reading one back costs a zstd decompression, which
-// is several times faster than gzip, jpeg or png (BenchmarkDiskHit), and
-// for a sharded chunk it also skips the shard and minishard indexes. The
-// write runs behind the load (writeBehind), so the reader does not wait
-// for the compression. A missing chunk is not kept on disk, nor one whose
-// objects the source does not identify (identities.record). A failed
-// write is counted by the disk cache and otherwise ignored: the chunk is
-// still served.
+// A tier's entry is served when it is of the chunk's size and made from
+// the versions of the source objects that the source still holds
+// (identities.check: compared with what this mount learnt within
+// --metadata-ttl, else with one Stat per object); anything else falls
+// through to the next tier and then to the origin. Every chunk loaded from
+// the origin is kept in the tiers in decoded form, whatever its codec, with
+// the identity record of the objects it read; a missing chunk is not, nor
+// one whose objects the source does not identify (identities.record).
 //
-// A prefetch takes a slot of Store.Throttle for the part of its load that
-// is bound by CPU: all of it from a local source (reading a file is a
-// copy), and from a remote one everything after the bytes arrive
-// (removing transport gzip, decoding), so that fetches overlap freely
-// while decodes go one per core, nearest first.
+// A prefetch takes its CPU slot (cache.Load.CPU) for the part of its load
+// that is bound by CPU: all of it from a local source (reading a file is a
+// copy), and from a remote one everything after the bytes arrive (removing
+// transport gzip, decoding), so that fetches overlap freely while decodes
+// go one per core, nearest first.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
+	load := t.store.Loader(cache.Chunk{
+		Key:      t.tierKey(key),
+		Size:     a.ChunkSize(c),
+		Check:    t.ids.check,
+		CPUBound: t.local,
+		Load: func(ctx context.Context, l *cache.Load) ([]byte, []byte, error) {
+			return t.load(ctx, l, a, key, c)
+		},
+	})
 	return func(ctx context.Context) ([]byte, error) {
 		lctx, cancel := t.readContext(ctx)
 		defer cancel()
-		b, err := t.load(lctx, a, key, c)
+		b, err := load(lctx)
 		return b, t.readError(ctx, lctx, err)
 	}
 }
 
-// load is the body of loader's load, under the read deadline.
-func (t *Tree) load(ctx context.Context, a *decode.Array, key string, c []int64) ([]byte, error) {
-	src := &treeSource{t: t, last: key}
-	defer src.unthrottle()
-	if t.local {
-		if err := src.throttle(ctx); err != nil {
-			return nil, err
-		}
-	}
-	dkey := t.diskKey(key)
-	if t.opts.Disk != nil {
-		check := func(rec []byte) error { return t.ids.check(ctx, rec) }
-		if b, ok := t.opts.Disk.Get(dkey, a.ChunkSize(c), check); ok {
-			return b, nil
-		}
-	}
+// load loads the chunk at c of a from the origin: the body of loader's
+// origin load. It returns the chunk's bytes and, when they can be kept
+// in the tiers, the identity record of the objects it read.
+func (t *Tree) load(ctx context.Context, l *cache.Load, a *decode.Array, key string, c []int64) ([]byte, []byte, error) {
+	src := &treeSource{t: t, last: key, l: l}
 	// The clock starts here: a wait for the slot before it (a local
 	// source's) is not part of the time, so it is not taken off it.
-	src.waited = 0
+	waited := l.Waited()
 	start := time.Now()
 	stored, err := a.Fetch(ctx, src, c)
 	if err == nil {
-		err = src.throttle(ctx)
+		err = l.CPU(ctx)
 	}
 	var b []byte
 	if err == nil {
 		b, err = a.DecodeFrom(src, stored, c)
 	}
-	t.loads.observe(a.Encoding, time.Since(start)-src.waited, err)
+	t.loads.observe(a.Encoding, time.Since(start)-(l.Waited()-waited), err)
 	if isMissing(err) {
 		// Kept by the cache for every hole of a sparse volume: one
 		// shared error, not the fetcher's of each chunk.
-		return nil, errChunkMissing
+		return nil, nil, errChunkMissing
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
+		return nil, nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 	}
-	if t.opts.Disk != nil {
-		if rec, ok := t.ids.record(src.seen); ok {
-			t.writeBehind(dkey, rec, b)
-		}
+	if len(t.tiers) == 0 {
+		return b, nil, nil
 	}
-	return b, nil
+	rec, ok := t.ids.record(src.seen)
+	if !ok {
+		return b, nil, nil
+	}
+	return b, rec, nil
 }
 
-// diskWriters bounds the disk-cache writes running behind loads. A load
-// that finds them all busy waits for one (back-pressure), so memory held
-// by pending writes stays bounded.
-const diskWriters = 2
-
-// writeBehind keeps b, a chunk's decoded bytes (never modified), made from
-// the objects of the identity record rec, in the disk cache under dkey on
-// a goroutine of its own; Close waits for it.
-func (t *Tree) writeBehind(dkey string, rec, b []byte) {
-	t.diskSlots <- struct{}{}
-	t.diskWrites.Add(1)
-	go func() {
-		defer t.diskWrites.Done()
-		defer func() { <-t.diskSlots }()
-		t.opts.Disk.PutCompressed(dkey, rec, b)
-	}()
-}
-
-// diskKey names a chunk in the disk cache: the source, then the chunk's
-// key, so that one cache directory can serve several sources.
-func (t *Tree) diskKey(key string) string { return t.src.String() + "\x00" + key }
+// tierKey names a chunk in the store's tiers: the source, then the chunk's
+// key, so that one cache directory or shared engine can serve several
+// sources.
+func (t *Tree) tierKey(key string) string { return t.src.String() + "\x00" + key }
 
 // treeSource is the decode.Source of one chunk load: the tree's fetcher,
 // with transport gzip removed, and its memo cache. It records the identity
 // of every object the load reads, memoised reads included. It is used by
 // one goroutine.
 type treeSource struct {
-	t      *Tree
-	seen   []seen        // the objects read, with their identities
-	last   string        // the key of the object fetched last, for error messages
-	slot   func()        // gives back the Throttle slot, once taken
-	waited time.Duration // spent waiting for the slot
-}
-
-// throttle takes the load's Throttle slot, unless it has one.
-func (s *treeSource) throttle(ctx context.Context) error {
-	if s.slot != nil {
-		return nil
-	}
-	start := time.Now()
-	slot, err := s.t.store.Throttle(ctx)
-	s.waited += time.Since(start)
-	if err != nil {
-		return err
-	}
-	s.slot = slot
-	return nil
-}
-
-// unthrottle gives back the Throttle slot, if taken.
-func (s *treeSource) unthrottle() {
-	if s.slot != nil {
-		s.slot()
-		s.slot = nil
-	}
+	t    *Tree
+	seen []seen      // the objects read, with their identities
+	last string      // the key of the object fetched last, for error messages
+	l    *cache.Load // the load's CPU slot
 }
 
 func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
@@ -360,7 +314,7 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 	// slot. The object goes back to the pool either way, since Gunzip
 	// decodes into a buffer of its own.
 	defer mem.Put(obj.Data)
-	if err := s.throttle(ctx); err != nil {
+	if err := s.l.CPU(ctx); err != nil {
 		return nil, err
 	}
 	return decode.Gunzip(obj.Data, 0, int(limit))

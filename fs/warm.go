@@ -279,7 +279,7 @@ func (p *WarmPlan) Count() (chunks, bytes int64) {
 // The disk cache's writes run behind the loads: Tree.Close waits for
 // them.
 func (p *WarmPlan) Run(ctx context.Context, workers int, dryRun bool, each func(WarmResult)) error {
-	if p.t.opts.Disk == nil && !dryRun {
+	if len(p.t.tiers) == 0 && !dryRun {
 		return ErrNoDiskCache
 	}
 	type job struct {
@@ -348,16 +348,22 @@ func (t *Tree) warmChunk(ctx context.Context, a *decode.Array, c []int64, dryRun
 	return r
 }
 
-// onDisk reports whether the disk cache holds the chunk at c of a, made
-// from objects the source still holds unchanged: what a load would serve
-// from disk.
+// onDisk reports whether every tier of the chunk store (the disk cache,
+// then a shared tier if any) holds the chunk at c of a, made from objects
+// the source still holds unchanged: what a load would serve without the
+// origin. A chunk that some tier lacks is loaded, which fills the tiers
+// above the one that has it (cache.Store.Loader).
 func (t *Tree) onDisk(ctx context.Context, a *decode.Array, key string, c []int64) bool {
-	if t.opts.Disk == nil {
+	if len(t.tiers) == 0 {
 		return false
 	}
 	check := func(rec []byte) error { return t.ids.check(ctx, rec) }
-	_, ok := t.opts.Disk.Get(t.diskKey(key), a.ChunkSize(c), check)
-	return ok
+	for _, tier := range t.tiers {
+		if _, _, ok := tier.Get(ctx, t.tierKey(key), a.ChunkSize(c), check); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrNoDiskCache is returned by a warm of a tree without a disk cache.

@@ -16,9 +16,12 @@ import (
 //   - decode/codec, the byte codecs and their registry, is a leaf below
 //     the formats of decode: a codec knows no format, and fs reaches the
 //     codecs only through decode.
-//   - cache (the chunk store) and cache/disk (the disk tier) sit beside
-//     decode and fetcher, not below them: neither decode nor fetcher
-//     imports anything under cache/, directly or through another package.
+//   - cache (the chunk store) and its tiers, cache/disk (--cache-dir) and
+//     cache/shared (--shared-cache), sit beside decode and fetcher, not
+//     below them: neither decode nor fetcher imports anything under cache/,
+//     directly or through another package. A tier knows nothing of the
+//     store (it satisfies cache.Tier by its methods); the store adapts the
+//     disk cache (cache.DiskTier), and cmd hands it the shared tier.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
 //   - serve, the HTTP and WebDAV front end, reads the tree of fs as the
 //     FUSE one does, and nothing below it but fetcher's check of a key.
@@ -27,8 +30,9 @@ var layers = map[string][]string{
 	"decode":       {"decode/codec", "internal/mem"},
 	"decode/codec": {"internal/mem"},
 	"fetcher":      {"internal/mem"},
-	"cache":        nil,
+	"cache":        {"cache/disk"},
 	"cache/disk":   nil,
+	"cache/shared": nil,
 	"fs":           {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
 	"fs/view":      nil,
 	"serve":        {"fs", "fetcher"},

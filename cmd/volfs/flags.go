@@ -62,6 +62,8 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "read-ahead", Value: "64MiB", Usage: "chunks prefetched ahead of readers that read chunk files in order: bytes per reader and in all (a size, see SIZES; 0 turns read-ahead off)"}},
 		{onSource, &cli.StringFlag{Name: "cache-dir", Usage: "keep decoded chunks across restarts in DIR/volfs-UID, a directory of volfs's own (mode 0700; checked against the source's object identities; off when empty)"}},
 		{onSource, &cli.StringFlag{Name: "disk-cache-size", Value: "10GiB", Usage: "bound of --cache-dir, a size (see SIZES; least recently used out first)"}},
+		{onSource, &cli.StringFlag{Name: "shared-cache", Usage: "share decoded chunks with a fleet of mounts on redis://HOST:PORT[/DB], rediss://..., redis+cluster://H1:P1,H2:P2 or memcache://H1:P1[,H2:P2] (password: in the URL or VOLFS_SHARED_CACHE_PASSWORD; off when empty)"}},
+		{onSource, &cli.StringFlag{Name: "shared-cache-secret", Usage: "sign the values of --shared-cache with this secret and refuse values not signed with it (every node of the fleet must give the same one)"}},
 		{onFUSE | onServe, &cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics at http://ADDR/metrics (e.g. localhost:9090; off when empty)"}},
 		{onFUSE, &cli.BoolFlag{Name: "direct-io", Usage: "serve reads without the kernel's page cache: decoded chunks held once, faster first reads, but every read asks volfs"}},
 		{onFUSE, &cli.BoolFlag{Name: "allow-other", Usage: "let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)"}},
@@ -176,6 +178,9 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 	diskBytes, err := parseSize(c.String("disk-cache-size"))
 	if c.String("cache-dir") != "" && (err != nil || diskBytes <= 0) {
 		return nil, fmt.Errorf("--disk-cache-size: want a positive size, got %q", c.String("disk-cache-size"))
+	}
+	if opts.Tiers, err = sharedTiers(c, log); err != nil {
+		return nil, err
 	}
 	var exclude []string
 	if mountpoint != "" {

@@ -22,7 +22,9 @@ import (
 // spareProcs raises it.
 var decodeCores = runtime.GOMAXPROCS(0)
 
-// spareProcs runs twice as many Ps as cores, unless GOMAXPROCS is set.
+// spareProcs runs twice as many Ps as cores, unless GOMAXPROCS is set or
+// a cgroup CPU quota binds the process (hasCPUQuota: Go's own default,
+// from the quota, is then left alone).
 // go-fuse serves each request on a goroutine of its own; with one P per
 // core and every P busy decoding, a request waits for the next preemption
 // (Go's time slice is 10 ms) before it is even read, and the program
@@ -33,7 +35,7 @@ var decodeCores = runtime.GOMAXPROCS(0)
 // mount on 2 cores: 0.79-0.85 s with 2 Ps, 0.68-0.70 s with 4
 // (docs/PERFORMANCE.md, "Spare Ps").
 func spareProcs() {
-	if os.Getenv("GOMAXPROCS") == "" {
+	if os.Getenv("GOMAXPROCS") == "" && !hasCPUQuota("") {
 		runtime.GOMAXPROCS(2 * decodeCores)
 	}
 }

@@ -166,7 +166,7 @@ func lastLine(out []byte) string {
 // WaitBlocked waits until at least n goroutines are blocked — in a select,
 // a channel operation or on a lock — with function fn on their stack, fn
 // being its name as a stack trace prints it (for example
-// "github.com/volfs/volfs/cache.(*Store).Throttle"). It is how a test waits
+// "github.com/volfs/volfs/cache.(*Load).CPU"). It is how a test waits
 // for a goroutine to reach a wait it cannot otherwise observe, instead of
 // sleeping. It fails the test after a minute.
 func WaitBlocked(t testing.TB, fn string, n int) {

@@ -1,0 +1,119 @@
+package shared
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// stats are the counters of a Tier.
+type stats struct {
+	hits, misses, stale       atomic.Int64
+	errors, outages, skipped  atomic.Int64
+	corrupt, forged, tooLarge atomic.Int64
+	puts                      atomic.Int64
+	readBytes, writtenBytes   atomic.Int64
+	hitBytes                  atomic.Int64
+	leasesWon, leasesWaited   atomic.Int64
+	leasesTimedOut            atomic.Int64
+	getLatency                latency
+}
+
+// Stats is a snapshot of a Tier's counters.
+type Stats struct {
+	// Hits and Misses count lookups; Stale, values whose identity record
+	// the store refused (made from another version of the source).
+	Hits, Misses, Stale int64
+	// Errors counts calls that failed or ran out of time; Outages, the
+	// runs of them; Skipped, calls not made during an outage's back-off.
+	Errors, Outages, Skipped int64
+	// Corrupt counts values refused for their checksum, size or codec;
+	// Forged, values without the fleet's HMAC; TooLarge, values not
+	// stored for being above MaxValue.
+	Corrupt, Forged, TooLarge int64
+	Puts                      int64
+	// ReadBytes and WrittenBytes are bytes of values moved; HitBytes,
+	// decoded bytes served (which the origin did not send).
+	ReadBytes, WrittenBytes, HitBytes int64
+	// LeasesWon, LeasesWaited and LeasesTimedOut count the fleet's single
+	// flight: leases taken, waits for another node's value, and waits
+	// that ended without it.
+	LeasesWon, LeasesWaited, LeasesTimedOut int64
+}
+
+// Stats returns the tier's counters.
+func (t *Tier) Stats() Stats {
+	s := &t.stats
+	return Stats{
+		Hits: s.hits.Load(), Misses: s.misses.Load(), Stale: s.stale.Load(),
+		Errors: s.errors.Load(), Outages: s.outages.Load(), Skipped: s.skipped.Load(),
+		Corrupt: s.corrupt.Load(), Forged: s.forged.Load(), TooLarge: s.tooLarge.Load(),
+		Puts: s.puts.Load(), ReadBytes: s.readBytes.Load(), WrittenBytes: s.writtenBytes.Load(),
+		HitBytes: s.hitBytes.Load(), LeasesWon: s.leasesWon.Load(), LeasesWaited: s.leasesWaited.Load(),
+		LeasesTimedOut: s.leasesTimedOut.Load(),
+	}
+}
+
+// latency sums the time of calls, for a counter pair (seconds, calls).
+type latency struct{ nanos, calls atomic.Int64 }
+
+func (l *latency) observe(d time.Duration) {
+	l.nanos.Add(int64(d))
+	l.calls.Add(1)
+}
+
+var (
+	descs = map[string]*prometheus.Desc{}
+	help  = []struct{ name, help string }{
+		{"hits", "Chunk lookups the shared tier served."},
+		{"misses", "Chunk lookups the shared tier could not serve."},
+		{"stale", "Shared-tier values made from another version of the source, refused."},
+		{"errors", "Calls to the shared engine that failed or ran out of time."},
+		{"outages", "Runs of failed calls to the shared engine (each logged once)."},
+		{"skipped", "Calls not made to the shared engine during an outage's back-off."},
+		{"corrupt", "Shared-tier values refused for their checksum, size or codec."},
+		{"forged", "Shared-tier values refused for want of the fleet's HMAC."},
+		{"too_large", "Chunks not stored in the shared tier for being above the engine's item limit."},
+		{"puts", "Chunks stored in the shared tier."},
+		{"read_bytes", "Bytes of values read from the shared engine."},
+		{"written_bytes", "Bytes of values written to the shared engine."},
+		{"saved_bytes", "Decoded bytes the shared tier served instead of the origin."},
+		{"leases_won", "Fleet leases taken before going to the origin."},
+		{"leases_waited", "Waits for another node's value under its lease."},
+		{"leases_timed_out", "Waits for another node's value that ended without it."},
+		{"get_seconds", "Time spent in lookups of the shared engine."},
+		{"gets", "Lookups of the shared engine."},
+	}
+)
+
+func init() {
+	for _, h := range help {
+		descs[h.name] = prometheus.NewDesc("volfs_shared_"+h.name+"_total", h.help, []string{"engine"}, nil)
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (t *Tier) Describe(ch chan<- *prometheus.Desc) {
+	for _, h := range help {
+		ch <- descs[h.name]
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (t *Tier) Collect(ch chan<- prometheus.Metric) {
+	s := t.Stats()
+	vals := map[string]float64{
+		"hits": float64(s.Hits), "misses": float64(s.Misses), "stale": float64(s.Stale),
+		"errors": float64(s.Errors), "outages": float64(s.Outages), "skipped": float64(s.Skipped),
+		"corrupt": float64(s.Corrupt), "forged": float64(s.Forged), "too_large": float64(s.TooLarge),
+		"puts": float64(s.Puts), "read_bytes": float64(s.ReadBytes), "written_bytes": float64(s.WrittenBytes),
+		"saved_bytes": float64(s.HitBytes), "leases_won": float64(s.LeasesWon), "leases_waited": float64(s.LeasesWaited),
+		"leases_timed_out": float64(s.LeasesTimedOut),
+		"get_seconds":      time.Duration(t.stats.getLatency.nanos.Load()).Seconds(),
+		"gets":             float64(t.stats.getLatency.calls.Load()),
+	}
+	for _, h := range help {
+		ch <- prometheus.MustNewConstMetric(descs[h.name], prometheus.CounterValue, vals[h.name], t.Name())
+	}
+}

@@ -1,0 +1,395 @@
+package shared
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/volfs/volfs/internal/testenv"
+)
+
+// logBuffer collects a tier's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer // GUARDED_BY(mu)
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+func open(t *testing.T, opts Options) (*Tier, *logBuffer) {
+	t.Helper()
+	logs := new(logBuffer)
+	opts.Log = slog.New(slog.NewTextHandler(logs, nil))
+	tier, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tier.Close() })
+	return tier, logs
+}
+
+func accept([]byte) error { return nil }
+
+func random(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// TestRoundTrip puts values into a real redis-server and memcached and
+// reads them back: compressible ones stored as zstd, random ones raw, with
+// and without a secret; a lookup of another size misses.
+func TestRoundTrip(t *testing.T) {
+	engines := map[string]string{
+		"redis":    "redis://" + testenv.StartRedis(t).Addr,
+		"memcache": "memcache://" + testenv.StartMemcached(t).Addr,
+	}
+	for name, u := range engines {
+		for _, secret := range []string{"", "s3cret"} {
+			tier, _ := open(t, Options{URL: u, Secret: []byte(secret)})
+			for _, tc := range []struct {
+				name string
+				val  []byte
+			}{
+				{"zeros", make([]byte, 256<<10)},
+				{"random", random(100 << 10)},
+				{"empty", nil},
+			} {
+				key := name + secret + tc.name
+				ident := []byte("etag:" + tc.name)
+				tier.Put(key, ident, tc.val)
+				got, gotIdent, ok := tier.Get(context.Background(), key, int64(len(tc.val)), accept)
+				if !ok || !bytes.Equal(got, tc.val) || !bytes.Equal(gotIdent, ident) {
+					t.Errorf("%s %q %s: got %d bytes, %q, %v; want %d bytes, %q", name, secret, tc.name, len(got), gotIdent, ok, len(tc.val), ident)
+				}
+				if _, _, ok := tier.Get(context.Background(), key, int64(len(tc.val))+1, accept); ok {
+					t.Errorf("%s %s: served at another size", name, tc.name)
+				}
+			}
+			if st := tier.Stats(); st.Puts != 3 || st.Corrupt != 3 || st.Errors != 0 {
+				t.Errorf("%s: stats %+v, want 3 puts, 3 refused for their size, no errors", name, st)
+			}
+			if st := tier.Stats(); st.WrittenBytes >= 256<<10 {
+				t.Errorf("%s: %d bytes written for 256 KiB of zeros and 100 KiB random: the zeros were not compressed", name, st.WrittenBytes)
+			}
+		}
+	}
+}
+
+// TestConnect reaches engines that ask more than an address: a Redis with
+// a password (in the URL, or from Options.Password, which cmd/volfs fills
+// from VOLFS_SHARED_CACHE_PASSWORD), and one that speaks TLS only
+// (rediss://, a certificate of the test's own authority). A wrong
+// password is an outage, not a hit.
+func TestConnect(t *testing.T) {
+	pw := testenv.StartRedis(t, "--requirepass", "pa55")
+	cert, key, pool := selfSigned(t)
+	tlsEngine := testenv.StartRedisTLS(t, cert, key)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want bool
+	}{
+		{"password in the URL", Options{URL: "redis://:pa55@" + pw.Addr}, true},
+		{"password from the environment", Options{URL: "redis://" + pw.Addr, Password: "pa55"}, true},
+		{"wrong password", Options{URL: "redis://:nope@" + pw.Addr}, false},
+		// A TLS handshake under -race takes longer than the default deadline.
+		{"tls", Options{URL: "rediss://" + tlsEngine.Addr, RootCAs: pool, Timeout: 5 * time.Second}, true},
+		{"tls, unknown authority", Options{URL: "rediss://" + tlsEngine.Addr, Timeout: 5 * time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tier, _ := open(t, tc.opts)
+			val := random(1000)
+			tier.Put("k", []byte("id"), val)
+			_, _, ok := tier.Get(context.Background(), "k", int64(len(val)), accept)
+			if ok != tc.want {
+				t.Errorf("hit: got %v, want %v (stats %+v)", ok, tc.want, tier.Stats())
+			}
+			if st := tier.Stats(); !tc.want && st.Errors == 0 {
+				t.Errorf("no error counted: %+v", st)
+			}
+		})
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1, signed by itself, and its
+// key, and returns their files and a pool that trusts it.
+func selfSigned(t *testing.T) (cert, key string, pool *x509.CertPool) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "volfs test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Readable by redis-server, which may run as another user.
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(c)
+	return cert, key, pool
+}
+
+// TestCorruptAndForged damages a value in the engine (a bit flipped by
+// another client) and plants one not signed with the fleet's secret: both
+// are refused, never served, and counted.
+func TestCorruptAndForged(t *testing.T) {
+	u := "redis://" + testenv.StartRedis(t).Addr
+	signed, _ := open(t, Options{URL: u, Secret: []byte("fleet")})
+	unsigned, _ := open(t, Options{URL: u})
+	val := random(64 << 10)
+	ctx := context.Background()
+
+	signed.Put("a", []byte("id"), val)
+	raw, err := signed.eng.get(ctx, engineKey("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int{5, 9, 30, len(raw) - 1} {
+		bad := bytes.Clone(raw)
+		bad[off] ^= 0x10
+		if err := signed.eng.set(ctx, engineKey("a"), bad); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, ok := signed.Get(ctx, "a", int64(len(val)), accept); ok {
+			t.Errorf("byte %d flipped: served %d bytes", off, len(got))
+		}
+	}
+	for _, n := range []int{0, 10, headerSize, len(raw) / 2, len(raw) - 1} {
+		if err := signed.eng.set(ctx, engineKey("a"), raw[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, ok := signed.Get(ctx, "a", int64(len(val)), accept); ok {
+			t.Errorf("truncated to %d bytes: served %d bytes", n, len(got))
+		}
+	}
+	if st := signed.Stats(); st.Corrupt+st.Forged != 9 {
+		t.Errorf("refused: %+v, want 9 corrupt or forged", st)
+	}
+
+	// A well-formed value with a valid checksum, written without the
+	// secret: the signed tier refuses it, the unsigned one serves it.
+	forged := bytes.Repeat([]byte{0x66}, len(val))
+	unsigned.Put("b", []byte("id"), forged)
+	if got, _, ok := signed.Get(ctx, "b", int64(len(forged)), accept); ok {
+		t.Errorf("a value without the fleet's HMAC was served: %d bytes", len(got))
+	}
+	if st := signed.Stats(); st.Forged < 1 {
+		t.Errorf("forged: got %d, want at least 1", st.Forged)
+	}
+	if _, _, ok := unsigned.Get(ctx, "b", int64(len(forged)), accept); !ok {
+		t.Error("the unsigned tier missed its own value")
+	}
+}
+
+// TestCollector registers a tier in a pedantic registry, which checks
+// its descriptions against its metrics, and reads a hit back.
+func TestCollector(t *testing.T) {
+	tier, _ := open(t, Options{URL: "redis://" + testenv.StartRedis(t).Addr})
+	val := random(100)
+	tier.Put("k", []byte("id"), val)
+	tier.Get(context.Background(), "k", int64(len(val)), accept)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(tier); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()] = m.GetCounter().GetValue()
+		}
+	}
+	for name, want := range map[string]float64{"volfs_shared_hits_total": 1, "volfs_shared_puts_total": 1, "volfs_shared_saved_bytes_total": 100} {
+		if got[name] != want {
+			t.Errorf("%s: got %v, want %v", name, got[name], want)
+		}
+	}
+}
+
+// TestTooLarge: a value above memcached's item limit is not stored (and
+// counted), so every node fetches that chunk from the origin.
+func TestTooLarge(t *testing.T) {
+	tier, _ := open(t, Options{URL: "memcache://" + testenv.StartMemcached(t).Addr})
+	val := random(2 << 20)
+	tier.Put("big", []byte("id"), val)
+	if _, _, ok := tier.Get(context.Background(), "big", int64(len(val)), accept); ok {
+		t.Error("a 2 MiB value above memcached's 1 MiB limit was served")
+	}
+	if st := tier.Stats(); st.TooLarge != 1 || st.Errors != 0 {
+		t.Errorf("stats %+v, want 1 too large and no errors", st)
+	}
+}
+
+// TestOutage kills the engine: lookups miss at once and writes are
+// dropped, with one log line for the outage however many calls fail;
+// the engine restarted, the next call ends the outage (one line) and the
+// tier serves again.
+func TestOutage(t *testing.T) {
+	for _, kind := range []string{"redis", "memcache"} {
+		t.Run(kind, func(t *testing.T) {
+			var e *testenv.Engine
+			if kind == "redis" {
+				e = testenv.StartRedis(t)
+			} else {
+				e = testenv.StartMemcached(t)
+			}
+			// A back-off of 1ns tries the engine at every call, so the
+			// test needs no clock: each call fails or succeeds.
+			tier, logs := open(t, Options{URL: kind + "://" + e.Addr, Backoff: time.Nanosecond})
+			ctx := context.Background()
+			val := random(1000)
+			tier.Put("k", []byte("id"), val)
+			e.Kill()
+			for range 20 {
+				if _, _, ok := tier.Get(ctx, "k", int64(len(val)), accept); ok {
+					t.Fatal("served with the engine killed")
+				}
+				tier.Put("k", []byte("id"), val)
+			}
+			if n := logs.count("shared cache unreachable"); n != 1 {
+				t.Errorf("outage log lines: got %d, want 1\n%s", n, logs.b.String())
+			}
+			if st := tier.Stats(); st.Errors < 20 || st.Outages != 1 {
+				t.Errorf("stats %+v, want at least 20 errors in 1 outage", st)
+			}
+			e.Restart()
+			// go-redis redials a pool whose dials all failed once a second
+			// in the background: a bounded wait for that state.
+			deadline := time.Now().Add(time.Minute)
+			for {
+				tier.Put("k", []byte("id"), val)
+				if _, _, ok := tier.Get(ctx, "k", int64(len(val)), accept); ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the restarted engine did not serve the value put again within a minute")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := logs.count("shared cache answers again"); n != 1 {
+				t.Errorf("recovery log lines: got %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestLease: of two nodes that miss the same key, the first takes the
+// lease and the second waits for its value instead of going to the
+// origin; a holder that never writes makes the waiter give up after
+// LeaseWait.
+func TestLease(t *testing.T) {
+	u := "redis://" + testenv.StartRedis(t).Addr
+	a, _ := open(t, Options{URL: u, LeaseWait: time.Minute})
+	b, _ := open(t, Options{URL: u, LeaseWait: time.Minute})
+	ctx := context.Background()
+	val := random(5000)
+	if _, _, ok := a.Get(ctx, "k", int64(len(val)), accept); ok {
+		t.Fatal("hit in an empty engine")
+	}
+	got := make(chan bool, 1)
+	go func() {
+		_, _, ok := b.Get(ctx, "k", int64(len(val)), accept)
+		got <- ok
+	}()
+	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache/shared.(*Tier).awaitLease", 1)
+	a.Put("k", []byte("id"), val)
+	if !<-got {
+		t.Error("the waiting node did not get the lease holder's value")
+	}
+	if sa, sb := a.Stats(), b.Stats(); sa.LeasesWon != 1 || sb.LeasesWaited != 1 || sb.LeasesTimedOut != 0 || sb.Hits != 1 {
+		t.Errorf("holder %+v, waiter %+v: want 1 lease won, 1 waited, 0 timed out, 1 hit", sa, sb)
+	}
+
+	// A holder whose origin load fails releases the lease without a
+	// value: the waiter goes to the origin at once, not at LeaseWait.
+	if _, _, ok := a.Get(ctx, "failed", 10, accept); ok {
+		t.Fatal("hit in an empty engine")
+	}
+	go func() {
+		_, _, ok := b.Get(ctx, "failed", 10, accept)
+		got <- ok
+	}()
+	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache/shared.(*Tier).awaitLease", 1)
+	a.Release("failed")
+	if <-got {
+		t.Error("a value nobody wrote was served")
+	}
+	if st := b.Stats(); st.LeasesWaited != 2 || st.LeasesTimedOut != 0 {
+		t.Errorf("waiter %+v: want 2 waits, none timed out (LeaseWait is a minute)", st)
+	}
+
+	c, _ := open(t, Options{URL: u, LeaseWait: 50 * time.Millisecond})
+	if _, _, ok := a.Get(ctx, "lost", 10, accept); ok {
+		t.Fatal("hit in an empty engine")
+	}
+	if _, _, ok := c.Get(ctx, "lost", 10, accept); ok {
+		t.Fatal("a value nobody wrote was served")
+	}
+	if st := c.Stats(); st.LeasesTimedOut != 1 {
+		t.Errorf("timed out: got %d, want 1", st.LeasesTimedOut)
+	}
+}
+
+// testTime is a fixed modification time for the benchmarks' origin.
+var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// discardLog drops what the tier logs.
+var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))

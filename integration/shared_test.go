@@ -1,0 +1,366 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/volfs/volfs/cache/shared"
+	"github.com/volfs/volfs/internal/testenv"
+)
+
+// The fleet cases of issue 20: several volfs processes mount one loopback
+// HTTP origin with --shared-cache on a real redis-server, Redis Cluster or
+// memcached started by the test, and read the whole volume at the same
+// time, each with its own cat.
+
+// fleetChunks is the number of chunks of the fleet's volume: 128 KiB
+// each, 4 MiB in all.
+const fleetChunks = 32
+
+// byteOrigin serves dir over HTTP and counts the bytes of the bodies it
+// sends and the GETs of chunk objects (under /s0/). Before serving the
+// chunk GET numbered pause (from 1) it closes paused and waits for resume,
+// so that a test can act in the middle of a read.
+type byteOrigin struct {
+	*httptest.Server
+	bytes, chunkGets atomic.Int64
+	pause            int64
+	paused, resume   chan struct{}
+}
+
+// bodyCounter counts the bytes of a response body.
+type bodyCounter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w bodyCounter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.n.Add(int64(n))
+	return n, err
+}
+
+func newByteOrigin(t *testing.T, dir string) *byteOrigin {
+	t.Helper()
+	o := &byteOrigin{paused: make(chan struct{}), resume: make(chan struct{})}
+	files := http.FileServer(http.Dir(dir))
+	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/s0/") && r.Method == http.MethodGet {
+			if o.chunkGets.Add(1) == o.pause {
+				close(o.paused)
+				<-o.resume
+			}
+		}
+		files.ServeHTTP(bodyCounter{w, &o.bytes}, r)
+	}))
+	t.Cleanup(func() {
+		o.CloseClientConnections()
+		o.Close()
+	})
+	return o
+}
+
+// storedBytes is the size of every file under dir: what the volume costs
+// to fetch once.
+func storedBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// startFleet mounts origin n times, each a volfs process of its own with
+// args.
+func startFleet(t *testing.T, origin string, n int, args ...string) []*serving {
+	t.Helper()
+	var fleet []*serving
+	for range n {
+		fleet = append(fleet, startVolfs(t, append(append([]string{"mount", "--read-ahead", "1MiB"}, args...), origin)...))
+	}
+	return fleet
+}
+
+// readFleet runs one `cat s0/0-*` under each mount at the same time and
+// fails the test unless each reads want.
+func readFleet(t *testing.T, fleet []*serving, want []byte) {
+	t.Helper()
+	var wg sync.WaitGroup
+	outs := make([][]byte, len(fleet))
+	errs := make([]error, len(fleet))
+	for i, s := range fleet {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command("sh", "-c", `cat "$1"/s0/0-*`, "sh", s.mnt)
+			cmd.Env = append(os.Environ(), "LC_ALL=C")
+			outs[i], errs[i] = cmd.Output()
+		}()
+	}
+	wg.Wait()
+	for i := range fleet {
+		if errs[i] != nil || !bytes.Equal(outs[i], want) {
+			t.Errorf("node %d: cat: %v, %d bytes, want the volume's %d", i, errs[i], len(outs[i]), len(want))
+		}
+	}
+}
+
+// fleetVolume writes the fleet's volume and returns its directory and
+// its chunks in the order `cat s0/0-*` reads them.
+func fleetVolume(t *testing.T) (string, []string, []byte) {
+	t.Helper()
+	src := t.TempDir()
+	keys, chunks := writeLayer(t, src, fleetChunks, nil)
+	keys, want := lexical(keys, chunks)
+	return src, keys, want
+}
+
+// loaded are the tier's settings for four race-built volfs processes on a
+// small machine under load (CI's, and the 2 cores of the development
+// machine at load average 15-18): a lookup may take longer than the default
+// deadline, and a lease holder's fetch longer than the default wait, which
+// would measure the machine rather than the single flight.
+const loaded = "?timeout=500ms&lease_wait=3s"
+
+// TestFleetShared: four volfs processes reading the whole volume at once
+// through one shared engine make the origin serve it about once: at most
+// 1.2x its stored bytes with Redis (standalone or a 3-node cluster),
+// whose leases make one node fetch a chunk while the others wait for it;
+// memcached, without leases, is reported. Four processes without the tier
+// are the baseline (about 4x).
+func TestFleetShared(t *testing.T) {
+	src, _, want := fleetVolume(t)
+	stored := storedBytes(t, src)
+	for _, tc := range []struct {
+		name     string
+		engine   func(t *testing.T) string
+		maxRatio float64
+	}{
+		{"none", func(*testing.T) string { return "" }, 4.5},
+		{"redis", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2},
+		{"redis-cluster", func(t *testing.T) string {
+			var addrs []string
+			for _, e := range testenv.StartRedisCluster(t, 3) {
+				addrs = append(addrs, e.Addr)
+			}
+			return "redis+cluster://" + strings.Join(addrs, ",") + loaded
+		}, 1.2},
+		{"memcache", func(t *testing.T) string { return "memcache://" + testenv.StartMemcached(t).Addr + loaded }, 4.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			origin := newByteOrigin(t, src)
+			var args []string
+			if u := tc.engine(t); u != "" {
+				args = []string{"--shared-cache", u}
+			}
+			fleet := startFleet(t, origin.URL, 4, args...)
+			readFleet(t, fleet, want)
+			for _, s := range fleet {
+				stopVolfs(t, s)
+			}
+			ratio := float64(origin.bytes.Load()) / float64(stored)
+			t.Logf("%s: the origin served %d bytes for a volume of %d: %.2fx (%d chunk GETs for %d chunks)",
+				tc.name, origin.bytes.Load(), stored, ratio, origin.chunkGets.Load(), fleetChunks)
+			if ratio > tc.maxRatio {
+				t.Errorf("origin bytes: %.2fx the volume, want at most %.1fx", ratio, tc.maxRatio)
+			}
+		})
+	}
+}
+
+// TestFleetEngineKilled kills the engine (a redis-server, or one node of a
+// 3-node cluster) while the fleet of four reads, at the origin's GET of
+// the 16th chunk: every read still returns the volume's bytes, each process
+// logs the outage at most once, and, with the engine back (restarted, or
+// with the cluster's other nodes), two fresh processes read the volume
+// with the second one served by the engine, not the origin.
+func TestFleetEngineKilled(t *testing.T) {
+	src, _, want := fleetVolume(t)
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) (url string, kill, restart func())
+	}{
+		{"redis", func(t *testing.T) (string, func(), func()) {
+			e := testenv.StartRedis(t)
+			return "redis://" + e.Addr, e.Kill, e.Restart
+		}},
+		{"redis-cluster", func(t *testing.T) (string, func(), func()) {
+			nodes := testenv.StartRedisCluster(t, 3)
+			var addrs []string
+			for _, e := range nodes {
+				addrs = append(addrs, e.Addr)
+			}
+			// The restarted node keeps its identity and slots (its
+			// nodes.conf) but not its data; the cluster takes it back
+			// by gossip, which the helper waits for.
+			return "redis+cluster://" + strings.Join(addrs, ","), nodes[2].Kill, func() {
+				nodes[2].Restart()
+				testenv.WaitClusterOK(t, nodes)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, kill, restart := tc.start(t)
+			origin := newByteOrigin(t, src)
+			origin.pause = fleetChunks / 2
+			fleet := startFleet(t, origin.URL, 4, "--shared-cache", url)
+			go func() {
+				<-origin.paused
+				kill()
+				close(origin.resume)
+			}()
+			readFleet(t, fleet, want)
+			select {
+			case <-origin.paused:
+			default:
+				t.Fatal("the fleet read the volume without the origin's 16th chunk GET")
+			}
+			outages := 0
+			for i, s := range fleet {
+				stopVolfs(t, s)
+				n := strings.Count(s.stderr.String(), "shared cache unreachable")
+				if n > 1 {
+					t.Errorf("node %d logged the outage %d times, want at most once:\n%s", i, n, s.stderr.String())
+				}
+				outages += n
+			}
+			if outages == 0 {
+				t.Error("no node logged the outage")
+			}
+
+			restart()
+			first := startFleet(t, origin.URL, 1, "--shared-cache", url)
+			readFleet(t, first, want)
+			stopVolfs(t, first[0])
+			before := origin.chunkGets.Load()
+			second := startFleet(t, origin.URL, 1, "--shared-cache", url)
+			readFleet(t, second, want)
+			stopVolfs(t, second[0])
+			if got := origin.chunkGets.Load() - before; got > fleetChunks/10 {
+				t.Errorf("chunk GETs of a fresh node after the engine came back: got %d, want about 0 (served by the engine)", got)
+			}
+		})
+	}
+}
+
+// engineKey is the key of a chunk in the engine, as cache/shared
+// documents it.
+func engineKey(origin, key string) string {
+	sum := sha256.Sum256([]byte(origin + "\x00" + key))
+	return "volfs1:" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// TestSharedCorruptAndForged: values corrupted in Redis by another client
+// (a byte flipped in each) are refetched from the origin and read right;
+// with --shared-cache-secret, values planted by a client without the
+// secret (well-formed, with a valid checksum, other bytes) are refused and
+// the chunks read right.
+func TestSharedCorruptAndForged(t *testing.T) {
+	src, keys, want := fleetVolume(t)
+	e := testenv.StartRedis(t)
+	url := "redis://" + e.Addr
+	origin := newByteOrigin(t, src)
+	rdb := redis.NewClient(&redis.Options{Addr: e.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		damage func(t *testing.T)
+	}{
+		{"corrupt", nil, func(t *testing.T) {
+			for _, k := range keys {
+				v, err := rdb.Get(ctx, engineKey(origin.URL, k)).Bytes()
+				if err != nil {
+					t.Fatalf("%s: %v", k, err)
+				}
+				v[len(v)-1] ^= 0x01
+				if err := rdb.Set(ctx, engineKey(origin.URL, k), v, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"forged", []string{"--shared-cache-secret", "fleet-secret"}, func(t *testing.T) {
+			forger, err := shared.Open(shared.Options{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer forger.Close()
+			for _, k := range keys {
+				v, err := rdb.Get(ctx, engineKey(origin.URL, k)).Bytes()
+				if err != nil {
+					t.Fatalf("%s: %v", k, err)
+				}
+				il := binary.LittleEndian.Uint32(v[16:])
+				ident := v[56 : 56+il]
+				forger.Put(origin.URL+"\x00"+k, ident, bytes.Repeat([]byte{0x66}, hostileChunk))
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"--shared-cache", url}, tc.args...)
+			first := startFleet(t, origin.URL, 1, args...)
+			readFleet(t, first, want)
+			stopVolfs(t, first[0])
+			tc.damage(t)
+			before := origin.chunkGets.Load()
+			second := startFleet(t, origin.URL, 1, args...)
+			readFleet(t, second, want)
+			stopVolfs(t, second[0])
+			if got := origin.chunkGets.Load() - before; got < fleetChunks {
+				t.Errorf("chunk GETs after the values were damaged: got %d, want at least %d (each refetched)", got, fleetChunks)
+			}
+			// The refetched chunks were written again: a third node is
+			// served by the engine.
+			before = origin.chunkGets.Load()
+			third := startFleet(t, origin.URL, 1, args...)
+			readFleet(t, third, want)
+			stopVolfs(t, third[0])
+			if got := origin.chunkGets.Load() - before; got > fleetChunks/10 {
+				t.Errorf("chunk GETs of a node after the refetch: got %d, want about 0", got)
+			}
+		})
+	}
+}
+
+// TestSharedCacheRefused: a --shared-cache that is not understood, or a
+// secret without it, is refused by name before the source is read.
+func TestSharedCacheRefused(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	for _, tc := range [][]string{
+		{"--shared-cache", "http://127.0.0.1:6379"},
+		{"--shared-cache", "redis://127.0.0.1:6379?timeout=soon"},
+		{"--shared-cache", "memcache://"},
+		{"--shared-cache-secret", "s3cret"},
+	} {
+		flag := tc[len(tc)-2]
+		out, err := runErr(volfsBin, append(append([]string{"info"}, tc...), missing)...)
+		if err == nil || !strings.Contains(out, flag+":") || strings.Contains(out, missing) {
+			t.Errorf("volfs info %s: got %v:\n%s\nwant a refusal naming %s and not the source", strings.Join(tc, " "), err, out, flag)
+		}
+	}
+}
