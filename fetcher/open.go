@@ -11,9 +11,11 @@ type Options struct {
 	HTTP HTTPOptions
 	File FileOptions
 	GCS  GCSOptions
+	S3   S3Options
 }
 
 // Open returns the Fetcher for source: a gs://bucket[/prefix] URL, an
+// s3://bucket[/prefix] URL, an
 // http:// or https:// URL, a file:// URL, or a plain path. Any other
 // scheme is refused. A neuroglancer-style format prefix
 // ("precomputed://", "zarr://", ...) must be stripped by the caller.
@@ -44,6 +46,12 @@ func Open(source string, opts Options) (Fetcher, error) {
 			return nil, err
 		}
 		return g, nil
+	case "s3":
+		s, err := NewS3("s3://"+source[len("s3://"):], opts.S3)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("fetcher: %q: unsupported scheme %q", source, scheme)
 }

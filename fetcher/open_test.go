@@ -26,7 +26,11 @@ func TestOpen(t *testing.T) {
 		{"gs://bucket", "gs://bucket", true},
 		{"gs://", "want gs://BUCKET", false},
 		{"gs://bucket/a/../b", "bad prefix", false},
-		{"s3://bucket/vol", `unsupported scheme "s3"`, false},
+		{"s3://bucket/vol", "s3://bucket/vol", true},
+		{"S3://bucket/vol/", "s3://bucket/vol", true},
+		{"s3://", "want s3://BUCKET", false},
+		{"s3://bucket/a/../b", "bad prefix", false},
+		{"ftp://h/vol", `unsupported scheme "ftp"`, false},
 	} {
 		// Anonymous: no test looks for credentials.
 		f, err := Open(tc.source, Options{GCS: GCSOptions{Anonymous: true}})

@@ -6,12 +6,17 @@
 #   integration/bench.sh [COUNT]      the go test benchmarks (root, for the FUSE rows)
 #   integration/bench.sh w1 [COUNT]   workload W1 through real mounts of the volfs
 #                                     binary against zarr-python (root; see bench_w1.sh)
+#   integration/bench.sh s3 [COUNT]   W1 from SeaweedFS's S3 gateway: volfs against s3fs
+#                                     and rclone mount with gunzip in the reader (bench_s3.sh)
 #   integration/bench.sh serve [COUNT] W1 over `volfs serve` read by curl beside the
 #                                     FUSE mount read by cat (the serve rows of bench_w1.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = w1 ]; then
 	exec integration/bench_w1.sh "${2:-3}"
+fi
+if [ "${1:-}" = s3 ]; then
+	exec integration/bench_s3.sh "${2:-3}"
 fi
 if [ "${1:-}" = serve ]; then
 	SERVE_ONLY=1 exec integration/bench_w1.sh "${2:-5}"

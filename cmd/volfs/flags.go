@@ -55,7 +55,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP or gs:// transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried (a size, see SIZES)"}},
 		{onSource, &cli.DurationFlag{Name: "read-timeout", Value: time.Minute, Usage: "no read waits longer than this for the source, retries included: it fails with EIO (0: no bound beyond the retries)"}},
 		{onSource, &cli.DurationFlag{Name: "metadata-ttl", Usage: "list a directory of the source again after this long, so objects added after mounting show, and check again then that a disk-cache entry's objects are unchanged (0: once per mount)"}},
-		{onSource, &cli.BoolFlag{Name: "anonymous", Usage: "gs:// sources: send no credentials, even when Application Default Credentials are found"}},
+		{onSource, &cli.BoolFlag{Name: "anonymous", Usage: "gs:// and s3:// sources: send no credentials (unsigned requests), even when Application Default Credentials or AWS credentials are found"}},
 		{onSource, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},
 		{onSource, &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value) or json, one record per line"}},
 		{onSource, &cli.StringFlag{Name: "log-file", Usage: "append logs to this file instead of stderr (with --daemon: instead of syslog)"}},
@@ -75,7 +75,7 @@ func flagTable() []flagDef {
 		{onWarm, &cli.StringFlag{Name: "bbox", Usage: "warm only the chunks that meet this box of voxels, x0:x1,y0:y1,z0:z1 (x first; the coordinates of the scale's chunk names, end excluded); the PATHs must lie in one scale or array"}},
 		{onWarm, &cli.BoolFlag{Name: "dry-run", Usage: "list the chunks that warm would fetch (those not in --cache-dir yet), fetching nothing"}},
 		{onMount | onServe, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount (or server) is live (exit 0) or has failed (the reason, non-zero)"}},
-	}, serveFlags()...)
+	}, append(serveFlags(), s3FlagTable()...)...)
 }
 
 // envPrefix starts the environment variable of every flag.
@@ -186,11 +186,13 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 	if mountpoint != "" {
 		exclude = []string{mountpoint}
 	}
+	httpOpts := fetcher.HTTPOptions{
+		Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+		FollowRedirects: c.Bool("follow-redirects"), Log: log,
+	}
 	src, err := fetcher.Open(source, fetcher.Options{
-		HTTP: fetcher.HTTPOptions{
-			Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
-			FollowRedirects: c.Bool("follow-redirects"), Log: log,
-		},
+		HTTP: httpOpts,
+		S3:   s3Options(c, httpOpts),
 		File: fetcher.FileOptions{FollowSymlinks: followSymlinks(c), Log: log, Exclude: exclude},
 		GCS: fetcher.GCSOptions{
 			Conns: c.Int("workers"), Anonymous: c.Bool("anonymous"),

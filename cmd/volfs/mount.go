@@ -122,7 +122,7 @@ func checkNotEmpty(ctx context.Context, tree *fs.Tree) error {
 	switch u := tree.Source().String(); {
 	case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"):
 		why = "no volume metadata (info, zarr.json, .zarray, .zmetadata, attributes.json) at that URL, and no directory index to list (check the URL for a typo)"
-	case strings.HasPrefix(u, "gs://"):
+	case strings.HasPrefix(u, "gs://") || strings.HasPrefix(u, "s3://"):
 		why = "no volume metadata at that prefix and no object under it (check the bucket and prefix for a typo)"
 	}
 	return fmt.Errorf("%s: nothing to serve: %s; pass --allow-empty-source to mount it anyway", tree.Source(), why)
