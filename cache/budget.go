@@ -135,4 +135,39 @@ func (b *MemBudget) Stats() MemBudgetStats {
 	return MemBudgetStats{Limit: b.limit, Used: b.used, Peak: b.peak, Waited: b.waited}
 }
 
+// TryReserve takes n bytes if they fit now, beside those reserved and
+// with nobody waiting, and returns the function that gives them back
+// (call it once) and true; otherwise it takes nothing and returns false.
+// It never waits, so a holder of another reservation may call it. A nil
+// *MemBudget always grants.
+func (b *MemBudget) TryReserve(n int64) (release func(), ok bool) {
+	if b == nil || n <= 0 {
+		return noRelease, true
+	}
+	if !b.tryTake(n) {
+		return nil, false
+	}
+	return b.releaser(n), true
+}
+
+// tryTake is TryReserve without the release function: the caller gives
+// the bytes back with give.
+func (b *MemBudget) tryTake(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiters) > 0 || b.used+n > b.limit {
+		return false
+	}
+	b.take(n)
+	return true
+}
+
+// give returns n bytes that tryTake took.
+func (b *MemBudget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	b.grant()
+}
+
 func noRelease() {}

@@ -42,6 +42,9 @@ const (
 // trackers sharing it did. Safe for concurrent use.
 type Budget struct {
 	max int64
+	// mem is drawn from as well, without waiting; nil for none.
+	// LOCK ORDERING: mu, then mem's.
+	mem *MemBudget
 
 	mu   sync.Mutex
 	used int64 // GUARDED_BY(mu)
@@ -53,10 +56,22 @@ type Budget struct {
 // read-ahead at all.
 func NewBudget(max int64) *Budget { return &Budget{max: max} }
 
+// DrawFrom makes every byte b grants a byte of mem too, taken without
+// waiting (MemBudget.TryReserve): a window stops growing when either is
+// spent, as mountpoint-s3's prefetcher shrinks its window when the shared
+// memory limiter refuses. It returns b; call it before b is shared.
+func (b *Budget) DrawFrom(mem *MemBudget) *Budget {
+	b.mem = mem
+	return b
+}
+
 func (b *Budget) acquire(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.max {
+		return false
+	}
+	if b.mem != nil && !b.mem.tryTake(n) {
 		return false
 	}
 	b.used += n
@@ -67,6 +82,9 @@ func (b *Budget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n
 	b.mu.Unlock()
+	if b.mem != nil {
+		b.mem.give(n)
+	}
 }
 
 // BudgetStats counts what the trackers sharing a budget did.

@@ -59,6 +59,7 @@ var ErrClosed = errors.New("cache: store closed")
 type Store struct {
 	c      *Cache
 	budget *MemBudget // Reserve's
+	loads  *MemBudget // ReserveLoad's
 
 	demand   chan *flight
 	prefetch chan *flight
@@ -92,6 +93,7 @@ func NewStore(opts Options) *Store {
 	s := &Store{
 		c:        New(opts),
 		budget:   NewMemBudget(cmp.Or(opts.InFlightBytes, InFlightBudget(opts.MaxBytes))),
+		loads:    NewMemBudget(LoadBudget(cmp.Or(opts.InFlightBytes, InFlightBudget(opts.MaxBytes)))),
 		demand:   make(chan *flight, demandQueue),
 		prefetch: make(chan *flight, prefetchQueue),
 		cpu:      make(chan struct{}, cmp.Or(opts.CPUSlots, runtime.GOMAXPROCS(0))),

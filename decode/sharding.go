@@ -242,16 +242,7 @@ func (s *shardingSpec) readChunk(ctx context.Context, src Source, dir string, ch
 		return nil, fmt.Errorf("%s: chunk %d: minishard %d is empty: %w", key, chunkID, minishard, ErrMissing)
 	}
 	index, err := src.Memo(ctx, key+"#minishard/"+strconv.FormatUint(minishard, 10), func(ctx context.Context) ([]byte, error) {
-		b, err := readExactly(ctx, src, key, start, end-start, "minishard index")
-		if err != nil {
-			return nil, err
-		}
-		if s.gzipIndex {
-			if b, err = codec.Gunzip(b, min(4*len(b), maxMinishardIndexBytes), maxMinishardIndexBytes); err != nil {
-				return nil, fmt.Errorf("%s: minishard %d index: %w", key, minishard, err)
-			}
-		}
-		b, err = parseMinishardIndex(b)
+		b, err := s.readMinishardIndex(ctx, src, key, start, end)
 		if err != nil {
 			return nil, fmt.Errorf("%s: minishard %d index: %w", key, minishard, err)
 		}

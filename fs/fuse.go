@@ -258,10 +258,18 @@ type dirInode struct {
 }
 
 var (
-	_ gofs.NodeLookuper  = (*dirInode)(nil)
-	_ gofs.NodeReaddirer = (*dirInode)(nil)
-	_ gofs.NodeGetattrer = (*dirInode)(nil)
+	_ gofs.NodeLookuper    = (*dirInode)(nil)
+	_ gofs.NodeReaddirer   = (*dirInode)(nil)
+	_ gofs.NodeGetattrer   = (*dirInode)(nil)
+	_ gofs.NodeOnForgetter = (*dirInode)(nil)
 )
+
+// OnForget tells the mount's liveFiles that go-fuse let the directory go.
+func (n *dirInode) OnForget() {
+	if n.m.live != nil {
+		n.m.live.forget(n.StableAttr().Ino, n)
+	}
+}
 
 func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	p := path.Join(n.path, name)
@@ -278,7 +286,11 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	out.Attr.Ino = ino
 	if d, ok := child.(Dir); ok {
-		return n.NewInode(ctx, n.m.newDir(d, p), gofs.StableAttr{Mode: fuse.S_IFDIR, Ino: ino}), 0
+		dn := n.m.newDir(d, p)
+		if n.m.live != nil {
+			n.m.live.add(ino, liveFile{dir: n, name: name, node: dn})
+		}
+		return n.NewInode(ctx, dn, gofs.StableAttr{Mode: fuse.S_IFDIR, Ino: ino}), 0
 	}
 	f := &fileInode{m: n.m, file: child.(File), path: p}
 	if n.m.live != nil {

@@ -53,6 +53,8 @@ type identities struct {
 	known  *lru.Cache[string, learnt] // object key -> its identity, and when learnt
 	flight singleflight.Group         // Stats in flight, by key
 	warned atomic.Bool                // the unknown identity has been logged
+	// offline serves entries unchecked while the origin is unreachable.
+	offline offline
 }
 
 type learnt struct {
@@ -102,14 +104,22 @@ func (ids *identities) current(ctx context.Context, key string) (fetcher.Identit
 // check is the disk cache's check of an entry whose identity record is
 // rec (encodeSeen): nil when every object it was made from is still the
 // version it read, an error wrapping cache.ErrStale when one is not, and
-// another error when the source could not tell (the entry is then kept).
+// another error when the source could not tell (the entry is then kept),
+// except that an origin that cannot be reached accepts the entry (see
+// offline).
 func (ids *identities) check(ctx context.Context, rec []byte) error {
 	objs, ok := decodeSeen(rec)
 	if !ok || len(objs) == 0 {
 		return fmt.Errorf("fs: unreadable identity record: %w", cache.ErrStale)
 	}
+	if ids.offline.active() {
+		return nil
+	}
 	for _, o := range objs {
 		cur, err := ids.current(ctx, o.key)
+		if err != nil && ctx.Err() == nil && ids.failed(err) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -30,6 +30,14 @@ import (
 // request. So entries are dropped on a goroutine of their own, never by a
 // handler, which only queues them.
 //
+// Directories are bounded the same way, in the same LRU: a zarr array
+// with nested keys ("c/0/1/2") or a source of many directories makes one
+// directory inode per name a walk looks up, and `find` over 2^16 of them
+// held them all. Dropping a directory's entry lets the kernel forget the
+// entries below it too; a process whose working directory it is keeps
+// it, and a path through it is looked up again (no I/O for key
+// directories, which are computed from the metadata).
+//
 // maxLiveFiles is 8192: about 8 MiB of inodes, and more files than most
 // reader holds open.
 const maxLiveFiles = 1 << 13
@@ -51,11 +59,12 @@ type liveFiles struct {
 	wake    chan struct{}                    // a token when pending is not empty
 }
 
-// liveFile is a file looked up: its directory, name and node.
+// liveFile is a file or directory looked up: its directory, name and
+// node (a *fileInode or a *dirInode).
 type liveFile struct {
 	dir  *dirInode
 	name string
-	node *fileInode
+	node any
 }
 
 func newLiveFiles(max int) *liveFiles {
@@ -85,7 +94,7 @@ func (l *liveFiles) add(ino uint64, f liveFile) {
 }
 
 // forget removes node, numbered ino, which go-fuse has let go.
-func (l *liveFiles) forget(ino uint64, node *fileInode) {
+func (l *liveFiles) forget(ino uint64, node any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f, ok := l.lru.Peek(ino); ok && f.node == node {

@@ -31,3 +31,20 @@ func TestLiveFiles(t *testing.T) {
 		t.Errorf("after forget: got %d files, want 2", l.len())
 	}
 }
+
+// TestLiveDirectories: directories share the files' bound; a directory
+// go-fuse let go leaves the LRU.
+func TestLiveDirectories(t *testing.T) {
+	l := newLiveFiles(2)
+	d1, d2 := &dirInode{}, &dirInode{}
+	l.add(2, liveFile{name: "a", node: d1})
+	l.add(3, liveFile{name: "b", node: &fileInode{}})
+	l.add(4, liveFile{name: "c", node: d2})
+	if len(l.pending) != 1 || l.pending[0].name != "a" {
+		t.Errorf("queued %v, want the directory a", l.pending)
+	}
+	l.forget(4, d2)
+	if l.len() != 1 {
+		t.Errorf("after forgetting directory c: got %d entries, want 1", l.len())
+	}
+}

@@ -138,7 +138,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 		CPUSlots:  opts.CPUSlots,
 		Tiers:     t.tiers,
 	})
-	t.budget = cache.NewBudget(opts.ReadAhead)
+	t.budget = cache.NewBudget(opts.ReadAhead).DrawFrom(t.store.MemBudget())
 	t.readers.init(t)
 	t.ids.init(t)
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
@@ -376,49 +376,9 @@ func (t *Tree) Volumes(ctx context.Context, depth int) ([]*decode.Volume, error)
 	return vols, err
 }
 
-// Walk calls fn for every directory, at most depth directories deep, that
-// holds volume metadata: with the volume, or with the reason its metadata
-// was refused (the directory then passes through). It does not descend
-// into arrays' key directories or their views.
+// Walk is WalkBounded of at most MaxWalkEntries entries, without the
+// account of what it skipped.
 func (t *Tree) Walk(ctx context.Context, depth int, fn func(dir string, vol *decode.Volume, refused error)) error {
-	var walk func(d Dir, key string, depth int) error
-	walk = func(d Dir, key string, depth int) error {
-		switch d := d.(type) {
-		case *volumeDir:
-			fn(key, d.vol, nil)
-		case *sourceDir:
-			if d.refused != nil {
-				fn(key, nil, d.refused)
-			}
-		case *keyDir, *viewDir:
-			return nil
-		}
-		if depth == 0 {
-			return nil
-		}
-		l, err := d.List(ctx)
-		if err != nil {
-			return err
-		}
-		for i := range l.Len() {
-			name, isDir := l.Entry(i)
-			if !isDir {
-				continue
-			}
-			child, err := d.Lookup(ctx, name)
-			if errors.Is(err, fetcher.ErrPermission) {
-				continue // a link the source does not follow: logged once by the fetcher
-			}
-			if err != nil {
-				return err
-			}
-			if cd, ok := child.(Dir); ok {
-				if err := walk(cd, path.Join(key, name), depth-1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return walk(t.root, "", depth)
+	_, err := t.WalkBounded(ctx, depth, MaxWalkEntries, fn)
+	return err
 }

@@ -1,5 +1,6 @@
 // Package disk keeps objects in files under a directory, bounded in bytes,
-// across restarts: the on-disk cache of encoded chunks (--cache-dir).
+// across restarts: the on-disk cache of decoded chunks (--cache-dir),
+// each kept zstd-compressed whatever its source codec.
 //
 // # The directory
 //

@@ -26,9 +26,10 @@ const (
 	onInfo
 	onCat
 	onServe
+	onWarm
 
 	// onSource is every command that opens a source.
-	onSource = onMount | onDemo | onInfo | onCat | onServe
+	onSource = onMount | onDemo | onInfo | onCat | onServe | onWarm
 	// onFUSE is every command that mounts.
 	onFUSE = onMount | onDemo
 )
@@ -71,6 +72,8 @@ func flagTable() []flagDef {
 		{onFUSE, &cli.BoolFlag{Name: "allow-non-empty", Usage: "mount over a directory that is not empty, hiding what it holds"}},
 		{onFUSE, &cli.BoolFlag{Name: "debug-fuse", Usage: "log every FUSE request"}},
 		{onFUSE | onServe, &cli.BoolFlag{Name: "allow-empty-source", Usage: "mount a source whose root shows nothing (no volume metadata, nothing listed); by default it is refused, since that is what a typo in a URL, bucket prefix or path gives"}},
+		{onWarm, &cli.StringFlag{Name: "bbox", Usage: "warm only the chunks that meet this box of voxels, x0:x1,y0:y1,z0:z1 (x first; the coordinates of the scale's chunk names, end excluded); the PATHs must lie in one scale or array"}},
+		{onWarm, &cli.BoolFlag{Name: "dry-run", Usage: "list the chunks that warm would fetch (those not in --cache-dir yet), fetching nothing"}},
 		{onMount | onServe, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount (or server) is live (exit 0) or has failed (the reason, non-zero)"}},
 	}, append(serveFlags(), s3FlagTable()...)...)
 }

@@ -27,7 +27,7 @@ func runInfo(c *cli.Context) error {
 	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED\tNOTES")
 	found := false
 	var images []*decode.OMEImage
-	err = tree.Walk(c.Context, 6, func(dir string, v *decode.Volume, refused error) {
+	skipped, err := tree.WalkBounded(c.Context, infoDepth, fs.MaxWalkEntries, func(dir string, v *decode.Volume, refused error) {
 		found = true
 		if refused != nil {
 			fmt.Fprintf(w, "%s\t\t\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(dir), refused)
@@ -57,11 +57,13 @@ func runInfo(c *cli.Context) error {
 	}
 	if !found {
 		fmt.Printf("no volumes found under %s\n", tree.Source())
+		printSkipped(skipped)
 		return nil
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	printSkipped(skipped)
 	return printOME(images)
 }
 

@@ -157,6 +157,7 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 				Flags:     flagsFor(onCat),
 				Action:    runCat,
 			},
+			warmCommand(),
 			serveCommand(rep),
 			{
 				Name:   "man",
