@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -151,19 +150,12 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			return err
 		}
 	}
-	// From here on a signal must unmount, never kill: a SIGINT or SIGTERM
-	// that arrives while the mount is set up waits in sig for the loop
-	// below. SIGHUP (a closed terminal or ssh session) does not stop a
-	// mount, as rclone's does not. SIGPIPE is caught so that a write to a
-	// log on a pipe whose reader is gone fails with EPIPE, which slog
-	// drops, instead of killing the process with the mount still up.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sig)
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	if !rep.startMount() {
-		return errOrphaned
+	// From here on a signal must unmount, never kill.
+	sig, stopSignals, err := rep.catchSignals()
+	if err != nil {
+		return err
 	}
+	defer stopSignals()
 	var srv *fuse.Server
 	said, err := withFusermountOutput(func() (err error) {
 		srv, err = fs.Mount(mountpoint, tree, fs.MountOptions{

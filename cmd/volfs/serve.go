@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"syscall"
 	"time"
 
@@ -182,13 +181,11 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 			return err
 		}
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sig)
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	if !rep.startMount() {
-		return errOrphaned
+	sig, stopSignals, err := rep.catchSignals()
+	if err != nil {
+		return err
 	}
+	defer stopSignals()
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
