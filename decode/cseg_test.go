@@ -8,15 +8,6 @@ import (
 	"testing"
 )
 
-// le32Words lays out 32-bit words little-endian.
-func le32Words(w ...uint32) []byte {
-	b := make([]byte, 0, 4*len(w))
-	for _, v := range w {
-		b = binary.LittleEndian.AppendUint32(b, v)
-	}
-	return b
-}
-
 // TestCompressedSegmentationLargerThanRaw: a chunk of 1x1x1 blocks with one
 // table per block (as the spec allows) stores 12 bytes for each 4-byte
 // voxel, more than the stored-size bound of other encodings (twice the
@@ -33,18 +24,18 @@ func TestCompressedSegmentationLargerThanRaw(t *testing.T) {
 	}
 	a := v.Arrays[0]
 	const blocks = n * n * n
-	words := make([]uint32, 0, 1+3*blocks)
-	words = append(words, 1) // channel 0's data starts at word 1
+	le := binary.LittleEndian
+	stored := make([]byte, 0, 4*(1+3*blocks))
+	stored = le.AppendUint32(stored, 1) // channel 0's data starts at word 1
 	want := make([]byte, 0, 4*blocks)
 	for b := range uint32(blocks) {
 		// Table at word 2*blocks+b of the channel, 0-bit values, values at 0.
-		words = append(words, 2*blocks+b, 0)
+		stored = le.AppendUint32(le.AppendUint32(stored, 2*blocks+b), 0)
 	}
 	for b := range uint32(blocks) {
-		words = append(words, b*2654435761)
-		want = binary.LittleEndian.AppendUint32(want, b*2654435761)
+		stored = le.AppendUint32(stored, b*2654435761)
+		want = le.AppendUint32(want, b*2654435761)
 	}
-	stored := le32Words(words...)
 	c := []int64{0, 0, 0}
 	if int64(len(stored)) <= 2*a.ChunkSize(c)+1<<20 {
 		t.Fatalf("stored chunk of %d bytes fits the general bound; the test needs more", len(stored))
