@@ -21,6 +21,7 @@
 # python3-boto3, s3fs, rclone, fuse3, curl, bc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source integration/benchlib.sh
 count=${1:-3}
 weed=${VOLFS_WEED:-/var/cache/volfs-ci/weed-v0.0.0-20261109003541-7506e5f91cd6}
 [ -x "$weed" ] || { echo "no SeaweedFS at $weed (bash .ci/run builds it)" >&2; exit 1; }
@@ -46,24 +47,8 @@ unset AWS_CA_BUNDLE || true
 
 go build -o "$work/volfs" ./cmd/volfs
 
-/usr/bin/python3 - "$work/data" <<'PY'
-import gzip, json, os, sys
-import numpy as np
-root = sys.argv[1]
-nz, cz, cy, cx = 32, 64, 256, 256          # bench_w1.sh's W1
-rng = np.random.default_rng(11)
-z, y, x = np.meshgrid(np.arange(nz * cz), np.arange(cy), np.arange(cx), indexing="ij", sparse=True)
-field = 128 + 60 * np.sin(x / 23.0) * np.cos(y / 31.0) + 40 * np.sin(z / 17.0 + x / 41.0)
-data = np.clip(field + rng.normal(0, 12, (nz * cz, cy, cx)), 0, 255).astype(np.uint8)
-os.makedirs(os.path.join(root, "s0"))
-json.dump({"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8",
-           "num_channels": 1, "scales": [{"key": "s0", "size": [cx, cy, nz * cz], "voxel_offset": [0, 0, 0],
-           "resolution": [4, 4, 40], "chunk_sizes": [[cx, cy, cz]], "encoding": "raw"}]},
-          open(os.path.join(root, "info"), "w"))
-for i in range(nz):
-    chunk = np.ascontiguousarray(data[i * cz:(i + 1) * cz]).tobytes()
-    with open(os.path.join(root, "s0", f"0-{cx}_0-{cy}_{i*cz}-{(i+1)*cz}.gz"), "wb") as f:
-        f.write(gzip.compress(chunk, compresslevel=6))
+bench_py "$work/data" <<'PY'
+write_precomputed(sys.argv[1], w1())
 PY
 
 ports=($(/usr/bin/python3 -c '
@@ -92,15 +77,7 @@ put ce "$work/data" --gzip-encoded >&2
 results=$work/results dials=$work/dials
 : > "$results"
 : > "$dials"
-metrics=127.0.0.1:$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-now() { date +%s.%N; }
-record() { echo "$1 $2" >> "$results"; }
-wait_mount() {
-	local i
-	for i in $(seq 400); do mountpoint -q "$1" && return; sleep 0.025; done
-	echo "$1: not mounted" >&2
-	exit 1
-}
+metrics=127.0.0.1:$(free_port)
 
 # volfs_cat NAME PREFIX: a fresh volfs mount of s3://bench-w1/PREFIX, one cat of
 # its chunk files, the dials it made.
@@ -108,32 +85,20 @@ volfs_cat() {
 	"$work/volfs" mount --log-level warn --metrics-addr "$metrics" --endpoint-url "$ep" "s3://bench-w1/$2" "$mnt" &
 	volfs_pid=$!
 	wait_mount "$mnt"
-	local t0 t1
-	t0=$(now)
-	cat "$mnt"/s0/0-* > /dev/null
-	t1=$(now)
-	record "$1" "$(echo "$t1 - $t0" | bc)"
-	echo "$1 $(curl -sf "http://$metrics/metrics" | awk '/^volfs_fetch_dials_total / {print $2}')" >> "$dials"
+	time_cmd "$1" cat_all
+	record_dials "$1" "$metrics"
 	umount "$mnt"
 	wait "$volfs_pid" || true
 	volfs_pid=
 }
 
+cat_all() { cat "$mnt"/s0/0-* > /dev/null; }
+
 # gunzip_all DIR: one python3 process reads every .gz file of DIR and
 # decompresses it; prints the seconds, listing included.
 gunzip_all() {
-	/usr/bin/python3 - "$1" <<'PY'
-import gzip, os, sys, time
-d = sys.argv[1]
-t0 = time.perf_counter()
-total = 0
-for n in sorted(os.listdir(d)):
-    if n.endswith(".gz"):
-        with open(os.path.join(d, n), "rb") as f:
-            total += len(gzip.decompress(f.read()))
-t = time.perf_counter() - t0
-assert total == 128 << 20, total
-print(t)
+	bench_py "$1" <<'PY'
+print(gunzip_all(sys.argv[1], 128 << 20))
 PY
 }
 
@@ -160,30 +125,12 @@ for run in $(seq "$count"); do
 		--s3-force-path-style --read-only --vfs-cache-mode off --log-level ERROR
 done
 
-/usr/bin/python3 - "$results" "$dials" <<'PY'
-import statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    k, v = line.split()
-    runs.setdefault(k, []).append(float(v))
-med = {k: statistics.median(v) for k, v in runs.items()}
-print(f"\n{'row (W1 from S3, 128 MiB decoded)':34} {'median s':>9} {'MiB/s':>7}  runs")
-for k, v in runs.items():
-    print(f"{k:34} {med[k]:9.3f} {128/med[k]:7.0f}  " + " ".join(f"{x:.3f}" for x in v))
+bench_py "$results" "$dials" <<'PY'
+runs, med = medians(sys.argv[1])
+table(runs, med, title="row (W1 from S3, 128 MiB decoded)", width=34)
 print()
 for peer in ("s3fs-gunzip", "rclone-gunzip"):
     for row in ("volfs-s3-cat", "volfs-s3-cat-ce"):
-        if peer in med and row in med:
-            r = med[peer] / med[row]
-            print(f"{peer + ' / ' + row:50} {r:6.2f}x  target 2.5x: {'met' if r >= 2.5 else 'missed'}")
-dials = {}
-for line in open(sys.argv[2]):
-    f = line.split()
-    dials.setdefault(f[0], []).append(int(float(f[1])) if len(f) > 1 else None)
-print(f"\n{'volfs mount (TCP connections per run)':40} {'max':>5}  runs  target: at most 16")
-for k, v in dials.items():
-    got = [x for x in v if x is not None]
-    m = max(got) if got else None
-    print(f"{k:40} {m if m is not None else '-':>5}  " + " ".join(str(x) for x in v) +
-          ("" if m is None else "  " + ("met" if m <= 16 else "missed")))
+        ratio_of(med, peer + " / " + row, peer, row, 2.5, width=50)
+dials_table(sys.argv[2], "volfs mount (TCP connections per run)")
 PY

@@ -54,6 +54,7 @@
 #   apt-get install -y python3-zarr python3-fsspec python3-aiohttp rclone fuse3 curl time
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source integration/benchlib.sh
 count=${1:-3}
 work=$(mktemp -d /tmp/volfs-w1.XXXXXX)
 mnt=$work/mnt mnt2=$work/rclone
@@ -79,16 +80,13 @@ if [ -n "${BASE:-}" ]; then
 fi
 go build -o "$work/origin" ./integration/testdata/origin
 
-/usr/bin/python3 - "$work/data" <<'PY'
-import gzip, json, os, sys
-import numpy as np, zarr
+bench_py "$work/data" <<'PY'
+import os
+import zarr
 from numcodecs import GZip, Zstd
 root = sys.argv[1]
-nz, cz, cy, cx = 32, 64, 256, 256          # 32 chunks of 64x256x256 uint8 = 4 MiB
-rng = np.random.default_rng(11)
-z, y, x = np.meshgrid(np.arange(nz * cz), np.arange(cy), np.arange(cx), indexing="ij", sparse=True)
-field = 128 + 60 * np.sin(x / 23.0) * np.cos(y / 31.0) + 40 * np.sin(z / 17.0 + x / 41.0)
-data = np.clip(field + rng.normal(0, 12, (nz * cz, cy, cx)), 0, 255).astype(np.uint8)
+cz, cy, cx = 64, 256, 256
+data = w1()
 z = zarr.open(os.path.join(root, "w1.zarr"), mode="w", shape=data.shape, chunks=(cz, cy, cx),
               dtype="u1", compressor=GZip(level=6))
 z[:] = data
@@ -98,17 +96,7 @@ zs[:] = data
 zr = zarr.open(os.path.join(root, "w1raw.zarr"), mode="w", shape=data.shape, chunks=(cz, cy, cx),
                dtype="u1", compressor=None)
 zr[:] = data
-pre = os.path.join(root, "w1.precomputed")
-os.makedirs(os.path.join(pre, "s0"))
-json.dump({"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8",
-           "num_channels": 1, "scales": [{"key": "s0", "size": [cx, cy, nz * cz], "voxel_offset": [0, 0, 0],
-           "resolution": [4, 4, 40], "chunk_sizes": [[cx, cy, cz]], "encoding": "raw"}]},
-          open(os.path.join(pre, "info"), "w"))
-for i in range(nz):
-    # precomputed raw is x fastest: the C-order bytes of a (z, y, x) chunk.
-    chunk = np.ascontiguousarray(data[i * cz:(i + 1) * cz]).tobytes()
-    with open(os.path.join(pre, "s0", f"0-{cx}_0-{cy}_{i*cz}-{(i+1)*cz}.gz"), "wb") as f:
-        f.write(gzip.compress(chunk, compresslevel=6))
+write_precomputed(os.path.join(root, "w1.precomputed"), data, cz)
 PY
 data=$work/data
 want() { [ -z "${ROWS:-}" ] || [[ " $ROWS " == *" $1 "* ]]; }
@@ -139,7 +127,7 @@ results=$work/results rss=$work/rss dials=$work/dials cpu=$work/cpu sizes=$work/
 : > "$results"
 : > "$rss"
 : > "$dials"
-metrics=127.0.0.1:$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+metrics=127.0.0.1:$(free_port)
 default_cache_mib=512 # cmd/volfs/flags.go: --cache-size 512MiB
 
 # mount SOURCE FLAGS...: serve SOURCE at $mnt in the background, with its
@@ -154,9 +142,7 @@ mount_volfs() {
 	done
 	"${bin:-$work/volfs}" mount --log-level warn --metrics-addr "$metrics" "$@" "$src" "$mnt" &
 	volfs_pid=$!
-	for _ in $(seq 400); do mountpoint -q "$mnt" && return; sleep 0.025; done
-	echo "volfs did not mount" >&2
-	exit 1
+	wait_mount "$mnt"
 }
 # unmount_volfs NAME: records the peak RSS and the dials of the mount under
 # NAME, then unmounts.
@@ -164,24 +150,11 @@ unmount_volfs() {
 	echo "$1 $(awk '/^VmHWM:/ {print $2}' "/proc/$volfs_pid/status") $budget" >> "$rss"
 	# utime + stime, in clock ticks (fields 14 and 15 of /proc/PID/stat).
 	echo "$1 $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$volfs_pid/stat")" >> "$cpu"
-	echo "$1 $(curl -sf "http://$metrics/metrics" | awk '/^volfs_fetch_dials_total / {print $2}')" >> "$dials"
+	record_dials "$1" "$metrics"
 	umount "$mnt"
 	wait "$volfs_pid" || true
 	volfs_pid=
 }
-now() { date +%s.%N; }
-record() { echo "$1 $2" >> "$results"; }
-
-# time_cmd NAME CMD...: runs CMD once and records its seconds under NAME.
-time_cmd() {
-	local name=$1 t0 t1
-	shift
-	t0=$(now)
-	"$@"
-	t1=$(now)
-	record "$name" "$(echo "$t1 - $t0" | bc)"
-}
-
 files() { ls "$mnt/s0" | grep "^0-" | sed "s|^|$mnt/s0/|"; }
 # cat_all [GLOB]: one cat of the chunk files GLOB under the mount (s0/0-*:
 # the precomputed chunks, not the views beside them; [0-9]* for a zarr
@@ -312,9 +285,7 @@ quota_volfs() {
 	sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$quota_cg" \
 		"$work/volfs" mount --log-level warn --metrics-addr "$metrics" "$@" "$src" "$mnt" &
 	volfs_pid=$!
-	for _ in $(seq 400); do mountpoint -q "$mnt" && return; sleep 0.025; done
-	echo "volfs did not mount" >&2
-	exit 1
+	wait_mount "$mnt"
 }
 have_fsspec=$(/usr/bin/python3 -c 'import fsspec, aiohttp' 2>/dev/null && echo yes || echo no)
 [ "$have_fsspec" = yes ] || echo "no python3-fsspec or python3-aiohttp: no zarr-http row" >&2
@@ -329,21 +300,9 @@ rclone_gunzip() {
 	rclone mount :http: "$mnt2" --http-url "$url/w1.precomputed" --read-only \
 		--vfs-cache-mode off --log-level ERROR &
 	rclone_pid=$!
-	local i
-	for i in $(seq 400); do mountpoint -q "$mnt2" && break; sleep 0.025; done
-	mountpoint -q "$mnt2" || { echo "rclone did not mount" >&2; exit 1; }
-	/usr/bin/python3 - "$mnt2/s0" <<'PY'
-import gzip, os, sys, time
-d = sys.argv[1]
-t0 = time.perf_counter()
-total = 0
-for n in sorted(os.listdir(d)):
-    if n.endswith(".gz"):
-        with open(os.path.join(d, n), "rb") as f:
-            total += len(gzip.decompress(f.read()))
-t = time.perf_counter() - t0
-assert total == 128 << 20, total
-print(t)
+	wait_mount "$mnt2"
+	bench_py "$mnt2/s0" <<'PY'
+print(gunzip_all(sys.argv[1], 128 << 20))
 PY
 	fusermount3 -u "$mnt2"
 	wait "$rclone_pid" || true
@@ -513,26 +472,16 @@ for run in $(seq "$count"); do
 	serve_rows
 done
 
-/usr/bin/python3 - "$results" "$rss" "$dials" "$cpu" "$sizes" <<'PY'
-import statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    k, v = line.split()
-    runs.setdefault(k, []).append(float(v))
-med = {k: statistics.median(v) for k, v in runs.items()}
+bench_py "$results" "$rss" "$dials" "$cpu" "$sizes" <<'PY'
+runs, med = medians(sys.argv[1])
 mib = 128.0
 size = {}
 for line in open(sys.argv[5]):
     k, v = line.split()
     size[k] = float(v)
-print(f"\n{'row':28} {'median s':>9} {'MiB/s':>7}  runs")
-for k, v in runs.items():
-    print(f"{k:28} {med[k]:9.3f} {size.get(k, mib)/med[k]:7.0f}  " + " ".join(f"{x:.3f}" for x in v))
+table(runs, med, size=size)
 def ratio(label, a, b, target=None):
-    if a in med and b in med:
-        r = med[a] / med[b]
-        t = "" if target is None else ("  target %.1fx: %s" % (target, "met" if r >= target else "missed"))
-        print(f"{label:62} {r:6.2f}x{t}")
+    ratio_of(med, label, a, b, target)
 print()
 ratio("zarr-python local, 1st read / volfs local cat (speed-up)", "zarr-local", "volfs-local-cat")
 ratio("zarr-python local, 2nd read / volfs local cat (speed-up)", "zarr-local-best", "volfs-local-cat", 2.0)
@@ -590,18 +539,7 @@ for k in peak:
     print(f"{k:40} {peak[k]:9.0f} {lim:9d}  {'met' if peak[k] < lim else 'missed'}")
 
 # TCP connections to the origin per HTTP mount (volfs_fetch_dials_total).
-dials = {}
-for line in open(sys.argv[3]):
-    f = line.split()
-    if "http" in f[0]:
-        dials.setdefault(f[0], []).append(int(float(f[1])) if len(f) > 1 else None)
-if dials:
-    print(f"\n{'HTTP mount (TCP connections per run)':40} {'max':>5}  runs  target: at most 16")
-    for k, v in dials.items():
-        got = [x for x in v if x is not None]
-        m = max(got) if got else None
-        print(f"{k:40} {m if m is not None else '-':>5}  " + " ".join(str(x) if x is not None else "-" for x in v) +
-              ("" if m is None else "  " + ("met" if m <= 16 else "missed")))
+dials_table(sys.argv[3], "HTTP mount (TCP connections per run)", lambda row: "http" in row)
 
 # CPU of the volfs process (user + system) per mount.
 cpu = {}
