@@ -684,14 +684,15 @@ func newGCSClient(opts GCSOptions, anonymous bool) (*gcsClient, error) {
 	return c, nil
 }
 
-// stallTransport gives each exchange a watchdog that cancels it when it
-// makes no progress for timeout: no reply headers, or no body bytes
-// between two reads; and, once the headers are in, a deadline of timeout
-// plus the body's size at minRate from the request (the size is the
-// Content-Length, or the length of the Range asked for, or else
-// maxAttemptBound applies). The exchange then fails with an error
-// wrapping errStalled or errTooSlow, which the storage library retries
-// (resuming a read from the bytes it has).
+// stallTransport gives each exchange a watchdog: no progress for timeout
+// (no reply headers, or no body bytes between two reads) ends it, and so
+// does, once the headers are in, a deadline of timeout plus the body's size
+// at minRate from the request (the size is the Content-Length, or the
+// length of the Range asked for, or else maxAttemptBound applies). The
+// exchange then fails with an error wrapping errStalled or errTooSlow and
+// ErrTransient, which the storage libraries retry (resuming a read from the
+// bytes it has). Closing a body drains what is left of it, up to
+// drainLimit, so that its connection goes back to the pool.
 type stallTransport struct {
 	base    http.RoundTripper
 	timeout time.Duration
@@ -699,16 +700,14 @@ type stallTransport struct {
 }
 
 func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Now()
-	ctx, cancel := context.WithCancelCause(req.Context())
-	watchdog := time.AfterFunc(t.timeout, func() { cancel(errStalled) })
+	// The object, without the query: a listing's fills lines of a terminal.
+	what := req.Method + " " + req.URL.Scheme + "://" + req.URL.Host + req.URL.EscapedPath()
+	ctx, wd := newWatchdog(req.Context(), what, t.timeout)
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
-		watchdog.Stop()
-		stalled := context.Cause(ctx) == errStalled
-		cancel(nil)
-		if stalled {
-			return nil, fmt.Errorf("%w for %v waiting for the reply: %w", errStalled, t.timeout, err)
+		wd.stop()
+		if e := wd.ended(); e != nil {
+			return nil, e
 		}
 		return nil, err
 	}
@@ -716,12 +715,8 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if n < 0 {
 		n = rangeLength(req.Header.Get("Range"))
 	}
-	bound := maxAttemptBound
-	if n >= 0 {
-		bound = attemptBound(t.timeout, t.minRate, n)
-	}
-	deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
-	resp.Body = &watchedBody{body: resp.Body, ctx: ctx, cancel: cancel, watchdog: watchdog, deadline: deadline, timeout: t.timeout, bound: bound, m: metricsFrom(ctx)}
+	wd.limit(n, t.minRate)
+	resp.Body = wd.body(resp.Body, metricsFrom(ctx), true)
 	return resp, nil
 }
 
@@ -735,48 +730,4 @@ func rangeLength(h string) int64 {
 		return -1
 	}
 	return l - f + 1
-}
-
-// watchedBody re-arms its exchange's watchdog on every read that returns
-// data, and reports a read that the watchdog ended as stalled.
-type watchedBody struct {
-	body     io.ReadCloser
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	watchdog *time.Timer
-	deadline *time.Timer
-	timeout  time.Duration
-	bound    time.Duration // of the exchange, for errTooSlow's message
-	m        *Metrics      // of the fetcher that sent the request, or nil
-}
-
-func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.body.Read(p)
-	if n > 0 {
-		b.watchdog.Reset(b.timeout)
-		if b.m != nil {
-			b.m.AddBytes(int64(n))
-		}
-	}
-	if err != nil && err != io.EOF {
-		switch context.Cause(b.ctx) {
-		case errStalled:
-			err = fmt.Errorf("%w for %v reading the body: %w", errStalled, b.timeout, err)
-		case errTooSlow:
-			err = fmt.Errorf("%w: body not done within %v: %w", errTooSlow, b.bound, err)
-		}
-	}
-	return n, err
-}
-
-func (b *watchedBody) Close() error {
-	// Drained so that the connection goes back to the pool, unless a long
-	// remainder makes it cheaper to drop; the watchdog, still armed,
-	// bounds a drain that stalls.
-	io.CopyN(io.Discard, b.body, drainLimit)
-	err := b.body.Close()
-	b.watchdog.Stop()
-	b.deadline.Stop()
-	b.cancel(nil)
-	return err
 }

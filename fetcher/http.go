@@ -498,28 +498,25 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 		return nil, err
 	}
 	u := h.url(key)
-	fail := func(err error) error { return fmt.Errorf("fetcher: stream %s from %d: %w", u.Redacted(), offset, err) }
-	sctx, cancel := context.WithCancelCause(ctx)
-	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
-	stop := func() {
-		watchdog.Stop()
-		cancel(nil)
-	}
+	what := fmt.Sprintf("stream %s from %d", u.Redacted(), offset)
+	fail := func(err error) error { return fmt.Errorf("fetcher: %s: %w", what, err) }
+	sctx, wd := newWatchdog(ctx, what, h.opts.StallTimeout)
 	req, err := http.NewRequestWithContext(sctx, "GET", u.String(), nil)
 	if err != nil {
-		stop()
+		wd.stop()
 		return nil, fail(err)
 	}
 	req.Header = http.Header{"Accept-Encoding": {"identity"}, "Range": {fmt.Sprintf("bytes=%d-", offset)}}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		stop()
-		if context.Cause(sctx) == errStalled {
-			return nil, fail(fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient))
+		wd.stop()
+		if e := wd.ended(); e != nil {
+			return nil, fmt.Errorf("fetcher: %w", e)
 		}
 		return nil, fail(transportError(err))
 	}
-	body := &streamBody{ReadCloser: &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.m}, stop: stop}
+	// Closing the body abandons the rest, with its connection.
+	body := wd.body(resp.Body, &h.m, false)
 	refuse := func(err error) (io.ReadCloser, error) {
 		body.Close()
 		return nil, fail(err)
@@ -544,17 +541,4 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 	}
 	h.m.Done(nil)
 	return body, nil
-}
-
-// streamBody is the body of a Stream: closing it abandons the rest, with
-// its connection, and stops its watchdog.
-type streamBody struct {
-	io.ReadCloser
-	stop func()
-}
-
-func (b *streamBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.stop()
-	return err
 }

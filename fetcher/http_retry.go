@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -44,12 +43,6 @@ func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.He
 	}
 }
 
-// Causes of an attempt abandoned by its watchdog or its deadline.
-var (
-	errStalled = errors.New("no progress")
-	errTooSlow = errors.New("too slow")
-)
-
 // expectFunc tells how many body bytes an operation reads from a reply.
 type expectFunc func(*http.Response) int64
 
@@ -60,15 +53,10 @@ func upTo(n int64) expectFunc { return func(*http.Response) int64 { return n } }
 // try makes one attempt of do.
 func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.Header, expectOf expectFunc, read func(*http.Response) error) error {
 	// The watchdog cancels the attempt when it makes no progress for
-	// StallTimeout, from the request to the headers and between body
-	// reads; every read that returns data re-arms it. Once the headers
-	// are in, a deadline bounds the whole attempt too (HTTPOptions.MinRate),
-	// since a trickle of bytes re-arms the watchdog for ever.
-	start := time.Now()
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	watchdog := time.AfterFunc(h.opts.StallTimeout, func() { cancel(errStalled) })
-	defer watchdog.Stop()
+	// StallTimeout; once the headers are in, it bounds the whole attempt
+	// too (HTTPOptions.MinRate).
+	actx, wd := newWatchdog(ctx, method+" "+u.Redacted(), h.opts.StallTimeout)
+	defer wd.stop()
 
 	req, err := http.NewRequestWithContext(actx, method, u.String(), nil)
 	if err != nil {
@@ -76,19 +64,15 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 	}
 	req.Header = header
 	resp, err := h.client.Do(req)
-	var bound time.Duration
-	var expect int64
 	if err != nil {
 		err = transportError(err)
 	} else {
-		expect = expectOf(resp)
+		expect := expectOf(resp)
 		if resp.ContentLength >= 0 && resp.ContentLength < expect {
 			expect = resp.ContentLength
 		}
-		bound = attemptBound(h.opts.StallTimeout, h.opts.MinRate, expect)
-		deadline := time.AfterFunc(bound-time.Since(start), func() { cancel(errTooSlow) })
-		defer deadline.Stop()
-		resp.Body = &progressBody{ReadCloser: resp.Body, watchdog: watchdog, timeout: h.opts.StallTimeout, bytes: &h.m}
+		wd.limit(expect, h.opts.MinRate)
+		resp.Body = wd.body(resp.Body, &h.m, false)
 		err = read(resp)
 		drain(resp.Body)
 	}
@@ -98,11 +82,8 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		// Whatever broke, the caller's ending context is the cause that
 		// matters, and it must never be retried.
 		err = ctx.Err()
-	case context.Cause(actx) == errStalled:
-		err = fmt.Errorf("%w for %v: %w", errStalled, h.opts.StallTimeout, ErrTransient)
-	case context.Cause(actx) == errTooSlow:
-		err = fmt.Errorf("%w: not done within %v (%v, plus %d bytes at %d bytes/s): %w",
-			errTooSlow, bound, h.opts.StallTimeout, expect, h.opts.MinRate, ErrTransient)
+	case wd.ended() != nil:
+		return fmt.Errorf("fetcher: %w", wd.ended())
 	}
 	if err != nil {
 		return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), err)
@@ -135,24 +116,6 @@ func (h *HTTP) backoff(n int, err error) time.Duration {
 		ceiling = h.opts.BaseBackoff << n
 	}
 	return rand.N(ceiling)
-}
-
-// progressBody re-arms the watchdog of its attempt on every read that
-// returns data.
-type progressBody struct {
-	io.ReadCloser
-	watchdog *time.Timer
-	timeout  time.Duration
-	bytes    *Metrics // counts what arrives
-}
-
-func (b *progressBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.watchdog.Reset(b.timeout)
-		b.bytes.AddBytes(int64(n))
-	}
-	return n, err
 }
 
 // retryAfterError is a transient error whose server asked for a delay
