@@ -738,8 +738,10 @@ func TestHTTPDrip(t *testing.T) {
 				drip(w, r, release)
 			})
 			opts := fastRetries
-			// A 100-byte body may take 50ms + 100ms; the drip takes 1s.
-			opts.MaxAttempts, opts.StallTimeout, opts.MinRate = 2, 50*time.Millisecond, 1000
+			// A 100-byte body may take 250ms + 100ms; the drip takes 1s.
+			// The stall timeout is 25 times the drip's pace, so that a
+			// loaded machine does not take the drip for a stall.
+			opts.MaxAttempts, opts.StallTimeout, opts.MinRate = 2, 250*time.Millisecond, 1000
 			_, err := newHTTP(t, srv.URL, opts).Get(context.Background(), "k", 100)
 			checkErr(t, err, ErrTransient)
 			if err == nil || !strings.Contains(err.Error(), "too slow") {
@@ -907,8 +909,8 @@ func TestHTTPRangeDeadline(t *testing.T) {
 		offset    int64
 		wantBound string
 	}{
-		{"206 without Content-Length", http.StatusPartialContent, 1 << 30, "not done within 1.1s"},
-		{"200 without Content-Length", http.StatusOK, 1 << 20, "not done within 2.1s"},
+		{"206 without Content-Length", http.StatusPartialContent, 1 << 30, "not done within 1.5s"},
+		{"200 without Content-Length", http.StatusOK, 1 << 20, "not done within 2.5s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			release := make(chan struct{})
@@ -921,9 +923,10 @@ func TestHTTPRangeDeadline(t *testing.T) {
 				drip(w, r, release)
 			})
 			opts := fastRetries
-			// 1 MiB at 1 MiB/s after a 100 ms stall timeout: 1.1 s; a 200
-			// also carries the 1 MiB before the range.
-			opts.MaxAttempts, opts.StallTimeout, opts.MinRate = 1, 100*time.Millisecond, 1<<20
+			// 1 MiB at 1 MiB/s after a 500 ms stall timeout (50 times the
+			// drip's pace, for a loaded machine): 1.5 s; a 200 also
+			// carries the 1 MiB before the range.
+			opts.MaxAttempts, opts.StallTimeout, opts.MinRate = 1, 500*time.Millisecond, 1<<20
 			_, _, err := newHTTP(t, srv.URL, opts).GetRange(context.Background(), "k", tc.offset, 1<<20)
 			checkErr(t, err, ErrTransient)
 			if err == nil || !strings.Contains(err.Error(), tc.wantBound) {
