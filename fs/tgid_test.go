@@ -110,3 +110,44 @@ func TestTgidBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestTgidSeenProcess: a new thread of the process of the last answer is
+// found by the stat of its task entry, without its status; a thread of
+// another process is looked up in its status.
+func TestTgidSeenProcess(t *testing.T) {
+	proc := t.TempDir()
+	mkdir := func(elem ...string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(append([]string{proc}, elem...)...), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(tid, tgid string) {
+		t.Helper()
+		mkdir(tid)
+		if err := os.WriteFile(filepath.Join(proc, tid, "status"), []byte("Name:\tx\nTgid:\t"+tgid+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status("101", "100")
+	mkdir("100", "task", "101")
+	mkdir("100", "task", "102") // no status: found only as a thread of 100
+	status("201", "200")
+	mkdir("200", "task", "201")
+	c := &tgidCache{proc: proc}
+	for _, tc := range []struct {
+		tid, want uint32
+	}{
+		{101, 100},
+		{102, 100}, // a thread of the last answer's process
+		{201, 200}, // another process: its status
+		{102, 100}, // kept
+	} {
+		if got := c.of(tc.tid); got != tc.want {
+			t.Errorf("tgid of %d: got %d, want %d", tc.tid, got, tc.want)
+		}
+	}
+	if got := (&tgidCache{proc: proc}).of(102); got != 102 {
+		t.Errorf("tgid of 102 with no process seen: got %d, want 102 (its status is missing)", got)
+	}
+}
