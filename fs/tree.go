@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/volfs/volfs/cache"
@@ -106,6 +107,9 @@ type Tree struct {
 
 	errLog errorLog
 	ome    omeImages
+	// metaKept holds the disk-cache keys of the metadata kept on disk
+	// (string to struct{}): see "Metadata on disk".
+	metaKept sync.Map
 }
 
 // New returns the tree of src. It reads the root's metadata, so that a
@@ -235,7 +239,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 				continue
 			}
 		}
-		obj, objKey, err := t.fetch(ctx, path.Join(key, f.Meta), maxMetadataBytes)
+		obj, objKey, err := t.fetchMeta(ctx, path.Join(key, f.Meta), maxMetadataBytes)
 		switch {
 		case errors.Is(err, fetcher.ErrNotExist):
 			continue
@@ -339,11 +343,22 @@ func sameChunks(a, b *decode.Volume) bool {
 // as an HTTP client asking for key would get it, so a file's bytes never
 // depend on which form an earlier read found.
 func (t *Tree) fetch(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
-	obj, err := t.src.Get(ctx, key, limit)
+	return t.fetchBy(ctx, key, limit, t.src.Get)
+}
+
+// fetchMeta is fetch of a metadata object, kept on disk for an origin
+// that cannot be reached (getMeta).
+func (t *Tree) fetchMeta(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
+	return t.fetchBy(ctx, key, limit, t.getMeta)
+}
+
+// fetchBy is fetch through get.
+func (t *Tree) fetchBy(ctx context.Context, key string, limit int64, get func(context.Context, string, int64) (fetcher.Object, error)) (fetcher.Object, string, error) {
+	obj, err := get(ctx, key, limit)
 	if !errors.Is(err, fetcher.ErrNotExist) {
 		return obj, key, err
 	}
-	obj, err2 := t.src.Get(ctx, key+".gz", limit)
+	obj, err2 := get(ctx, key+".gz", limit)
 	if err2 != nil {
 		if errors.Is(err2, fetcher.ErrNotExist) {
 			return obj, key, err // report the plain key as missing

@@ -318,6 +318,9 @@ func (p *WarmPlan) Run(ctx context.Context, workers int, dryRun bool, each func(
 		}()
 	}
 	wg.Wait()
+	if !dryRun {
+		p.t.TouchMetadata()
+	}
 	if stopped.Load() || ctx.Err() != nil {
 		return ctx.Err()
 	}
