@@ -111,6 +111,9 @@ func ddInFlight(t *testing.T, path string, after int) (wait func() ([]byte, erro
 // while dd reads a 64 MiB volume through the mount, and starts it again at
 // once: the reads that meet the outage are retried with back-off until
 // the gateway answers, and dd copies every byte exactly, without an error.
+// The restart takes 0.5-0.8 s here; the mount runs with --retries 9 (about
+// 10 s of back-off), since the default 5 rides out 1.5 s on average and
+// as little as a few hundred ms when the jitter draws short.
 // (TestS3ServerRestart keeps the case of an outage longer than the
 // retries: EIO, never a wrong byte.)
 func TestS3GatewayRestart(t *testing.T) {
@@ -136,7 +139,7 @@ z[:] = a`, src)
 	// A small cache and read-ahead, so that most of the volume is fetched
 	// after the restart.
 	addr := freeAddr(t)
-	s := startVolfs(t, "mount", "--endpoint-url", w.Endpoint, "--cache-size", "16MiB", "--read-ahead", "2MiB", "--metrics-addr", addr, "s3://pub/vol")
+	s := startVolfs(t, "mount", "--endpoint-url", w.Endpoint, "--cache-size", "16MiB", "--read-ahead", "2MiB", "--retries", "9", "--metrics-addr", addr, "s3://pub/vol")
 	wait := ddInFlight(t, filepath.Join(s.mnt, "arr", "volume.raw"), 4<<20)
 	killed := time.Now()
 	w.stop(t)
@@ -164,5 +167,55 @@ z[:] = a`, src)
 	}
 	if n := strings.Count(s.stderr.String(), "level=ERROR"); n != 0 {
 		t.Errorf("volfs logged %d errors across a restart it rode out:\n%s", n, s.stderr.String())
+	}
+}
+
+// TestS3WarmGatewayGone: `volfs warm` from SeaweedFS's S3 gateway, then
+// the gateway goes away (killed, its port closed): a mount with the same
+// --cache-dir builds its tree from what warm kept and reads every warmed
+// chunk exactly; a chunk not warmed is EIO.
+func TestS3WarmGatewayGone(t *testing.T) {
+	requireFUSE(t)
+	requirePython(t)
+	w, _ := startWeedSplit(t, "pub")
+	s3Env(t, "", "")
+	src := t.TempDir()
+	want := warmLayer(t, src, "", "")
+	w.s3put(t, "put", "pub", "layer", src)
+	cacheDir := t.TempDir()
+	source := "s3://pub/layer"
+	out, err := runBounded(t, 2*time.Minute, volfsBin, "warm", "--endpoint-url", w.Endpoint, "--cache-dir", cacheDir, "--bbox", ",,0:64", source, "s0")
+	t.Logf("warm:\n%s", out)
+	if f, c, m, x := warmSummaryOf(t, out); err != nil || f != 32 || c != 0 || m != 0 || x != 0 {
+		t.Fatalf("warm: %v, %d fetched, %d cached, %d missing, %d failed; want 32, 0, 0, 0", err, f, c, m, x)
+	}
+	w.stop(t)
+
+	start := time.Now()
+	s := startVolfs(t, "mount", "--endpoint-url", w.Endpoint, "--cache-size", "16MiB", "--cache-dir", cacheDir, source)
+	t.Logf("mounted with the gateway gone in %v", time.Since(start).Round(time.Millisecond))
+	var warmed, cold []string
+	for key := range want {
+		if strings.HasSuffix(key, "_0-32") || strings.HasSuffix(key, "_32-64") {
+			warmed = append(warmed, key)
+		} else {
+			cold = append(cold, key)
+		}
+	}
+	sums, failed := hashChunks(t, s.mnt, warmed)
+	for _, key := range warmed {
+		if sums[key] != want[key] {
+			t.Errorf("%s: sha256 %q (failed: %q), want %s", key, sums[key], failed[key], want[key])
+		}
+	}
+	t.Logf("%d warmed chunks read with the gateway gone", len(warmed))
+	sums, failed = hashChunks(t, s.mnt, cold[:2])
+	for _, key := range cold[:2] {
+		if failed[key] != "EIO" {
+			t.Errorf("%s, not warmed, with the gateway gone: %q (sha256 %q), want EIO", key, failed[key], sums[key])
+		}
+	}
+	if n := strings.Count(s.stderr.String(), "the origin cannot be reached"); n != 1 {
+		t.Errorf("%d warnings that the origin cannot be reached, want 1:\n%s", n, s.stderr.String())
 	}
 }
