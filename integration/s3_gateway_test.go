@@ -165,6 +165,7 @@ z[:] = a`, src)
 	if retries == 0 {
 		t.Errorf("no attempt was retried: the outage met no request, so this run shows nothing")
 	}
+	checkPeak(t, s)
 	if n := strings.Count(s.stderr.String(), "level=ERROR"); n != 0 {
 		t.Errorf("volfs logged %d errors across a restart it rode out:\n%s", n, s.stderr.String())
 	}

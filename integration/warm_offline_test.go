@@ -110,6 +110,7 @@ func TestWarmOriginGone(t *testing.T) {
 	if n := strings.Count(s.stderr.String(), "the origin cannot be reached"); n != 1 {
 		t.Errorf("%d warnings that the origin cannot be reached, want 1:\n%s", n, s.stderr.String())
 	}
+	checkPeak(t, s)
 }
 
 // TestWarmMetadataChanged: metadata that changed at an origin that
