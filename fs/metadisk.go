@@ -20,7 +20,9 @@ import (
 // generation, or size and times) and transport encoding; the answer that
 // such an object does not exist; and each directory listing (or the
 // answer that the source cannot list). `volfs warm` builds a tree, so it
-// keeps everything the paths it warms needed.
+// keeps everything the paths it warms needed; it also keeps the answer
+// that a chunk object does not exist (getChunk), so that a chunk it found
+// missing reads as the fill value with the origin gone.
 //
 // While the origin answers, these copies are never read: metadata comes
 // from the origin, and what it says is written over the copy, so a
@@ -77,6 +79,38 @@ func (t *Tree) getMeta(ctx context.Context, key string, limit int64) (fetcher.Ob
 		if kept, kerr, ok := t.diskObject(dkey, key, limit); ok {
 			t.ids.failed(err)
 			return kept, kerr
+		}
+	}
+	return obj, err
+}
+
+// getChunk is t.src.Get of a chunk object (or shard): chunks are kept
+// decoded by the chunk store's tiers, not here, but a warm (Tree.warming)
+// keeps the answer that one does not exist, so that with the origin gone
+// a chunk that warm found missing reads as the fill value, as it did,
+// instead of EIO; see "Metadata on disk".
+func (t *Tree) getChunk(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
+	if t.opts.Disk == nil {
+		return t.src.Get(ctx, key, limit)
+	}
+	dkey := t.metaKey("get", key)
+	keptAbsent := func() (error, bool) {
+		_, err, ok := t.diskObject(dkey, key, limit)
+		return err, ok && errors.Is(err, fetcher.ErrNotExist)
+	}
+	if t.ids.offline.active() {
+		if err, ok := keptAbsent(); ok {
+			return fetcher.Object{}, err
+		}
+	}
+	obj, err := t.src.Get(ctx, key, limit)
+	switch {
+	case errors.Is(err, fetcher.ErrNotExist) && t.warming.Load():
+		t.keepMeta(dkey, encodeSeen([]seen{{metaAbsent, ""}}), nil)
+	case err != nil && ctx.Err() == nil && errors.Is(err, fetcher.ErrTransient):
+		if kerr, ok := keptAbsent(); ok {
+			t.ids.failed(err)
+			return fetcher.Object{}, kerr
 		}
 	}
 	return obj, err

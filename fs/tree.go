@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/volfs/volfs/cache"
@@ -110,6 +111,9 @@ type Tree struct {
 	// metaKept holds the disk-cache keys of the metadata kept on disk
 	// (string to struct{}): see "Metadata on disk".
 	metaKept sync.Map
+	// warming is set while a warm runs: missing chunk objects are kept
+	// on disk as such (getChunk).
+	warming atomic.Bool
 }
 
 // New returns the tree of src. It reads the root's metadata, so that a
@@ -337,22 +341,13 @@ func sameChunks(a, b *decode.Volume) bool {
 		slices.EqualFunc(a.Arrays, b.Arrays, decode.SameChunks)
 }
 
-// fetch gets the object at key, or when there is none its ".gz" sibling
-// (CloudVolume's convention for gzip on disk), refusing objects of more
-// than limit stored bytes. The plain object always wins when both exist,
-// as an HTTP client asking for key would get it, so a file's bytes never
-// depend on which form an earlier read found.
-func (t *Tree) fetch(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
-	return t.fetchBy(ctx, key, limit, t.src.Get)
-}
-
-// fetchMeta is fetch of a metadata object, kept on disk for an origin
-// that cannot be reached (getMeta).
-func (t *Tree) fetchMeta(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
-	return t.fetchBy(ctx, key, limit, t.getMeta)
-}
-
-// fetchBy is fetch through get.
+// fetchBy gets the object at key through get (a fetcher's Get), or when
+// there is none its ".gz" sibling (CloudVolume's convention for gzip on
+// disk), refusing objects of more than limit stored bytes. The plain
+// object always wins when both exist, as an HTTP client asking for key
+// would get it, so a file's bytes never depend on which form an earlier
+// read found. Metadata goes through getMeta (fetchMeta), chunk objects
+// through getChunk.
 func (t *Tree) fetchBy(ctx context.Context, key string, limit int64, get func(context.Context, string, int64) (fetcher.Object, error)) (fetcher.Object, string, error) {
 	obj, err := get(ctx, key, limit)
 	if !errors.Is(err, fetcher.ErrNotExist) {
@@ -366,6 +361,12 @@ func (t *Tree) fetchBy(ctx context.Context, key string, limit int64, get func(co
 		return obj, key + ".gz", err2
 	}
 	return obj, key + ".gz", nil
+}
+
+// fetchMeta is fetchBy of a metadata object, kept on disk for an origin
+// that cannot be reached (getMeta).
+func (t *Tree) fetchMeta(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
+	return t.fetchBy(ctx, key, limit, t.getMeta)
 }
 
 // untransport removes the transport gzip of an object fetched from key, if

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -48,21 +50,24 @@ for k in sys.argv[2:]:
 // goes away entirely (its listener closed: every connection refused). A
 // mount with the same --cache-dir builds its tree from the metadata and
 // listings warm kept on disk, with one warning, and reads every warmed
-// chunk exactly; a chunk that was not warmed is EIO, never zeros.
+// chunk exactly, and the one warm found missing as zeros; a chunk that
+// was not warmed is EIO, never zeros.
 func TestWarmOriginGone(t *testing.T) {
 	requireFUSE(t)
 	requirePython(t)
 	src := t.TempDir()
-	want := warmLayer(t, src, "s0/96-128_96-128_96-128", "")
+	const missing = "s0/96-128_96-128_0-32"
+	want := warmLayer(t, src, missing, "")
 	srv := httptest.NewServer(http.FileServer(http.Dir(src)))
 	defer srv.Close()
 	cacheDir := t.TempDir()
 
-	// The lower half in z: 32 chunks warmed, 31 not (one is absent).
+	// The lower half in z: 31 chunks warmed and one found missing; 32
+	// not warmed.
 	out, err := runBounded(t, 2*time.Minute, volfsBin, "warm", "--cache-dir", cacheDir, "--bbox", ",,0:64", srv.URL, "s0")
 	t.Logf("warm:\n%s", out)
-	if f, c, m, x := warmSummaryOf(t, out); err != nil || f != 32 || c != 0 || m != 0 || x != 0 {
-		t.Fatalf("warm: %v, %d fetched, %d cached, %d missing, %d failed; want 32, 0, 0, 0", err, f, c, m, x)
+	if f, c, m, x := warmSummaryOf(t, out); err != nil || f != 31 || c != 0 || m != 1 || x != 0 {
+		t.Fatalf("warm: %v, %d fetched, %d cached, %d missing, %d failed; want 31, 0, 1, 0", err, f, c, m, x)
 	}
 	srv.Close()
 	if _, err := http.Get(srv.URL + "/info"); err == nil {
@@ -80,9 +85,13 @@ func TestWarmOriginGone(t *testing.T) {
 			cold = append(cold, key)
 		}
 	}
-	if len(warmed) != 32 || len(cold) != 31 {
-		t.Fatalf("%d warmed and %d cold chunks, want 32 and 31", len(warmed), len(cold))
+	if len(warmed) != 31 || len(cold) != 32 {
+		t.Fatalf("%d warmed and %d cold chunks, want 31 and 32", len(warmed), len(cold))
 	}
+	// The chunk warm found missing reads as the fill value, as it did.
+	zero := sha256.Sum256(make([]byte, 32*32*32))
+	want[missing] = hex.EncodeToString(zero[:])
+	warmed = append(warmed, missing)
 	start = time.Now()
 	sums, failed := hashChunks(t, s.mnt, warmed)
 	t.Logf("read %d warmed chunks with the origin gone: %v", len(warmed), time.Since(start).Round(time.Millisecond))
