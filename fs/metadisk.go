@@ -214,7 +214,7 @@ func (t *Tree) keepMeta(dkey string, ident, data []byte) {
 	}
 	t.metaKept.Store(dkey, struct{}{})
 	same := false
-	old, ok := d.GetUpTo(dkey, int64(len(data)), func(id []byte) error {
+	old, ok := d.GetUpTo(dkey, maxMetadataBytes, func(id []byte) error {
 		same = bytes.Equal(id, ident)
 		return nil
 	})
