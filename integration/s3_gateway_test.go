@@ -63,9 +63,9 @@ func startWeedSplit(t *testing.T, public ...string) (gateway, backend *weedServe
 }
 
 // ddInFlight starts `dd` of path with 64 KiB reads and returns once it has
-// copied the first `after` bytes; wait returns what it copied in all, and
-// its error and stderr.
-func ddInFlight(t *testing.T, path string, after int) (wait func() ([]byte, error, string)) {
+// copied the first `after` bytes; wait returns what it copied in all, its
+// stderr and its error.
+func ddInFlight(t *testing.T, path string, after int) (wait func() ([]byte, string, error)) {
 	t.Helper()
 	cmd := exec.Command("dd", "if="+path, "bs=64K", "status=none")
 	var stderr strings.Builder
@@ -100,10 +100,10 @@ func ddInFlight(t *testing.T, path string, after int) (wait func() ([]byte, erro
 		cmd.Wait()
 		t.Fatalf("dd ended after %d bytes, before %d: %s", len(data), after, stderr.String())
 	}
-	return func() ([]byte, error, string) {
+	return func() ([]byte, string, error) {
 		data := <-copied
 		err := cmd.Wait()
-		return data, err, stderr.String()
+		return data, stderr.String(), err
 	}
 }
 
@@ -145,7 +145,7 @@ z[:] = a`, src)
 	w.stop(t)
 	w.start(t)
 	back := time.Since(killed)
-	data, err, stderr := wait()
+	data, stderr, err := wait()
 	t.Logf("gateway killed and answering again after %v; dd ended %v after the kill", back.Round(10*time.Millisecond), time.Since(killed).Round(10*time.Millisecond))
 	if err != nil || len(data) != len(full) || string(data) != string(full) {
 		same := 0
