@@ -240,9 +240,12 @@ func (rs *readers) reader(key readerKey, seq sequence, charge func(int64) int64)
 		Budget:     rs.t.budget,
 	}
 	if charge != nil {
+		// The window is counted in positions of viewBlock file bytes
+		// (nothing is computed before the reader runs: finding the
+		// chunks under a block of a hostile geometry is work); the
+		// budget is charged what each prefetch really holds.
 		cfg.Charge = charge
-		// The window is counted in positions of a typical charge.
-		cfg.ChunkBytes = max(1, charge(min(1, cfg.Len-1)))
+		cfg.ChunkBytes = viewBlock
 	}
 	r.tr = cache.NewTracker(cfg)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
