@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -46,6 +47,8 @@ type viewSeq struct {
 
 	mu   sync.Mutex
 	memo map[int64][][]int64 // GUARDED_BY(mu); chunks by position
+
+	listed atomic.Int64 // the chunks view.ChunksAt listed: the work of the read-ahead
 }
 
 func (f *viewFile) sequence() *viewSeq {
@@ -69,12 +72,15 @@ func (s *viewSeq) chunks(p int64) [][]int64 {
 	var before map[string]bool
 	if p > 0 {
 		prev := view.ChunksAt(s.f.f, (p-1)*viewBlock, viewBlock, viewAheadChunks)
+		s.listed.Add(int64(len(prev)))
 		before = make(map[string]bool, len(prev))
 		for _, v := range prev {
 			before[a.ChunkKey(permute(a, v))] = true
 		}
 	}
-	for _, v := range view.ChunksAt(s.f.f, p*viewBlock, viewBlock, viewAheadChunks) {
+	cur := view.ChunksAt(s.f.f, p*viewBlock, viewBlock, viewAheadChunks)
+	s.listed.Add(int64(len(cur)))
+	for _, v := range cur {
 		m := permute(a, v)
 		if !before[a.ChunkKey(m)] {
 			c = append(c, m)

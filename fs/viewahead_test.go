@@ -94,3 +94,47 @@ func TestViewReadAheadTracker(t *testing.T) {
 		})
 	}
 }
+
+// TestViewReadAheadHostile: on geometries of a chunk per byte (a column
+// of 2^40 one-sample chunks, a row of 2^23), a reader that steps through
+// volume.raw block by block has its read-ahead list at most
+// viewAheadChunks chunks for each block before and each block prefetched:
+// its work follows the blocks read, never the chunks under a block (a
+// million) or the file's (2^40).
+func TestViewReadAheadHostile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shape string
+	}{
+		{"2^40 rows", "[1, 1099511627776, 1]"},
+		{"2^23 columns", "[1, 1, 8388608]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string][]byte{"a/.zarray": fmt.Appendf(nil, `{"zarr_format": 2, "shape": %s, "chunks": [1, 1, 1], "dtype": "|u1", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, tc.shape)}
+			tree, _ := newTree(t, files, Options{ReadAhead: 64 << 20, CacheBytes: 16 << 20})
+			defer tree.Close()
+			n, err := tree.Resolve(context.Background(), "a/volume.raw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := n.(*viewFile)
+			const blocks = 6
+			buf := make([]byte, 16)
+			for b := range int64(blocks) {
+				k, err := f.ReadAt(context.Background(), buf, b*viewBlock+viewBlock-int64(len(buf)))
+				if err != nil || !bytes.Equal(buf[:k], make([]byte, len(buf))) {
+					t.Fatalf("block %d: %d bytes, %v; want %d zeros", b, k, err, len(buf))
+				}
+			}
+			s := tree.budget.Stats()
+			listed := f.sequence().listed.Load()
+			t.Logf("budget %+v; chunks listed %d", s, listed)
+			if s.Issued == 0 {
+				t.Fatalf("read-ahead positions issued: got 0, want some")
+			}
+			if limit := 2 * s.Issued * viewAheadChunks; listed > limit {
+				t.Errorf("read-ahead listed %d chunks for %d positions, want at most %d", listed, s.Issued, limit)
+			}
+		})
+	}
+}
