@@ -20,6 +20,8 @@ import (
 // offlineFor, serving every entry unchecked without asking again (each
 // check would cost the fetcher's retries and back-off), and logs that
 // once per spell. An entry the origin says has changed is never served.
+// The metadata and listings the tree keeps on disk follow the same rule
+// (see "Metadata on disk").
 const offlineFor = 30 * time.Second
 
 // offline is when the origin last failed an identity check. Safe for
@@ -49,7 +51,7 @@ func (ids *identities) failed(err error) bool {
 	o.until = time.Now().Add(offlineFor)
 	o.mu.Unlock()
 	if starting {
-		ids.t.log.Warn("the origin cannot be reached to check disk-cache entries: serving them unchecked", "source", ids.t.src.String(), "for", offlineFor, "err", err)
+		ids.t.log.Warn("the origin cannot be reached: serving what the disk cache holds of it (chunks, metadata, listings) unchecked", "source", ids.t.src.String(), "for", offlineFor, "err", err)
 	}
 	return true
 }

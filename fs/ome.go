@@ -54,7 +54,7 @@ func (t *Tree) omeImage(ctx context.Context, dir string) *decode.OMEImage {
 		return img
 	}
 	for _, name := range []string{".zattrs", "zarr.json"} {
-		obj, objKey, err := t.fetch(ctx, path.Join(dir, name), maxMetadataBytes)
+		obj, objKey, err := t.fetchMeta(ctx, path.Join(dir, name), maxMetadataBytes)
 		if errors.Is(err, fetcher.ErrNotExist) {
 			continue
 		}

@@ -73,7 +73,7 @@ func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, 
 // caller that started it goes away, and it is bounded by the fetcher's
 // retries and stall timeout.
 func (d *sourceDir) runList(ctx context.Context, f *listFlight) {
-	f.entries, f.err = d.t.src.List(ctx, d.key)
+	f.entries, f.err = d.t.listMeta(ctx, d.key)
 	if f.err == nil {
 		f.byName = make(map[string]int, len(f.entries))
 		for i, e := range f.entries {

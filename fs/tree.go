@@ -8,6 +8,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/volfs/volfs/cache"
@@ -106,6 +108,12 @@ type Tree struct {
 
 	errLog errorLog
 	ome    omeImages
+	// metaKept holds the disk-cache keys of the metadata kept on disk
+	// (string to struct{}): see "Metadata on disk".
+	metaKept sync.Map
+	// warming is set while a warm runs: missing chunk objects are kept
+	// on disk as such (getChunk).
+	warming atomic.Bool
 }
 
 // New returns the tree of src. It reads the root's metadata, so that a
@@ -235,7 +243,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 				continue
 			}
 		}
-		obj, objKey, err := t.fetch(ctx, path.Join(key, f.Meta), maxMetadataBytes)
+		obj, objKey, err := t.fetchMeta(ctx, path.Join(key, f.Meta), maxMetadataBytes)
 		switch {
 		case errors.Is(err, fetcher.ErrNotExist):
 			continue
@@ -333,17 +341,19 @@ func sameChunks(a, b *decode.Volume) bool {
 		slices.EqualFunc(a.Arrays, b.Arrays, decode.SameChunks)
 }
 
-// fetch gets the object at key, or when there is none its ".gz" sibling
-// (CloudVolume's convention for gzip on disk), refusing objects of more
-// than limit stored bytes. The plain object always wins when both exist,
-// as an HTTP client asking for key would get it, so a file's bytes never
-// depend on which form an earlier read found.
-func (t *Tree) fetch(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
-	obj, err := t.src.Get(ctx, key, limit)
+// fetchBy gets the object at key through get (a fetcher's Get), or when
+// there is none its ".gz" sibling (CloudVolume's convention for gzip on
+// disk), refusing objects of more than limit stored bytes. The plain
+// object always wins when both exist, as an HTTP client asking for key
+// would get it, so a file's bytes never depend on which form an earlier
+// read found. Metadata goes through getMeta (fetchMeta), chunk objects
+// through getChunk.
+func (t *Tree) fetchBy(ctx context.Context, key string, limit int64, get func(context.Context, string, int64) (fetcher.Object, error)) (fetcher.Object, string, error) {
+	obj, err := get(ctx, key, limit)
 	if !errors.Is(err, fetcher.ErrNotExist) {
 		return obj, key, err
 	}
-	obj, err2 := t.src.Get(ctx, key+".gz", limit)
+	obj, err2 := get(ctx, key+".gz", limit)
 	if err2 != nil {
 		if errors.Is(err2, fetcher.ErrNotExist) {
 			return obj, key, err // report the plain key as missing
@@ -351,6 +361,12 @@ func (t *Tree) fetch(ctx context.Context, key string, limit int64) (fetcher.Obje
 		return obj, key + ".gz", err2
 	}
 	return obj, key + ".gz", nil
+}
+
+// fetchMeta is fetchBy of a metadata object, kept on disk for an origin
+// that cannot be reached (getMeta).
+func (t *Tree) fetchMeta(ctx context.Context, key string, limit int64) (fetcher.Object, string, error) {
+	return t.fetchBy(ctx, key, limit, t.getMeta)
 }
 
 // untransport removes the transport gzip of an object fetched from key, if

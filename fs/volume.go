@@ -291,7 +291,7 @@ type treeSource struct {
 }
 
 func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
-	obj, objKey, err := s.t.fetch(ctx, key, limit)
+	obj, objKey, err := s.t.fetchBy(ctx, key, limit, s.t.getChunk)
 	s.last = objKey
 	if err != nil {
 		return nil, err

@@ -282,6 +282,10 @@ func (p *WarmPlan) Run(ctx context.Context, workers int, dryRun bool, each func(
 	if len(p.t.tiers) == 0 && !dryRun {
 		return ErrNoDiskCache
 	}
+	if !dryRun {
+		p.t.warming.Store(true)
+		defer p.t.warming.Store(false)
+	}
 	type job struct {
 		a *decode.Array
 		c []int64
@@ -318,6 +322,9 @@ func (p *WarmPlan) Run(ctx context.Context, workers int, dryRun bool, each func(
 		}()
 	}
 	wg.Wait()
+	if !dryRun {
+		p.t.TouchMetadata()
+	}
 	if stopped.Load() || ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -184,11 +185,16 @@ func TestDiskCacheAcrossRemount(t *testing.T) {
 		t.Errorf("chunk GETs of the remount: got %d, want 0 (all in the disk cache, checked by HEAD)", got)
 	}
 
-	// Damage one cache file's last byte (its payload).
+	// Damage one chunk's cache file's last byte (its payload). The
+	// others hold the metadata and listings the tree read, keyed
+	// SOURCE NUL NUL KIND NUL KEY (fs: "Metadata on disk").
 	var files []string
 	filepath.WalkDir(cacheDir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(p, ".vdc") {
-			files = append(files, p)
+			b, _ := os.ReadFile(p)
+			if len(b) >= 56 && !bytes.Contains(b[56:56+min(int(binary.LittleEndian.Uint32(b[16:])), len(b)-56)], []byte("\x00\x00")) {
+				files = append(files, p)
+			}
 		}
 		return nil
 	})

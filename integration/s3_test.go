@@ -94,21 +94,7 @@ func startWeed(t *testing.T, public ...string) *weedServer {
 	bin := weedBinary(t)
 	requireBoto3(t)
 	dir := t.TempDir()
-	var anon []string
-	for _, b := range public {
-		anon = append(anon, "Read:"+b, "List:"+b)
-	}
-	conf := map[string]any{"identities": []map[string]any{
-		{"name": "anonymous", "actions": anon},
-		{"name": "admin", "credentials": []map[string]string{{"accessKey": weedAdminKey, "secretKey": weedAdminSecret}},
-			"actions": []string{"Admin", "Read", "List", "Tagging", "Write"}},
-	}}
-	b, _ := json.Marshal(conf)
-	writeFile(t, filepath.Join(dir, "s3.json"), b)
-	data := filepath.Join(dir, "data")
-	if err := os.Mkdir(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	data := weedConfig(t, dir, public)
 	p := freePorts(t, 8)
 	w := &weedServer{bin: bin, dir: dir, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", p[0])}
 	w.args = []string{"server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + data,
@@ -137,6 +123,28 @@ func startWeed(t *testing.T, public ...string) *weedServer {
 		}
 	})
 	return w
+}
+
+// weedConfig writes dir/s3.json, the S3 identities of startWeed, and
+// makes dir/data; it returns the latter.
+func weedConfig(t *testing.T, dir string, public []string) string {
+	t.Helper()
+	var anon []string
+	for _, b := range public {
+		anon = append(anon, "Read:"+b, "List:"+b)
+	}
+	conf := map[string]any{"identities": []map[string]any{
+		{"name": "anonymous", "actions": anon},
+		{"name": "admin", "credentials": []map[string]string{{"accessKey": weedAdminKey, "secretKey": weedAdminSecret}},
+			"actions": []string{"Admin", "Read", "List", "Tagging", "Write"}},
+	}}
+	b, _ := json.Marshal(conf)
+	writeFile(t, filepath.Join(dir, "s3.json"), b)
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // start runs the server and waits until its gateway answers.

@@ -489,6 +489,12 @@ func payloadBound(form byte, size int64) int64 {
 // used; an entry check refuses with ErrStale is deleted and counted as
 // stale; any other error of check is a miss that leaves the entry.
 func (c *Cache) Get(key string, size int64, check func(ident []byte) error) ([]byte, bool) {
+	return c.get(key, size, size, check)
+}
+
+// get is Get of an entry of size bytes, or with size -1 of any size up
+// to bound (GetUpTo).
+func (c *Cache) get(key string, size, bound int64, check func(ident []byte) error) ([]byte, bool) {
 	name := fileName(key)
 	// One descriptor of the subdirectory serves the read and the touch.
 	sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -498,7 +504,7 @@ func (c *Cache) Get(key string, size int64, check func(ident []byte) error) ([]b
 	var ident, payload []byte
 	var form byte
 	if err == nil {
-		ident, payload, form, err = c.read(sfd, name, key, size)
+		ident, payload, form, err = c.read(sfd, name, key, bound)
 	}
 	if err == nil {
 		if err = check(ident); errors.Is(err, ErrStale) {
@@ -508,7 +514,7 @@ func (c *Cache) Get(key string, size int64, check func(ident []byte) error) ([]b
 	}
 	var data []byte
 	if err == nil {
-		data, err = unpack(form, payload, size)
+		data, err = unpack(form, payload, size, bound)
 	}
 	switch {
 	case err == nil:
@@ -603,8 +609,12 @@ func entryMAC(secret, head []byte, parts ...[]byte) []byte {
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// unpack returns the size bytes that payload of form holds.
-func unpack(form byte, payload []byte, size int64) ([]byte, error) {
+// unpack returns the size bytes that payload of form holds (with size -1,
+// however many it holds, up to bound).
+func unpack(form byte, payload []byte, size, bound int64) ([]byte, error) {
+	if size < 0 {
+		return unpackAny(form, payload, bound)
+	}
 	switch form {
 	case formStored:
 		if int64(len(payload)) != size {

@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 		if got := file(key, string(ident), form, payload); !bytes.Equal(got, raw) {
 			t.Errorf("accepted a file that is not the one made for its key, identity and payload")
 		}
-		if data, err := unpack(form, payload, size); err == nil && int64(len(data)) != size {
+		if data, err := unpack(form, payload, size, size); err == nil && int64(len(data)) != size {
 			t.Errorf("unpacked %d bytes, want %d", len(data), size)
 		}
 	})

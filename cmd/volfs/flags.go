@@ -52,6 +52,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.BoolFlag{Name: "follow-symlinks", Usage: "follow symlinks of a local source that lead outside it (default: yes, except with --allow-other, where they read as permission denied)"}},
 		{onSource, &cli.BoolFlag{Name: "follow-redirects", Usage: "follow HTTP redirects to another scheme, host or port than the source's (by default refused)"}},
 		{onSource, &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "an HTTP or gs:// attempt that makes no progress this long is retried"}},
+		{onSource, &cli.IntFlag{Name: "retries", Value: 5, Usage: "a request to an HTTP, gs:// or s3:// source that fails transiently (5xx, reset or refused connection, stall) is sent again this many times, with full-jitter back-off from 100ms doubling to 5s, before it is an error"}},
 		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP or gs:// transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried (a size, see SIZES)"}},
 		{onSource, &cli.DurationFlag{Name: "read-timeout", Value: time.Minute, Usage: "no read waits longer than this for the source, retries included: it fails with EIO (0: no bound beyond the retries)"}},
 		{onSource, &cli.DurationFlag{Name: "metadata-ttl", Usage: "list a directory of the source again after this long, so objects added after mounting show, and check again then that a disk-cache entry's objects are unchanged (0: once per mount)"}},
@@ -186,9 +187,12 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 	if mountpoint != "" {
 		exclude = []string{mountpoint}
 	}
+	if c.Int("retries") < 0 || c.Int("retries") > 50 {
+		return nil, fmt.Errorf("--retries: want 0 to 50, got %d", c.Int("retries"))
+	}
 	httpOpts := fetcher.HTTPOptions{
 		Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
-		FollowRedirects: c.Bool("follow-redirects"), Log: log,
+		FollowRedirects: c.Bool("follow-redirects"), Log: log, MaxAttempts: c.Int("retries") + 1,
 	}
 	src, err := fetcher.Open(source, fetcher.Options{
 		HTTP: httpOpts,
@@ -196,7 +200,7 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 		File: fetcher.FileOptions{FollowSymlinks: followSymlinks(c), Log: log, Exclude: exclude},
 		GCS: fetcher.GCSOptions{
 			Conns: c.Int("workers"), Anonymous: c.Bool("anonymous"),
-			StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
+			StallTimeout: c.Duration("stall-timeout"), MinRate: minRate, MaxAttempts: c.Int("retries") + 1,
 		},
 	})
 	if err != nil {

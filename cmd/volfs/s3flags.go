@@ -20,7 +20,7 @@ func s3FlagTable() []flagDef {
 // are the HTTP source's.
 func s3Options(c *cli.Context, h fetcher.HTTPOptions) fetcher.S3Options {
 	return fetcher.S3Options{
-		Conns: h.Conns, StallTimeout: h.StallTimeout, MinRate: h.MinRate, Log: h.Log,
+		Conns: h.Conns, StallTimeout: h.StallTimeout, MinRate: h.MinRate, Log: h.Log, MaxAttempts: h.MaxAttempts,
 		Anonymous: c.Bool("anonymous"), Profile: c.String("profile"), Region: c.String("region"),
 		Endpoint: c.String("endpoint-url"), RequesterPays: c.Bool("requester-pays"),
 	}
