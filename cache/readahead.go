@@ -114,8 +114,14 @@ func (b *Budget) Stats() BudgetStats {
 type TrackerConfig struct {
 	// Len is the number of positions: they run from 0 to Len-1.
 	Len int64
-	// ChunkBytes is charged to the budget for each prefetched position.
+	// ChunkBytes is charged to the budget for each prefetched position,
+	// unless Charge is set; it also sizes the window (MaxBytes).
 	ChunkBytes int64
+	// Charge, when set, returns what a prefetch of a position holds, in
+	// bytes, to charge to the budget instead of ChunkBytes: for
+	// positions that stand for a varying number of chunks (a block of a
+	// stitched view). It is called with the tracker's lock held.
+	Charge func(pos int64) int64
 	// MaxBytes caps this reader's window in bytes; the window is at least
 	// one chunk when MaxBytes > 0. Zero or less turns read-ahead off.
 	MaxBytes int64
@@ -225,11 +231,15 @@ func (t *Tracker) TouchConcurrent(pos int64, waited bool, inFlight int64) Advice
 	}
 	var adv Advice
 	for p := t.frontier + t.dir; t.dir*(p-pos) <= t.window && p >= 0 && p < t.cfg.Len; p += t.dir {
-		if b := t.cfg.Budget; b != nil && !b.acquire(t.cfg.ChunkBytes) {
+		n := t.cfg.ChunkBytes
+		if t.cfg.Charge != nil {
+			n = t.cfg.Charge(p)
+		}
+		if b := t.cfg.Budget; b != nil && !b.acquire(n) {
 			b.exhausted.Add(1)
 			break
 		}
-		t.outstanding[p] = t.cfg.ChunkBytes
+		t.outstanding[p] = n
 		t.frontier = p
 		adv.Prefetch = append(adv.Prefetch, p)
 	}

@@ -166,7 +166,15 @@ func (a *Array) KeyLen(d KeyDir) int64 {
 // not stored: a grid of a million chunks costs nothing to list.
 func (a *Array) KeyEntry(d KeyDir, i int64) (name string, isDir bool) {
 	l := a.keys.levels[d.depth]
-	c := make([]int64, len(a.Grid))
+	// Scratch on the stack for the usual ranks and names: a listing of
+	// 100 million entries calls this once per entry.
+	var cb [8]int64
+	var nb [64]byte
+	c := cb[:0]
+	if len(a.Grid) > len(cb) {
+		c = make([]int64, len(a.Grid))
+	}
+	c = c[:len(a.Grid)]
 	copy(c, d.coords)
 	if a.keys.bbox {
 		// Precomputed lists chunks first axis fastest, as Coords counts.
@@ -177,7 +185,7 @@ func (a *Array) KeyEntry(d KeyDir, i int64) (name string, isDir bool) {
 			i /= a.Grid[ax]
 		}
 	}
-	return string(a.keys.appendElem(nil, a, l, c)), d.depth < len(a.keys.levels)-1
+	return string(a.keys.appendElem(nb[:0], a, l, c)), d.depth < len(a.keys.levels)-1
 }
 
 // KeyLookup resolves the entry name of d: a directory (dir), or the chunk

@@ -304,7 +304,7 @@ func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	if err != nil {
 		return nil, n.m.tree.errno(ctx, err, "readdir", n.path)
 	}
-	return &dirStream{l: l, i: -2}, 0
+	return &dirStream{l: l, n: l.Len(), i: -2}, 0
 }
 
 func (n *dirInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -318,10 +318,11 @@ func (n *dirInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.Att
 // "." and "..", which the kernel does not add.
 type dirStream struct {
 	l Listing
+	n int64 // l.Len(), asked once: a listing's length is fixed, and a concatenation's costs a call per part
 	i int64 // index of the next entry; -2 and -1 are "." and ".."
 }
 
-func (s *dirStream) HasNext() bool { return s.i < s.l.Len() }
+func (s *dirStream) HasNext() bool { return s.i < s.n }
 func (s *dirStream) Close()        {}
 
 func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {

@@ -60,6 +60,16 @@ const (
 	maxSeqBytes = 16 << 20
 )
 
+// sequence is what a reader follows: positions 0 to len()-1 of one
+// array, each standing for the chunks that a prefetch of it loads.
+type sequence interface {
+	len() int64
+	array() *decode.Array
+	// chunks returns the grid coordinates (metadata order) of the chunks
+	// a prefetch of position p loads.
+	chunks(p int64) [][]int64
+}
+
 // keySeq is the order in which a reader is expected to read chunk files.
 type keySeq struct {
 	id    string // the key directory's key, or "#grid:" and the array's
@@ -83,13 +93,17 @@ func (s *keySeq) pos(f *chunkFile) int64 {
 	return int64(sort.SearchStrings(s.names, f.name))
 }
 
-// coords returns the grid coordinates of the chunk at position p.
-func (s *keySeq) coords(p int64) ([]int64, bool) {
+func (s *keySeq) array() *decode.Array { return s.a }
+
+// chunks returns the grid coordinates of the chunk at position p.
+func (s *keySeq) chunks(p int64) [][]int64 {
 	if s.names == nil {
-		return s.a.Coords(p), true
+		return [][]int64{s.a.Coords(p)}
 	}
-	_, c, ok := s.a.KeyLookup(s.node, s.names[p])
-	return c, ok && c != nil
+	if _, c, ok := s.a.KeyLookup(s.node, s.names[p]); ok && c != nil {
+		return [][]int64{c}
+	}
+	return nil
 }
 
 // readers holds the read-ahead state of a tree. Safe for concurrent use.
@@ -105,18 +119,19 @@ type readers struct {
 }
 
 type readerKey struct {
-	seq string // keySeq.id
-	pid uint32 // the thread group id
+	seq  string    // keySeq.id, or "" for a view
+	view *viewFile // the view file read, or nil
+	pid  uint32    // the thread group id
 }
 
-// reader is one process reading one sequence of chunks.
+// reader is one process reading one sequence of chunks, or one view file.
 //
 // LOCK ORDERING: readers.mu before reader.mu; neither is held while
 // prefetches are issued.
 type reader struct {
 	rs   *readers
 	key  readerKey
-	seq  *keySeq
+	seq  sequence
 	tr   *cache.Tracker
 	idle *time.Timer
 
@@ -143,9 +158,14 @@ func (rs *readers) touch(f *chunkFile, pid, tid uint32, waited bool) {
 		return
 	}
 	seq := rs.seqOf(f.dir)
-	r := rs.reader(readerKey{seq.id, pid}, seq)
+	r := rs.reader(readerKey{seq: seq.id, pid: pid}, seq, nil)
+	r.touch(seq.pos(f), tid, waited)
+}
+
+// touch tells r that its thread tid touched position pos.
+func (r *reader) touch(pos int64, tid uint32, waited bool) {
 	r.idle.Reset(cache.IdleAfter)
-	r.apply(r.tr.TouchConcurrent(seq.pos(f), waited, 2*r.threads(tid)-1))
+	r.apply(r.tr.TouchConcurrent(pos, waited, 2*r.threads(tid)-1))
 }
 
 // threads records a touch by thread tid and returns the distinct threads
@@ -203,20 +223,31 @@ func (rs *readers) seqOf(d *keyDir) *keySeq {
 	return s
 }
 
-// reader returns the reader of key, made on first use.
-func (rs *readers) reader(key readerKey, seq *keySeq) *reader {
+// reader returns the reader of key, made on first use. Without charge,
+// each position is charged the bytes of one chunk.
+func (rs *readers) reader(key readerKey, seq sequence, charge func(int64) int64) *reader {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if r, ok := rs.m[key]; ok {
 		return r
 	}
 	r := &reader{rs: rs, key: key, seq: seq}
-	r.tr = cache.NewTracker(cache.TrackerConfig{
+	a := seq.array()
+	cfg := cache.TrackerConfig{
 		Len:        seq.len(),
-		ChunkBytes: seq.a.ChunkSize(make([]int64, len(seq.a.Grid))),
+		ChunkBytes: a.ChunkSize(make([]int64, len(a.Grid))),
 		MaxBytes:   rs.t.opts.ReadAhead,
 		Budget:     rs.t.budget,
-	})
+	}
+	if charge != nil {
+		// The window is counted in positions of viewBlock file bytes
+		// (nothing is computed before the reader runs: finding the
+		// chunks under a block of a hostile geometry is work); the
+		// budget is charged what each prefetch really holds.
+		cfg.Charge = charge
+		cfg.ChunkBytes = viewBlock
+	}
+	r.tr = cache.NewTracker(cfg)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.idle = time.AfterFunc(cache.IdleAfter, func() { rs.stop(r) })
 	rs.m[key] = r
@@ -235,11 +266,11 @@ func (r *reader) apply(adv cache.Advice) {
 	if len(adv.Prefetch) == 0 {
 		return
 	}
-	a := r.seq.a
+	a := r.seq.array()
 	keys := make([]string, 0, len(adv.Prefetch))
 	coords := make([][]int64, 0, len(adv.Prefetch))
 	for _, p := range adv.Prefetch {
-		if c, ok := r.seq.coords(p); ok {
+		for _, c := range r.seq.chunks(p) {
 			keys = append(keys, a.ChunkKey(c))
 			coords = append(coords, c)
 		}

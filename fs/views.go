@@ -231,34 +231,15 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 	return out, nil
 }
 
-// viewFile is a view file as a tree File.
-//
-// Read-ahead: the kernel reads ahead within a file, but only by its own
-// window (MaxReadAhead, 1 MiB), a small part of the chunks a section or
-// volume.raw spans. So a reader that reads a view file in order has the
-// chunks under the next viewAhead bytes prefetched (Store.Prefetch, at low
-// priority, into the cache's probation segment), bounded by the tree's
-// --read-ahead in decoded bytes: fetching and decoding then overlap the
-// copy-out. A read that does not continue the previous one starts over
-// without prefetching.
+// viewFile is a view file as a tree File. Its readers read ahead as
+// chunk files' do (viewahead.go).
 type viewFile struct {
 	f  view.File
 	av *arrayViews
 
-	mu    sync.Mutex
-	next  int64 // GUARDED_BY(mu); where a sequential reader reads next
-	ahead int64 // GUARDED_BY(mu); the end of the bytes whose chunks were prefetched
+	seqOnce sync.Once
+	seq     *viewSeq // made on the first read-ahead
 }
-
-// viewAhead is how far past a sequential read a view's chunks are
-// prefetched, in file bytes: 16 kernel reads of 1 MiB.
-const viewAhead = 16 << 20
-
-// viewAheadChunks bounds the chunks one read-ahead of a view prefetches
-// (and the work of finding them): a read of a row of one-voxel chunks
-// would otherwise list a chunk per byte of viewAhead. It is the queue of
-// the store's prefetches, which drops what does not fit anyway.
-const viewAheadChunks = 256
 
 func (f *viewFile) IsDir() bool { return false }
 func (f *viewFile) Size() int64 { return f.f.Size() }
@@ -276,46 +257,9 @@ func (f *viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 		err = nil
 	}
 	if err == nil {
-		f.readAhead(off, int64(n))
+		f.readAhead(ctx, off, int64(n))
 	}
 	return n, err
-}
-
-// readAhead prefetches the chunks under the bytes after a sequential read
-// of [off, off+n), up to viewAhead past it, once each.
-func (f *viewFile) readAhead(off, n int64) {
-	t := f.av.t
-	if t.opts.ReadAhead <= 0 {
-		return
-	}
-	f.mu.Lock()
-	sequential := off == f.next
-	f.next = off + n
-	if !sequential {
-		f.ahead = off + n
-		f.mu.Unlock()
-		return
-	}
-	from, to := max(f.ahead, off+n), min(off+n+viewAhead, f.f.Size())
-	if from >= to || f.ahead >= off+n+viewAhead/2 {
-		f.mu.Unlock()
-		return // far enough ahead already, or at the end
-	}
-	f.ahead = to
-	f.mu.Unlock()
-
-	a := f.av.a
-	var keys []string
-	var coords [][]int64
-	budget := t.opts.ReadAhead
-	for _, c := range view.ChunksAt(f.f, from, to-from, viewAheadChunks) {
-		if budget -= a.ChunkSize(c); budget < 0 {
-			break
-		}
-		keys, coords = append(keys, a.ChunkKey(c)), append(coords, c)
-	}
-	// Nobody waits for these loads; they run to their end unless evicted.
-	t.store.Prefetch(context.Background(), keys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
 }
 
 // viewDir is sections/ or slabs/: files made as they are looked up.

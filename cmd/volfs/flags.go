@@ -60,7 +60,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},
 		{onSource, &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value) or json, one record per line"}},
 		{onSource, &cli.StringFlag{Name: "log-file", Usage: "append logs to this file instead of stderr (with --daemon: instead of syslog)"}},
-		{onSource, &cli.StringFlag{Name: "read-ahead", Value: "64MiB", Usage: "chunks prefetched ahead of readers that read chunk files in order: bytes per reader and in all (a size, see SIZES; 0 turns read-ahead off)"}},
+		{onSource, &cli.StringFlag{Name: "read-ahead", Value: "64MiB", Usage: "chunks prefetched ahead of readers that read chunk files or stitched views in order: bytes per reader and in all (a size, see SIZES; 0 turns read-ahead off)"}},
 		{onSource, &cli.StringFlag{Name: "cache-dir", Usage: "keep decoded chunks across restarts in DIR/volfs-UID, a directory of volfs's own (mode 0700; checked against the source's object identities; off when empty)"}},
 		{onSource, &cli.StringFlag{Name: "disk-cache-size", Value: "10GiB", Usage: "bound of --cache-dir, a size (see SIZES; least recently used out first)"}},
 		{onSource, &cli.StringFlag{Name: "shared-cache", Usage: "share decoded chunks with a fleet of mounts on redis://HOST:PORT[/DB], rediss://..., redis+cluster://H1:P1,H2:P2 or memcache://H1:P1[,H2:P2] (password: in the URL or VOLFS_SHARED_CACHE_PASSWORD; off when empty)"}},

@@ -232,10 +232,12 @@ func (r *planes) batches(off, end int64, limit int, fn func(b *chunkBatch) bool)
 
 // chunksAt returns the coordinates of the chunks under bytes [off, off+n)
 // of the sequence, clipped to it, in the order readAt asks for them; at
-// most limit of them (the first), so that its cost is bounded by limit.
+// most limit of them (the first), so that its cost is bounded by limit:
+// its batches hold at most limit chunks, so that a limit below the
+// batches' own (4096 chunks) collects no more than it returns.
 func (r *planes) chunksAt(off, n int64, limit int) [][]int64 {
 	var all [][]int64
-	r.batches(max(off, 0), min(off+n, r.size()), r.m.batchLimit(), func(b *chunkBatch) bool {
+	r.batches(max(off, 0), min(off+n, r.size()), min(limit, r.m.batchLimit()), func(b *chunkBatch) bool {
 		all = append(all, b.coords...)
 		return len(all) < limit
 	})
