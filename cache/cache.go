@@ -444,8 +444,10 @@ func (c *Cache) addMain(key string, e entry) {
 	}
 }
 
-// addProbation keeps e as prefetched, evicting only prefetched values; if
-// it does not fit beside the read values, it is not kept.
+// addProbation keeps e as prefetched. Within probation's share it makes
+// room by evicting the least recently used read values, but never below
+// MaxBytes-probMax of them; beyond its share, or when read values hold no
+// more than that, it evicts the oldest prefetched values, possibly e.
 //
 // REQUIRES: c.mu held.
 func (c *Cache) addProbation(key string, e entry) {
@@ -458,9 +460,17 @@ func (c *Cache) addProbation(key string, e entry) {
 	c.prob.Add(key, e)
 	c.probUsed += cost
 	for c.probUsed > c.probMax || c.mainUsed+c.probUsed > c.opts.MaxBytes {
-		_, old, _ := c.prob.RemoveOldest()
-		c.probUsed -= old.cost()
-		c.stats.PrefetchWasted++
+		if c.probUsed <= c.probMax && c.mainUsed > c.opts.MaxBytes-c.probMax && c.main.Len() > 0 {
+			// A streaming reader's read chunks are older than the
+			// prefetch it will read next: evicting that prefetch
+			// instead would decode every chunk twice.
+			_, old, _ := c.main.RemoveOldest()
+			c.mainUsed -= old.cost()
+		} else {
+			_, old, _ := c.prob.RemoveOldest()
+			c.probUsed -= old.cost()
+			c.stats.PrefetchWasted++
+		}
 		c.stats.Evictions++
 	}
 }

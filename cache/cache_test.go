@@ -226,12 +226,13 @@ func TestChargesCapacity(t *testing.T) {
 	}
 }
 
-// TestProbation: prefetched values never evict read ones, a read promotes a
-// prefetched value, and prefetched values are bounded on their own.
+// TestProbation: prefetched values never push read ones below
+// MaxBytes-ProbationBytes, a read promotes a prefetched value, and
+// prefetched values are bounded on their own.
 func TestProbation(t *testing.T) {
 	const size = 1000
 	cost := int64(size + len("hot1") + entryCost) // every key is 4 bytes
-	c := New(Options{MaxBytes: 4 * cost, ProbationBytes: 2 * cost})
+	c := New(Options{MaxBytes: 5 * cost, ProbationBytes: 2 * cost})
 	ctx := context.Background()
 	var loads atomic.Int64
 	counting := func(context.Context) ([]byte, error) { loads.Add(1); return make([]byte, size), nil }
@@ -253,8 +254,8 @@ func TestProbation(t *testing.T) {
 		prefetch(k)
 	}
 	s := c.Stats()
-	if s.Bytes > 4*cost || s.ProbationBytes != cost {
-		t.Errorf("got %d bytes (%d probation), want at most %d with %d probation", s.Bytes, s.ProbationBytes, 4*cost, cost)
+	if s.Bytes > 5*cost || s.ProbationBytes != 2*cost {
+		t.Errorf("got %d bytes (%d probation), want at most %d with %d probation", s.Bytes, s.ProbationBytes, 5*cost, 2*cost)
 	}
 	loads.Store(0)
 	for _, k := range []string{"hot1", "hot2", "hot3", "pre4"} {
@@ -266,8 +267,8 @@ func TestProbation(t *testing.T) {
 		t.Errorf("hot keys and the last prefetch: %d loads, want 0", got)
 	}
 	s = c.Stats()
-	if s.ProbationBytes != 0 || s.PrefetchUsed != 1 || s.PrefetchWasted != 3 {
-		t.Errorf("got probation %d, used %d, wasted %d; want 0, 1, 3", s.ProbationBytes, s.PrefetchUsed, s.PrefetchWasted)
+	if s.ProbationBytes != cost || s.PrefetchUsed != 1 || s.PrefetchWasted != 2 {
+		t.Errorf("got probation %d, used %d, wasted %d; want %d (pre3), 1, 2", s.ProbationBytes, s.PrefetchUsed, s.PrefetchWasted, cost)
 	}
 	// pre4 was promoted: it now counts as read, and a fifth read value
 	// evicts the least recent read value, hot1.
@@ -284,6 +285,37 @@ func TestProbation(t *testing.T) {
 	c.Get(ctx, "hot1", counting)
 	if got := loads.Load(); got != 1 {
 		t.Errorf("least recent key: %d loads, want 1 (evicted)", got)
+	}
+}
+
+// TestProbationStreaming: a reader that reads keys in order over eight
+// times the cache, prefetching the next two after each read, loads each key
+// once: no prefetch is evicted before the reader reaches it.
+func TestProbationStreaming(t *testing.T) {
+	const size, n = 1000, 64
+	cost := int64(size + len("k000") + entryCost)
+	c := New(Options{MaxBytes: 8 * cost, ProbationBytes: 2 * cost})
+	ctx := context.Background()
+	var loads atomic.Int64
+	counting := func(context.Context) ([]byte, error) { loads.Add(1); return make([]byte, size), nil }
+	key := func(i int) string { return fmt.Sprintf("k%03d", i) }
+	for i := 0; i < n; i++ {
+		if _, err := c.Get(ctx, key(i), counting); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range []int{i + 1, i + 2} {
+			if f := c.lookupPrefetch(key(j), counting); f != nil {
+				f.claimed.Store(true)
+				c.execute(f)
+			}
+		}
+	}
+	s := c.Stats()
+	if got := loads.Load(); got != n+2 || s.PrefetchWasted != 0 || s.PrefetchUsed != n-1 {
+		t.Errorf("%d loads, %d prefetches used, %d wasted; want %d (two past the end), %d, 0", got, s.PrefetchUsed, s.PrefetchWasted, n+2, n-1)
+	}
+	if s.Bytes > 8*cost || s.ProbationBytes > 2*cost {
+		t.Errorf("holds %d bytes (%d probation), bounds %d (%d)", s.Bytes, s.ProbationBytes, 8*cost, 2*cost)
 	}
 }
 

@@ -28,10 +28,15 @@
 //
 // Values that only a prefetch asked for live in a probation segment of at
 // most ProbationBytes until a reader reads them, which promotes them to the
-// main segment. A prefetched value evicts only other prefetched values,
-// never a chunk that a reader has read, so read-ahead cannot flush the
-// working set; a read value evicts read values first, and prefetched ones
-// only when nothing else is left.
+// main segment. Probation's share is its own: a prefetched value that fits
+// in it evicts the least recently read values, but read values are never
+// pushed below MaxBytes-ProbationBytes, so read-ahead cannot flush more of
+// the working set than that share; past the share, a prefetched value
+// evicts only older prefetched values. (Protecting every read value
+// instead made a streaming reader over more than MaxBytes lose each
+// prefetch to the next one before reading it, decoding chunks twice.) A
+// read value evicts read values first, and prefetched ones only when
+// nothing else is left.
 //
 // # The store
 //
