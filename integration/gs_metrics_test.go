@@ -39,16 +39,7 @@ func TestGCSMetrics(t *testing.T) {
 		t.Fatalf("cat %s, absent from the bucket: want %d zero bytes, got %d bytes", keys[1], len(chunks[1]), len(got))
 	}
 
-	client := &http.Client{Timeout: 30 * time.Second}
-	resp, err := client.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %v %v", resp.Status, err)
-	}
+	body := scrapeMetrics(t, addr)
 	for _, tc := range []struct {
 		series string
 		min    float64
@@ -72,6 +63,23 @@ func TestGCSMetrics(t *testing.T) {
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
 	}
+}
+
+// scrapeMetrics returns the body of http://addr/metrics, failing the test
+// unless it answers 200.
+func scrapeMetrics(t *testing.T, addr string) []byte {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %v %v", resp.Status, err)
+	}
+	return body
 }
 
 // metricValue returns the value of the series (name with its labels, as

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -242,16 +241,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if got := catC(t, filepath.Join(s.mnt, keys[1])); !bytes.Equal(got, chunks[1]) {
 		t.Fatalf("cat %s: %d bytes differ from the chunk written", keys[1], len(got))
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
-	resp, err := client.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %v %v", resp.Status, err)
-	}
+	body := scrapeMetrics(t, addr)
 	for _, want := range []string{
 		"volfs_cache_misses_total 1",
 		"volfs_cache_hits_total",

@@ -2,8 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,13 +152,7 @@ z[:] = a`, src)
 		}
 		t.Fatalf("dd across the gateway's restart: %v (%s), %d of %d bytes, the first %d right", err, strings.TrimSpace(stderr), len(data), len(full), same)
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	retries, _ := metricValue(body, "volfs_fetch_retries_total")
+	retries, _ := metricValue(scrapeMetrics(t, addr), "volfs_fetch_retries_total")
 	t.Logf("dd across the gateway's restart: all %d bytes right, %v attempts retried", len(data), retries)
 	if retries == 0 {
 		t.Errorf("no attempt was retried: the outage met no request, so this run shows nothing")

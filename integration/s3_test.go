@@ -426,53 +426,18 @@ z[:] = a`, src)
 	// A small cache and read-ahead, so that most of the volume is fetched
 	// after the restart.
 	s := startVolfs(t, "mount", "--endpoint-url", w.Endpoint, "--cache-size", "16MiB", "--read-ahead", "2MiB", "s3://pub/vol")
-	cmd := exec.Command("dd", "if="+filepath.Join(s.mnt, "arr", "volume.raw"), "bs=64K", "status=none")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Drain dd's output as it comes; say when the first 4 MiB are in.
-	first := make(chan struct{})
-	copied := make(chan []byte)
-	var ended time.Time // set before copied is sent
-	go func() {
-		var got []byte
-		buf := make([]byte, 1<<20)
-		for {
-			n, err := out.Read(buf)
-			if len(got) < 4<<20 && len(got)+n >= 4<<20 {
-				close(first)
-			}
-			got = append(got, buf[:n]...)
-			if err != nil {
-				ended = time.Now()
-				copied <- got
-				return
-			}
-		}
-	}()
-	select {
-	case <-first:
-	case data := <-copied:
-		t.Fatalf("dd ended after %d bytes before the restart: %s", len(data), stderr.String())
-	}
+	wait := ddInFlight(t, filepath.Join(s.mnt, "arr", "volume.raw"), 4<<20)
 	killed := time.Now()
 	w.stop(t)
 	w.start(t)
-	data := <-copied
-	err = cmd.Wait()
-	t.Logf("dd's output ended %v after the kill (the server answered again after %v)", ended.Sub(killed).Round(10*time.Millisecond), w.startedIn.Round(10*time.Millisecond))
+	data, stderr, err := wait()
+	t.Logf("dd ended %v after the kill (the server answered again after %v)", time.Since(killed).Round(10*time.Millisecond), w.startedIn.Round(10*time.Millisecond))
 	if len(data) > len(full) || string(data) != string(full[:len(data)]) {
 		t.Fatalf("dd across the restart copied %d bytes, some of which differ from the volume's", len(data))
 	}
 	switch {
-	case err != nil && !strings.Contains(stderr.String(), "Input/output error"):
-		t.Errorf("dd across the restart failed with %v: %s, want EIO", err, stderr.String())
+	case err != nil && !strings.Contains(stderr, "Input/output error"):
+		t.Errorf("dd across the restart failed with %v: %s, want EIO", err, stderr)
 	case err != nil:
 		t.Logf("dd across the restart: EIO after %d of %d bytes, all of them right", len(data), len(full))
 	case len(data) != len(full):

@@ -2,16 +2,13 @@ package integration
 
 import (
 	"bytes"
-	"io"
 	"io/fs"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -61,15 +58,7 @@ func TestS3FakeMount(t *testing.T) {
 
 	// The same fetch metrics as every source, counted by the S3 fetcher,
 	// over one pooled client: at most --workers (16) connections.
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := scrapeMetrics(t, addr)
 	for _, tc := range []struct {
 		series   string
 		min, max float64

@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,16 +48,7 @@ func writeViewLayer(t *testing.T, dir string) []byte {
 // scrapeSeries returns the value of each series in /metrics at addr.
 func scrapeSeries(t *testing.T, addr string, series ...string) []float64 {
 	t.Helper()
-	client := &http.Client{Timeout: 30 * time.Second}
-	resp, err := client.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %v %v", resp.Status, err)
-	}
+	body := scrapeMetrics(t, addr)
 	out := make([]float64, len(series))
 	for i, s := range series {
 		v, ok := metricValue(body, s)
