@@ -171,6 +171,10 @@ incat() {
 	/usr/bin/time -f %M -o "$work/time.out" "$work/volfs" cat --log-level warn "$2" "${paths[@]}" > /dev/null
 	echo "$1 $(tail -n 1 "$work/time.out") $default_cache_mib" >> "$rss"
 }
+# cat_stored_raw: the raw zarr's stored chunk files read straight from the
+# page cache, no FUSE: the ceiling of FUSE passthrough, which would hand
+# such files to the kernel.
+cat_stored_raw() { cat "$data/w1raw.zarr"/[0-9]* > /dev/null; }
 cat_shuffled() { files | shuf --random-source=<(yes) | xargs cat > /dev/null; }
 cat_readers() {
 	local k=$1 i pids=()
@@ -383,6 +387,8 @@ for run in $(seq "$count"); do
 		mount_volfs "$data/w1raw.zarr"
 		time_cmd volfs-local-cat-raw cat_all '[0-9]*'
 		unmount_volfs volfs-local-cat-raw
+		cat_stored_raw
+		time_cmd stored-cat-raw cat_stored_raw
 	fi
 	if want scale; then
 		mount_volfs "$data/w1.precomputed"
@@ -491,6 +497,7 @@ ratio("read-ahead off / on, 8 threads in one process", "volfs-local-threads8-ra0
 ratio("zarr-python zstd-3 2nd read / volfs zstd-3 cat", "zarr-local-zstd3-best", "volfs-local-cat-zstd3", 1.0)
 ratio("zarr-python raw 1st read / volfs raw cat", "zarr-local-raw", "volfs-local-cat-raw")
 ratio("zarr-python raw 2nd read / volfs raw cat", "zarr-local-raw-best", "volfs-local-cat-raw", 1.0)
+ratio("volfs raw cat / cat of the stored files (passthrough's ceiling)", "volfs-local-cat-raw", "stored-cat-raw")
 ratio("zarr-python+fsspec HTTP 2nd read / volfs HTTP cat", "zarr-http-best", "volfs-http-cat", 2.5)
 for n in (256, 2048):
     a, b = f"volfs-scale{n}", "volfs-scale32"
