@@ -433,14 +433,10 @@ func (c *Cache) addMain(key string, e entry) {
 	c.mainUsed += cost
 	for c.mainUsed+c.probUsed > c.opts.MaxBytes {
 		if c.main.Len() > 1 {
-			_, old, _ := c.main.RemoveOldest()
-			c.mainUsed -= old.cost()
+			c.evictRead()
 		} else {
-			_, old, _ := c.prob.RemoveOldest()
-			c.probUsed -= old.cost()
-			c.stats.PrefetchWasted++
+			c.evictPrefetched()
 		}
-		c.stats.Evictions++
 	}
 }
 
@@ -464,15 +460,30 @@ func (c *Cache) addProbation(key string, e entry) {
 			// A streaming reader's read chunks are older than the
 			// prefetch it will read next: evicting that prefetch
 			// instead would decode every chunk twice.
-			_, old, _ := c.main.RemoveOldest()
-			c.mainUsed -= old.cost()
+			c.evictRead()
 		} else {
-			_, old, _ := c.prob.RemoveOldest()
-			c.probUsed -= old.cost()
-			c.stats.PrefetchWasted++
+			c.evictPrefetched()
 		}
-		c.stats.Evictions++
 	}
+}
+
+// evictRead evicts the least recently used read value.
+//
+// REQUIRES: c.mu held; c.main not empty.
+func (c *Cache) evictRead() {
+	_, old, _ := c.main.RemoveOldest()
+	c.mainUsed -= old.cost()
+	c.stats.Evictions++
+}
+
+// evictPrefetched evicts the oldest prefetched value, which no reader read.
+//
+// REQUIRES: c.mu held; c.prob not empty.
+func (c *Cache) evictPrefetched() {
+	_, old, _ := c.prob.RemoveOldest()
+	c.probUsed -= old.cost()
+	c.stats.PrefetchWasted++
+	c.stats.Evictions++
 }
 
 // memHeadroom is the memory beyond the cache that MemoryLimit leaves for
