@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -321,37 +320,8 @@ func TestCatProgress(t *testing.T) {
 // bytes after each read prefetched, and every prefetched chunk is then
 // read; the bytes are the volume's.
 func TestViewReadAhead(t *testing.T) {
-	const nx, ny, nz, cx, cy, cz = 256, 256, 64, 64, 64, 16
-	vol := make([]byte, nx*ny*nz) // x fastest: the bytes of volume.raw
-	for i := range vol {
-		vol[i] = byte(i*7 + i/nx/3)
-	}
 	src := t.TempDir()
-	info := fmt.Sprintf(`{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
-		"scales": [{"key": "s0", "size": [%d, %d, %d], "resolution": [4, 4, 40], "chunk_sizes": [[%d, %d, %d]], "encoding": "raw"}]}`,
-		nx, ny, nz, cx, cy, cz)
-	if err := os.MkdirAll(filepath.Join(src, "s0"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "info"), []byte(info), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for z0 := 0; z0 < nz; z0 += cz {
-		for y0 := 0; y0 < ny; y0 += cy {
-			for x0 := 0; x0 < nx; x0 += cx {
-				var chunk []byte
-				for z := z0; z < z0+cz; z++ {
-					for y := y0; y < y0+cy; y++ {
-						chunk = append(chunk, vol[(z*ny+y)*nx+x0:(z*ny+y)*nx+x0+cx]...)
-					}
-				}
-				name := fmt.Sprintf("%d-%d_%d-%d_%d-%d", x0, x0+cx, y0, y0+cy, z0, z0+cz)
-				if err := os.WriteFile(filepath.Join(src, "s0", name), chunk, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
+	vol := writeRawLayer(t, src, 256, 256, 64, 64, 64, 16)
 	m := mountTree(t, src, fs.Options{ReadAhead: 64 << 20})
 	got := catC(t, filepath.Join(m.mnt, "s0", "volume.raw"))
 	if !bytes.Equal(got, vol) {

@@ -18,15 +18,22 @@ import (
 // bytes its volume.raw must read as.
 func writeViewLayer(t *testing.T, dir string) []byte {
 	t.Helper()
-	const nx, ny, nz, cx, cy, cz = 256, 256, 128, 64, 64, 16
-	vol := make([]byte, nx*ny*nz) // x fastest: the bytes of volume.raw
+	return writeRawLayer(t, filepath.Join(dir, "layer"), 256, 256, 128, 64, 64, 16)
+}
+
+// writeRawLayer writes a raw uint8 precomputed layer of nx x ny x nz
+// voxels in chunks of cx x cy x cz (which divide it) in dir, and returns
+// the bytes its volume.raw must read as (x fastest).
+func writeRawLayer(t *testing.T, dir string, nx, ny, nz, cx, cy, cz int) []byte {
+	t.Helper()
+	vol := make([]byte, nx*ny*nz)
 	for i := range vol {
 		vol[i] = byte(i*7 + i/nx/3)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "layer", "s0"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "s0"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "layer", "info"), fmt.Appendf(nil, `{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
+	writeFile(t, filepath.Join(dir, "info"), fmt.Appendf(nil, `{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
 		"scales": [{"key": "s0", "size": [%d, %d, %d], "resolution": [4, 4, 40], "chunk_sizes": [[%d, %d, %d]], "encoding": "raw"}]}`,
 		nx, ny, nz, cx, cy, cz))
 	for z0 := 0; z0 < nz; z0 += cz {
@@ -38,7 +45,7 @@ func writeViewLayer(t *testing.T, dir string) []byte {
 						chunk = append(chunk, vol[(z*ny+y)*nx+x0:(z*ny+y)*nx+x0+cx]...)
 					}
 				}
-				writeFile(t, filepath.Join(dir, "layer", "s0", fmt.Sprintf("%d-%d_%d-%d_%d-%d", x0, x0+cx, y0, y0+cy, z0, z0+cz)), chunk)
+				writeFile(t, filepath.Join(dir, "s0", fmt.Sprintf("%d-%d_%d-%d_%d-%d", x0, x0+cx, y0, y0+cy, z0, z0+cz)), chunk)
 			}
 		}
 	}
