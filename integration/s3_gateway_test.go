@@ -187,14 +187,7 @@ func TestS3WarmGatewayGone(t *testing.T) {
 	start := time.Now()
 	s := startVolfs(t, "mount", "--endpoint-url", w.Endpoint, "--cache-size", "16MiB", "--cache-dir", cacheDir, source)
 	t.Logf("mounted with the gateway gone in %v", time.Since(start).Round(time.Millisecond))
-	var warmed, cold []string
-	for key := range want {
-		if strings.HasSuffix(key, "_0-32") || strings.HasSuffix(key, "_32-64") {
-			warmed = append(warmed, key)
-		} else {
-			cold = append(cold, key)
-		}
-	}
+	warmed, cold := splitWarmed(want)
 	sums, failed := hashChunks(t, s.mnt, warmed)
 	for _, key := range warmed {
 		if sums[key] != want[key] {

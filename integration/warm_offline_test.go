@@ -77,14 +77,7 @@ func TestWarmOriginGone(t *testing.T) {
 	start := time.Now()
 	s := startVolfs(t, "mount", "--cache-size", "16MiB", "--cache-dir", cacheDir, srv.URL)
 	t.Logf("mounted with the origin gone in %v", time.Since(start).Round(time.Millisecond))
-	var warmed, cold []string
-	for key := range want {
-		if strings.HasSuffix(key, "_0-32") || strings.HasSuffix(key, "_32-64") {
-			warmed = append(warmed, key)
-		} else {
-			cold = append(cold, key)
-		}
-	}
+	warmed, cold := splitWarmed(want)
 	if len(warmed) != 31 || len(cold) != 32 {
 		t.Fatalf("%d warmed and %d cold chunks, want 31 and 32", len(warmed), len(cold))
 	}
@@ -180,4 +173,17 @@ func TestWarmMetadataChanged(t *testing.T) {
 	if z, n := sizeOf(s.mnt); z != 96 || n != 48 {
 		t.Errorf("origin gone after the change: z size %d and %d chunk files, want 96 and 48 (the copy the last mount replaced)", z, n)
 	}
+}
+
+// splitWarmed splits the chunk keys of want into those of z 0 to 64 (what
+// `warm --bbox ,,0:64` fetched: keys ending _0-32 or _32-64) and the rest.
+func splitWarmed(want map[string]string) (warmed, cold []string) {
+	for key := range want {
+		if strings.HasSuffix(key, "_0-32") || strings.HasSuffix(key, "_32-64") {
+			warmed = append(warmed, key)
+		} else {
+			cold = append(cold, key)
+		}
+	}
+	return warmed, cold
 }
