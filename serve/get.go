@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/volfs/volfs/fs"
 )
@@ -140,7 +139,7 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 		if done == 0 {
 			w.WriteHeader(code)
 		}
-		if _, err := w.Write(buf[:k]); err != nil {
+		if err := w.writeBlock(ctx, buf[:k]); err != nil {
 			w.code = statusClientGone
 			return
 		}
@@ -291,7 +290,7 @@ func (s *Server) list(w *response, r *http.Request, p string, d fs.Dir) {
 	if r.Method == http.MethodHead {
 		return
 	}
-	bw := newBlockWriter(w)
+	bw := newBlockWriter(ctx, w)
 	if asJSON {
 		s.listJSON(ctx, bw, d, l)
 	} else {
@@ -347,15 +346,17 @@ func (s *Server) listJSON(ctx context.Context, bw *blockWriter, d fs.Dir, l fs.L
 var htmlReplacer = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
 
 // blockWriter gathers small writes into blocks, so that a listing is sent
-// in few writes (each with its deadline), and remembers the first error.
+// in few writes (each with its deadline, the slot given back meanwhile),
+// and remembers the first error.
 type blockWriter struct {
+	ctx context.Context
 	w   *response
 	buf []byte
 	err error
 }
 
-func newBlockWriter(w *response) *blockWriter {
-	return &blockWriter{w: w, buf: make([]byte, 0, 64<<10)}
+func newBlockWriter(ctx context.Context, w *response) *blockWriter {
+	return &blockWriter{ctx: ctx, w: w, buf: make([]byte, 0, 64<<10)}
 }
 
 func (b *blockWriter) Write(p []byte) (int, error) {
@@ -373,12 +374,8 @@ func (b *blockWriter) WriteString(s string) { b.Write([]byte(s)) }
 
 func (b *blockWriter) flush() error {
 	if b.err == nil && len(b.buf) > 0 {
-		_, b.err = b.w.Write(b.buf)
+		b.err = b.w.writeBlock(b.ctx, b.buf)
 		b.buf = b.buf[:0]
 	}
 	return b.err
 }
-
-// modTime is what every file and directory shows as modified: when the
-// server started.
-func (s *Server) modTime() time.Time { return s.start }
