@@ -329,3 +329,35 @@ func TestServeIdleFlood(t *testing.T) {
 		t.Errorf("GET /info after one address opened 80 connections: %d in %v, want 200 within 2 s", code, took)
 	}
 }
+
+// TestServeETagTTL: with --metadata-ttl a file's bytes may change while
+// the server runs, and its validators say so: a weak ETag that changes
+// within about a TTL and no-cache. After a rewrite, a revalidation with
+// the old ETag gets the new bytes (not 304), and a resumed download with
+// If-Range of the old ETag gets the whole new file, never the new file's
+// tail after the old one's head.
+func TestServeETagTTL(t *testing.T) {
+	requireTool(t, "curl")
+	src := t.TempDir()
+	writeLayer(t, src, 2, nil)
+	notes := filepath.Join(src, "notes.txt")
+	old, fresh := bytes.Repeat([]byte("a"), 64<<10), bytes.Repeat([]byte("b"), 64<<10)
+	writeFile(t, notes, old)
+	s := startServe(t, "--metadata-ttl", "1s", src)
+	first := curl(t, s.url+"notes.txt")
+	etag := first.header.Get("ETag")
+	if first.code != 200 || !bytes.Equal(first.body, old) || !strings.HasPrefix(etag, `W/"`) || first.header.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("GET notes.txt: %d, ETag %q, Cache-Control %q; want 200, a weak ETag, no-cache", first.code, etag, first.header.Get("Cache-Control"))
+	}
+	writeFile(t, notes, fresh)
+	time.Sleep(2500 * time.Millisecond) // past the TTL
+	if r := curl(t, "-H", "If-None-Match: "+etag, s.url+"notes.txt"); r.code != 200 || !bytes.Equal(r.body, fresh) {
+		t.Errorf("If-None-Match of the old ETag after a rewrite: %d, %d bytes (new %v); want 200 and the new bytes", r.code, len(r.body), bytes.Equal(r.body, fresh))
+	}
+	if r := curl(t, "-H", "If-Range: "+etag, "-r", "32768-", s.url+"notes.txt"); r.code != 200 || !bytes.Equal(r.body, fresh) {
+		t.Errorf("If-Range of the old ETag after a rewrite: %d, %d bytes (the whole new file %v); want 200 and the whole new file", r.code, len(r.body), bytes.Equal(r.body, fresh))
+	}
+	if r := curl(t, "-H", "If-Range: "+first.header.Get("Last-Modified"), "-r", "32768-", s.url+"notes.txt"); r.code != 200 || !bytes.Equal(r.body, fresh) {
+		t.Errorf("If-Range of the old Last-Modified after a rewrite: %d, %d bytes; want 200 and the whole new file", r.code, len(r.body))
+	}
+}

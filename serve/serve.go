@@ -264,13 +264,36 @@ func readerID(r *http.Request) uint32 {
 	return h.Sum32() | 1<<31 // apart from the small numbers processes have
 }
 
-// etag is the strong ETag of the file at p of size bytes: it changes with
-// the server's start (a restarted server may read a source that changed)
-// and with the size, never while the server runs.
-func (s *Server) etag(p string, size int64) string {
+// validators are what a reply says of the version of a file: its ETag,
+// its Last-Modified, and whether they are strong (they change whenever the
+// bytes may).
+type validators struct {
+	etag   string
+	mod    time.Time
+	strong bool
+}
+
+// validators returns the validators of the file at p of size bytes. Without
+// a metadata TTL a file's bytes do not change while the server runs: the
+// ETag is strong, made of the server's start (a restarted server may read
+// a source that changed), the path and the size. With one, the source may
+// change under the server and a file's bytes with it: the ETag is weak and
+// changes every TTL (so a client that revalidates sees new bytes within
+// about a TTL of the tree), and If-Range, which needs a strong validator,
+// never applies, so that no resumed download splices two versions.
+func (s *Server) validators(p string, size int64) validators {
 	h := fnv.New64a()
 	h.Write([]byte(strconv.FormatInt(s.start.Unix(), 10)))
 	h.Write([]byte{0})
 	h.Write([]byte(p))
-	return `"` + strconv.FormatUint(h.Sum64(), 16) + "-" + strconv.FormatInt(size, 16) + `"`
+	tag := strconv.FormatUint(h.Sum64(), 16) + "-" + strconv.FormatInt(size, 16)
+	ttl := s.policy.MetadataTTL
+	if ttl <= 0 {
+		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true}
+	}
+	epoch := time.Now().UnixNano() / int64(ttl)
+	return validators{
+		etag: `W/"` + tag + "-" + strconv.FormatInt(epoch, 16) + `"`,
+		mod:  time.Unix(0, epoch*int64(ttl)).Truncate(time.Second),
+	}
 }

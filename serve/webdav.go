@@ -168,7 +168,7 @@ func (s *Server) davResponse(bw *blockWriter, req propfindRequest, p string, n f
 		case "getcontenttype":
 			return xmlText(contentType(p)), true
 		case "getetag":
-			return xmlText(s.etag(p, f.Size())), true
+			return xmlText(s.validators(p, f.Size()).etag), true
 		}
 		return "", false
 	}
