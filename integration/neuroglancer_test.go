@@ -328,7 +328,9 @@ func TestNeuroglancer(t *testing.T) {
 	defer page.Close()
 	src := t.TempDir()
 	run(t, python, "-c", gradientPython, src)
-	s := startServe(t, src)
+	// The viewer's page is another origin than the server's: it may read
+	// it only when named (and a loopback server refuses any other).
+	s := startServe(t, "--cors-origin", page.URL, src)
 
 	for _, tc := range []struct {
 		name, source, dir string

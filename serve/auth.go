@@ -2,8 +2,10 @@ package serve
 
 import (
 	"bufio"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,8 +19,13 @@ import (
 // command line, or the bcrypt entries of an htpasswd file. It is safe for
 // concurrent use.
 type Auth struct {
-	user, pass string            // one user, compared in constant time
+	user, pass [32]byte          // one user: SHA-256 of each, compared in constant time
 	hashes     map[string][]byte // user -> bcrypt hash, from a file
+	// dummy is a bcrypt hash of a random password at the file's highest
+	// cost, compared against for an unknown user, so that refusing one
+	// takes as long as refusing a known user's wrong password: the time
+	// of a refusal does not tell which users exist.
+	dummy []byte
 
 	mu sync.Mutex
 	// good holds the SHA-256 of credentials that passed bcrypt, so that a
@@ -37,7 +44,7 @@ func ParseAuth(s string) (*Auth, error) {
 	if !ok || user == "" || pass == "" {
 		return nil, fmt.Errorf("serve: --auth: want user:password, with neither empty")
 	}
-	return &Auth{user: user, pass: pass}, nil
+	return &Auth{user: sha256.Sum256([]byte(user)), pass: sha256.Sum256([]byte(pass))}, nil
 }
 
 // LoadHtpasswd returns the Auth of an htpasswd file (--auth-file) whose
@@ -51,6 +58,7 @@ func LoadHtpasswd(file string) (*Auth, error) {
 	}
 	defer f.Close()
 	a := &Auth{hashes: make(map[string][]byte)}
+	cost := bcrypt.MinCost
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
 		l := strings.TrimSpace(sc.Text())
@@ -61,9 +69,11 @@ func LoadHtpasswd(file string) (*Auth, error) {
 		if !ok || user == "" {
 			return nil, fmt.Errorf("serve: --auth-file %s:%d: want user:hash", file, line)
 		}
-		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+		c, err := bcrypt.Cost([]byte(hash))
+		if err != nil {
 			return nil, fmt.Errorf("serve: --auth-file %s:%d: user %q: not a bcrypt hash (make one with htpasswd -B): %w", file, line, user, err)
 		}
+		cost = max(cost, c)
 		a.hashes[user] = []byte(hash)
 	}
 	if err := sc.Err(); err != nil {
@@ -71,6 +81,11 @@ func LoadHtpasswd(file string) (*Auth, error) {
 	}
 	if len(a.hashes) == 0 {
 		return nil, fmt.Errorf("serve: --auth-file %s: no user in it", file)
+	}
+	random := make([]byte, 32)
+	rand.Read(random)
+	if a.dummy, err = bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(random)), cost); err != nil {
+		return nil, fmt.Errorf("serve: --auth-file %s: %w", file, err)
 	}
 	return a, nil
 }
@@ -82,9 +97,8 @@ func (a *Auth) Check(r *http.Request) bool {
 		return false
 	}
 	if a.hashes == nil {
-		u := subtle.ConstantTimeCompare([]byte(user), []byte(a.user))
-		p := subtle.ConstantTimeCompare([]byte(pass), []byte(a.pass))
-		return u&p == 1
+		u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+		return subtle.ConstantTimeCompare(u[:], a.user[:])&subtle.ConstantTimeCompare(p[:], a.pass[:]) == 1
 	}
 	key := sha256.Sum256([]byte(user + "\x00" + pass))
 	a.mu.Lock()
@@ -94,7 +108,10 @@ func (a *Auth) Check(r *http.Request) bool {
 		return true
 	}
 	hash, found := a.hashes[user]
-	if !found || bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
+	if !found {
+		hash = a.dummy
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil || !found {
 		return false
 	}
 	a.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/volfs/volfs/fs"
 )
@@ -73,14 +72,18 @@ func (s *Server) fail(w *response, r *http.Request, code int) {
 func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 	ctx := r.Context()
 	size := f.Size()
-	etag := s.etag(p, size)
+	v := s.validators(p, size)
 	h := w.Header()
-	h.Set("ETag", etag)
-	h.Set("Last-Modified", s.start.UTC().Format(http.TimeFormat))
+	h.Set("ETag", v.etag)
+	h.Set("Last-Modified", v.mod.UTC().Format(http.TimeFormat))
 	h.Set("Accept-Ranges", "bytes")
-	h.Set("Cache-Control", "public, max-age=3600")
+	if v.strong {
+		h.Set("Cache-Control", "public, max-age=3600")
+	} else {
+		h.Set("Cache-Control", "no-cache")
+	}
 	h.Set("Content-Type", contentType(p))
-	if code := s.precondition(r, etag); code != 0 {
+	if code := precondition(r, v); code != 0 {
 		if code == http.StatusNotModified {
 			w.WriteHeader(code)
 		} else {
@@ -90,7 +93,7 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 	}
 	off, n := int64(0), size
 	code := http.StatusOK
-	if rg := r.Header.Get("Range"); rg != "" && s.rangeApplies(r, etag) {
+	if rg := r.Header.Get("Range"); rg != "" && rangeApplies(r, v) {
 		var ok, satisfiable bool
 		off, n, ok, satisfiable = parseRange(rg, size)
 		switch {
@@ -140,7 +143,7 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 		if done == 0 {
 			w.WriteHeader(code)
 		}
-		if _, err := w.Write(buf[:k]); err != nil {
+		if err := w.writeBlock(ctx, buf[:k]); err != nil {
 			w.code = statusClientGone
 			return
 		}
@@ -152,20 +155,21 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 }
 
 // precondition evaluates If-Match, If-None-Match and If-Modified-Since
-// against the file's ETag and s.start: 0 when the request goes on,
-// otherwise the status to answer (304 or 412).
-func (s *Server) precondition(r *http.Request, etag string) int {
-	if im := r.Header.Get("If-Match"); im != "" && !etagMatch(im, etag) {
+// against the file's validators v: 0 when the request goes on, otherwise
+// the status to answer (304 or 412). If-Match compares strongly: a weak
+// ETag never matches it.
+func precondition(r *http.Request, v validators) int {
+	if im := r.Header.Get("If-Match"); im != "" && strings.TrimSpace(im) != "*" && (!v.strong || !etagMatch(im, v.etag)) {
 		return http.StatusPreconditionFailed
 	}
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		if etagMatch(inm, etag) {
+		if etagMatch(inm, v.etag) {
 			return http.StatusNotModified
 		}
 		return 0
 	}
 	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
-		if t, err := http.ParseTime(ims); err == nil && !s.start.After(t) {
+		if t, err := http.ParseTime(ims); err == nil && !v.mod.After(t) {
 			return http.StatusNotModified
 		}
 	}
@@ -173,22 +177,27 @@ func (s *Server) precondition(r *http.Request, etag string) int {
 }
 
 // rangeApplies evaluates If-Range: the Range header counts unless If-Range
-// names another version of the file.
-func (s *Server) rangeApplies(r *http.Request, etag string) bool {
+// names another version of the file, or validators v are weak (RFC 9110
+// 13.1.5: If-Range needs a strong match).
+func rangeApplies(r *http.Request, v validators) bool {
 	ir := r.Header.Get("If-Range")
 	if ir == "" {
 		return true
 	}
+	if !v.strong {
+		return false
+	}
 	if strings.HasPrefix(ir, `"`) {
-		return ir == etag
+		return ir == v.etag
 	}
 	t, err := http.ParseTime(ir)
-	return err == nil && t.Equal(s.start)
+	return err == nil && t.Equal(v.mod)
 }
 
 // etagMatch reports whether the If-Match or If-None-Match list l names
-// etag (weakly: a W/ prefix is ignored, as If-None-Match compares).
+// etag (weakly: a W/ prefix is ignored on both, as If-None-Match compares).
 func etagMatch(l, etag string) bool {
+	etag = strings.TrimPrefix(etag, "W/")
 	for _, e := range strings.Split(l, ",") {
 		e = strings.TrimPrefix(strings.TrimSpace(e), "W/")
 		if e == "*" || e == etag {
@@ -291,7 +300,7 @@ func (s *Server) list(w *response, r *http.Request, p string, d fs.Dir) {
 	if r.Method == http.MethodHead {
 		return
 	}
-	bw := newBlockWriter(w)
+	bw := newBlockWriter(ctx, w)
 	if asJSON {
 		s.listJSON(ctx, bw, d, l)
 	} else {
@@ -347,15 +356,17 @@ func (s *Server) listJSON(ctx context.Context, bw *blockWriter, d fs.Dir, l fs.L
 var htmlReplacer = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
 
 // blockWriter gathers small writes into blocks, so that a listing is sent
-// in few writes (each with its deadline), and remembers the first error.
+// in few writes (each with its deadline, the slot given back meanwhile),
+// and remembers the first error.
 type blockWriter struct {
+	ctx context.Context
 	w   *response
 	buf []byte
 	err error
 }
 
-func newBlockWriter(w *response) *blockWriter {
-	return &blockWriter{w: w, buf: make([]byte, 0, 64<<10)}
+func newBlockWriter(ctx context.Context, w *response) *blockWriter {
+	return &blockWriter{ctx: ctx, w: w, buf: make([]byte, 0, 64<<10)}
 }
 
 func (b *blockWriter) Write(p []byte) (int, error) {
@@ -373,12 +384,8 @@ func (b *blockWriter) WriteString(s string) { b.Write([]byte(s)) }
 
 func (b *blockWriter) flush() error {
 	if b.err == nil && len(b.buf) > 0 {
-		_, b.err = b.w.Write(b.buf)
+		b.err = b.w.writeBlock(b.ctx, b.buf)
 		b.buf = b.buf[:0]
 	}
 	return b.err
 }
-
-// modTime is what every file and directory shows as modified: when the
-// server started.
-func (s *Server) modTime() time.Time { return s.start }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync"
@@ -57,19 +58,61 @@ func (m *metrics) observe(method string, code int, n int64) {
 
 // response is the ResponseWriter of one request: it sets a write deadline
 // before each write, so that a client that stops reading fails the write
-// after timeout instead of holding the request, and it records the status
-// and the body bytes for the metrics.
+// after timeout instead of holding the request; it records the status and
+// the body bytes for the metrics; and it holds the request's tree-read
+// slot, taken from slots, which it gives back while a block is written
+// (writeBlock). It is used by its request's goroutine only.
 type response struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	slots   chan struct{}
+	held    bool // a slot is taken
 	once    sync.Once
 	code    int
 	bytes   int64
 }
 
-func newResponse(w http.ResponseWriter, timeout time.Duration) *response {
-	return &response{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout}
+func newResponse(w http.ResponseWriter, timeout time.Duration, slots chan struct{}) *response {
+	return &response{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout, slots: slots}
+}
+
+// take takes a tree-read slot; false when ctx ended first.
+func (w *response) take(ctx context.Context) bool {
+	if w.held {
+		return true
+	}
+	select {
+	case w.slots <- struct{}{}:
+		w.held = true
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give gives back the slot take took, if it holds one.
+func (w *response) give() {
+	if w.held {
+		w.held = false
+		<-w.slots
+	}
+}
+
+// writeBlock writes one block of a reply with the slot given back for the
+// write, and takes one again for the next block: a slow client holds a
+// slot only while the tree is read for it, never while it takes its
+// bytes. It fails when the write fails or the client leaves before a slot
+// comes back.
+func (w *response) writeBlock(ctx context.Context, p []byte) error {
+	w.give()
+	if _, err := w.Write(p); err != nil {
+		return err
+	}
+	if !w.take(ctx) {
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (w *response) WriteHeader(code int) {

@@ -7,36 +7,42 @@
 //
 // GET and HEAD of a file answer its bytes, with one byte range honoured
 // (206 and Content-Range; a request for several ranges gets the whole file,
-// as RFC 9110 allows), a strong ETag and Last-Modified that hold for the
-// life of the server, and a Content-Length that comes from the metadata
-// without fetching anything. A directory answers an HTML index in the
-// shape http.FileServer writes (so that HTTP clients that walk indexes,
-// volfs's own HTTP fetcher among them, can list it), or JSON with
-// ?format=json. Every answer carries CORS headers that let a page of any
-// origin read it (neuroglancer).
+// as RFC 9110 allows), an ETag and Last-Modified, and a Content-Length that
+// comes from the metadata without fetching anything. A directory answers
+// an HTML index in the shape http.FileServer writes (so that HTTP clients
+// that walk indexes, volfs's own HTTP fetcher among them, can list it), or
+// JSON with ?format=json.
 //
 // # WebDAV
 //
-// With Options.WebDAV, PROPFIND and OPTIONS are answered too, by
-// golang.org/x/net/webdav over the same tree (davFS), read-only: every
-// method that would change something is 405, and the share is announced
-// as DAV class 1 (no locks), which makes Finder and Windows mount it
-// read-only.
+// With Options.WebDAV, PROPFIND and OPTIONS are answered too, read-only:
+// every method that would change something is 405, and the share is
+// announced as DAV class 1 (no locks), which makes Finder and Windows
+// mount it read-only. A PROPFIND's reply is written as the listing yields
+// it (webdav.go), never gathered in memory.
+//
+// # Exposure
+//
+// What the server exposes, and to whom, is one Policy (policy.go): the web
+// origins whose pages may read it (CORS: none by default), the credentials
+// it asks for, the Host names it answers to, and every bound a client
+// lives within. Listen (listen.go) applies its connection bounds.
 //
 // # Safety
 //
 // A request path is resolved inside the tree or not at all: a path with a
 // "." or ".." segment, an encoded slash or backslash, a NUL or any other
 // byte a key cannot hold is 404 before the tree is asked. Each write to a
-// client has its own deadline (Options.WriteTimeout), so a client that
+// client has its own deadline (Policy.WriteTimeout), so a client that
 // stops reading releases its request after that long; the bytes of a
 // reply are copied out of the chunk cache block by block, so no client
-// holds a chunk. At most maxActive requests read from the tree at once;
-// the others wait for a slot, or for their client to leave.
+// holds a chunk. At most Policy.Slots requests read from the tree at once;
+// a request takes its slot once its body is read, and gives it back while
+// each block of its reply is written, so that slow clients, however many,
+// hold connections but never the tree.
 package serve
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"hash/fnv"
@@ -50,21 +56,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/webdav"
 
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
 )
-
-// DefaultWriteTimeout is Options.WriteTimeout when it is 0: one block of a
-// reply (blockSize) must reach the client within it, which any client
-// reading at 10 KiB/s does.
-const DefaultWriteTimeout = 30 * time.Second
-
-// maxActive bounds the requests that read the tree at once, and so the
-// reply buffers (blockSize each) held: a few per core keeps every worker
-// of the chunk store busy without letting a crowd of clients take memory.
-const maxActive = 64
 
 // blockSize is the most bytes read from the tree and written to a client
 // in one step.
@@ -74,16 +69,8 @@ const blockSize = 256 << 10
 type Options struct {
 	// WebDAV answers PROPFIND and OPTIONS as a read-only WebDAV share.
 	WebDAV bool
-	// Auth, when not nil, must accept every request but a CORS preflight.
-	Auth *Auth
-	// WriteTimeout bounds each write of a reply; 0 means
-	// DefaultWriteTimeout.
-	WriteTimeout time.Duration
-	// LocalHosts answers only requests whose Host names the loopback
-	// (localhost, 127.0.0.0/8, ::1), for a server that listens there: a
-	// web page cannot then reach it through a name of its own that it
-	// points at 127.0.0.1 (DNS rebinding).
-	LocalHosts bool
+	// Policy is what the server exposes and to whom.
+	Policy Policy
 	// Log receives one line per failed read (through the tree's error
 	// mapping) and per refused credentials; nil means slog.Default().
 	Log *slog.Logger
@@ -93,41 +80,28 @@ type Options struct {
 // use.
 type Server struct {
 	tree    *fs.Tree
-	opts    Options
+	webDAV  bool
+	policy  Policy
 	log     *slog.Logger
 	start   time.Time // Last-Modified of every file, and part of every ETag
 	active  chan struct{}
-	dav     *webdav.Handler
 	metrics *metrics
 }
 
 // New returns the server of tree. The tree must stay open while the
 // server answers.
 func New(tree *fs.Tree, opts Options) *Server {
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = DefaultWriteTimeout
-	}
 	s := &Server{
 		tree:    tree,
-		opts:    opts,
+		webDAV:  opts.WebDAV,
+		policy:  opts.Policy.withDefaults(),
 		log:     opts.Log,
 		start:   time.Now().Truncate(time.Second),
-		active:  make(chan struct{}, maxActive),
 		metrics: newMetrics(),
 	}
+	s.active = make(chan struct{}, s.policy.Slots)
 	if s.log == nil {
 		s.log = slog.Default()
-	}
-	if opts.WebDAV {
-		s.dav = &webdav.Handler{
-			FileSystem: davFS{s},
-			LockSystem: webdav.NewMemLS(),
-			Logger: func(r *http.Request, err error) {
-				if err != nil && !errors.Is(err, context.Canceled) {
-					s.log.Debug("webdav", "method", r.Method, "path", r.URL.Path, "err", err)
-				}
-			},
-		}
 	}
 	return s
 }
@@ -139,44 +113,34 @@ func (s *Server) Collectors() []prometheus.Collector { return s.metrics.collecto
 
 // readMethods are the methods answered; any other is 405.
 func (s *Server) readMethods() string {
-	if s.opts.WebDAV {
+	if s.webDAV {
 		return "GET, HEAD, OPTIONS, PROPFIND"
 	}
 	return "GET, HEAD, OPTIONS"
 }
 
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := newResponse(rw, s.opts.WriteTimeout)
+	w := newResponse(rw, s.policy.WriteTimeout, s.active)
 	defer func() {
 		s.metrics.observe(r.Method, w.code, w.bytes)
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "depth", r.Header.Get("Depth"), "range", r.Header.Get("Range"), "code", w.code, "bytes", w.bytes)
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "depth", r.Header.Get("Depth"), "range", r.Header.Get("Range"),
+			"proto", r.Proto, "tls", r.TLS != nil, "code", w.code, "bytes", w.bytes)
 	}()
 	h := w.Header()
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Expose-Headers", "Content-Length, Content-Range, Accept-Ranges, ETag, Last-Modified")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if s.opts.LocalHosts && !localHost(r.Host) {
-		http.Error(w, "403 forbidden: this server answers only to localhost, 127.0.0.1 or [::1]", http.StatusForbidden)
+	if code, why := s.policy.admit(r); code != 0 {
+		http.Error(w, why, code)
 		return
 	}
-	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-		// A CORS preflight carries no credentials, by the Fetch standard.
-		h.Set("Access-Control-Allow-Methods", s.readMethods())
-		h.Set("Access-Control-Allow-Headers", "Range, If-None-Match, If-Modified-Since, If-Range, Authorization, Depth")
-		h.Set("Access-Control-Max-Age", "86400")
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if s.opts.Auth != nil && !s.opts.Auth.Check(r) {
-		h.Set("WWW-Authenticate", `Basic realm="volfs", charset="UTF-8"`)
-		http.Error(w, "401 unauthorized", http.StatusUnauthorized)
+	s.policy.cors(h, r)
+	if s.policy.preflight(w, r, s.readMethods()) || !s.policy.authorized(w, r) {
 		return
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodOptions:
 		h.Set("Allow", s.readMethods())
-		if s.opts.WebDAV {
+		if s.webDAV {
 			// Class 1: no locks, which tells Finder and Windows that the
 			// share is read-only.
 			h.Set("DAV", "1")
@@ -185,7 +149,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	case "PROPFIND":
-		if s.opts.WebDAV {
+		if s.webDAV {
 			break
 		}
 		fallthrough
@@ -199,36 +163,31 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found", http.StatusNotFound)
 		return
 	}
-	select {
-	case s.active <- struct{}{}:
-		defer func() { <-s.active }()
-	case <-r.Context().Done():
+	// The body is read before a slot is taken: a client dripping it holds
+	// its connection, never a slot.
+	var body []byte
+	if r.Method == "PROPFIND" {
+		if body, ok = readBody(w, r); !ok {
+			return
+		}
+	}
+	if !w.take(r.Context()) {
 		w.code = statusClientGone
 		return
 	}
+	defer w.give()
 	if r.Method == "PROPFIND" {
-		if !readBody(w, r) {
-			return
-		}
-		s.propfind(w, r, p)
+		s.propfind(w, r, p, body)
 		return
 	}
 	s.get(w, r, p)
 }
 
-// Bounds of a PROPFIND's body: a list of property names, a few hundred
-// bytes from any client.
-const (
-	maxBodyBytes = 1 << 20
-	bodyTimeout  = 30 * time.Second
-)
-
-// readBody reads r's body, at most maxBodyBytes within bodyTimeout, and
-// puts it back as a reader in memory; false when it answered the request
-// (400 or 413). The deadline is lifted once the body is read: a read
-// deadline that passes while the reply is written would cancel the
-// request.
-func readBody(w *response, r *http.Request) bool {
+// readBody reads r's body, at most maxBodyBytes within bodyTimeout; false
+// when it answered the request (400 or 413). The deadline is lifted once
+// the body is read: a read deadline that passes while the reply is
+// written would cancel the request.
+func readBody(w *response, r *http.Request) ([]byte, bool) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
@@ -236,13 +195,12 @@ func readBody(w *response, r *http.Request) bool {
 	switch {
 	case err != nil:
 		http.Error(w, "400 bad request: the body did not arrive", http.StatusBadRequest)
-		return false
+		return nil, false
 	case len(body) > maxBodyBytes:
 		http.Error(w, "413 request body too large", http.StatusRequestEntityTooLarge)
-		return false
+		return nil, false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return true
+	return body, true
 }
 
 // cleanPath returns the tree path that r names ("" for the root, no
@@ -269,19 +227,6 @@ func cleanPath(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return p, true
-}
-
-// localHost reports whether the Host header host names the loopback.
-func localHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // statusClientGone is the code counted for a request whose client left
@@ -319,13 +264,36 @@ func readerID(r *http.Request) uint32 {
 	return h.Sum32() | 1<<31 // apart from the small numbers processes have
 }
 
-// etag is the strong ETag of the file at p of size bytes: it changes with
-// the server's start (a restarted server may read a source that changed)
-// and with the size, never while the server runs.
-func (s *Server) etag(p string, size int64) string {
+// validators are what a reply says of the version of a file: its ETag,
+// its Last-Modified, and whether they are strong (they change whenever the
+// bytes may).
+type validators struct {
+	etag   string
+	mod    time.Time
+	strong bool
+}
+
+// validators returns the validators of the file at p of size bytes. Without
+// a metadata TTL a file's bytes do not change while the server runs: the
+// ETag is strong, made of the server's start (a restarted server may read
+// a source that changed), the path and the size. With one, the source may
+// change under the server and a file's bytes with it: the ETag is weak and
+// changes every TTL (so a client that revalidates sees new bytes within
+// about a TTL of the tree), and If-Range, which needs a strong validator,
+// never applies, so that no resumed download splices two versions.
+func (s *Server) validators(p string, size int64) validators {
 	h := fnv.New64a()
 	h.Write([]byte(strconv.FormatInt(s.start.Unix(), 10)))
 	h.Write([]byte{0})
 	h.Write([]byte(p))
-	return `"` + strconv.FormatUint(h.Sum64(), 16) + "-" + strconv.FormatInt(size, 16) + `"`
+	tag := strconv.FormatUint(h.Sum64(), 16) + "-" + strconv.FormatInt(size, 16)
+	ttl := s.policy.MetadataTTL
+	if ttl <= 0 {
+		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true}
+	}
+	epoch := time.Now().UnixNano() / int64(ttl)
+	return validators{
+		etag: `W/"` + tag + "-" + strconv.FormatInt(epoch, 16) + `"`,
+		mod:  time.Unix(0, epoch*int64(ttl)).Truncate(time.Second),
+	}
 }

@@ -157,8 +157,8 @@ func TestLocalHost(t *testing.T) {
 		"localhost": true, "LOCALHOST:8080": true, "127.0.0.1": true, "127.1.2.3:80": true, "[::1]:8080": true, "::1": true,
 		"evil.example": false, "evil.example:8080": false, "10.0.0.1": false, "localhost.evil.example": false, "": false,
 	} {
-		if got := localHost(host); got != want {
-			t.Errorf("localHost(%q) = %v, want %v", host, got, want)
+		if got := LocalHost(host); got != want {
+			t.Errorf("LocalHost(%q) = %v, want %v", host, got, want)
 		}
 	}
 }

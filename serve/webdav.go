@@ -1,224 +1,227 @@
 package serve
 
 import (
-	"context"
+	"bytes"
+	"encoding/xml"
 	"errors"
-	"fmt"
 	"io"
-	iofs "io/fs"
 	"net/http"
-	"os"
+	"net/url"
 	"path"
+	"strconv"
 	"strings"
-	"time"
-
-	"golang.org/x/net/webdav"
 
 	"github.com/volfs/volfs/fs"
 )
 
-// propfind answers a WebDAV PROPFIND of the tree path p through the webdav
-// handler. A listing of a whole subtree (Depth: infinity, which an absent
-// Depth means) of a directory is refused as RFC 4918 allows
-// (propfind-finite-depth): it would open every volume below.
-func (s *Server) propfind(w *response, r *http.Request, p string) {
-	if depth := strings.TrimSpace(r.Header.Get("Depth")); depth != "0" && depth != "1" {
-		n, err := s.tree.Resolve(r.Context(), p)
-		if err != nil {
-			s.fail(w, r, s.status(r.Context(), err, "lookup", p))
-			return
-		}
-		if n.IsDir() {
+// propfind answers a WebDAV PROPFIND of the tree path p, whose request
+// body is body, with a multistatus reply written as the listing yields it:
+// block by block, the request's slot given back while each block is
+// written, so that a directory of millions of chunk keys costs no more
+// memory than one entry and no slot while the client reads slowly.
+// Depth 0 and 1 are answered; a listing of a whole subtree (Depth:
+// infinity, which an absent Depth means) of a directory is refused as RFC
+// 4918 allows (propfind-finite-depth): it would open every volume below.
+//
+// The share is read-only and announced as DAV class 1: no lock property
+// (lockdiscovery, supportedlock) is offered; asked for, it is 404 as any
+// property the server does not have.
+func (s *Server) propfind(w *response, r *http.Request, p string, body []byte) {
+	ctx := r.Context()
+	depth := strings.TrimSpace(r.Header.Get("Depth"))
+	switch depth {
+	case "0", "1", "", "infinity":
+	default:
+		http.Error(w, "400 bad request: Depth must be 0, 1 or infinity", http.StatusBadRequest)
+		return
+	}
+	req, err := parsePropfind(body)
+	if err != nil {
+		http.Error(w, "400 bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	n, err := s.tree.Resolve(ctx, p)
+	if err != nil {
+		s.fail(w, r, s.status(ctx, err, "lookup", p))
+		return
+	}
+	var l fs.Listing
+	if d, ok := n.(fs.Dir); ok && depth != "0" {
+		if depth != "1" {
 			w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 			w.WriteHeader(http.StatusForbidden)
-			io.WriteString(w, `<?xml version="1.0" encoding="utf-8"?>`+"\n"+`<D:error xmlns:D="DAV:"><D:propfind-finite-depth/></D:error>`+"\n")
+			io.WriteString(w, xml.Header+`<D:error xmlns:D="DAV:"><D:propfind-finite-depth/></D:error>`+"\n")
+			return
+		}
+		if l, err = d.List(ctx); err != nil {
+			s.fail(w, r, s.status(ctx, err, "readdir", p))
 			return
 		}
 	}
-	s.dav.ServeHTTP(w, r)
-}
-
-// davFS is the tree as a read-only webdav.FileSystem. Every change is
-// os.ErrPermission (403), though the server answers the methods that
-// would ask for one with 405 before they reach it.
-type davFS struct{ s *Server }
-
-func (d davFS) Mkdir(context.Context, string, os.FileMode) error { return os.ErrPermission }
-func (d davFS) RemoveAll(context.Context, string) error          { return os.ErrPermission }
-func (d davFS) Rename(context.Context, string, string) error     { return os.ErrPermission }
-
-// resolve returns the node at the webdav name (slash-rooted, cleaned by
-// the webdav package) with its tree path, its errors mapped to what the
-// webdav package answers: os.ErrNotExist is 404, os.ErrPermission 403.
-func (d davFS) resolve(ctx context.Context, name string) (fs.Node, string, error) {
-	p := strings.Trim(path.Clean("/"+name), "/")
-	n, err := d.s.tree.Resolve(ctx, p)
-	if err != nil {
-		switch d.s.status(ctx, err, "lookup", p) {
-		case http.StatusNotFound:
-			return nil, p, fmt.Errorf("serve: /%s: %w", p, os.ErrNotExist)
-		case http.StatusForbidden:
-			return nil, p, fmt.Errorf("serve: /%s: %w", p, os.ErrPermission)
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	w.WriteHeader(http.StatusMultiStatus)
+	bw := newBlockWriter(ctx, w)
+	bw.WriteString(xml.Header + `<D:multistatus xmlns:D="DAV:">` + "\n")
+	s.davResponse(bw, req, p, n)
+	d, _ := n.(fs.Dir)
+	for i := int64(0); l != nil && i < l.Len(); i++ {
+		name, isDir := l.Entry(i)
+		cp := path.Join(p, name)
+		if isDir {
+			s.davResponse(bw, req, cp, nil)
+		} else if c, err := d.Lookup(ctx, name); err == nil {
+			s.davResponse(bw, req, cp, c)
+		} else {
+			code := s.status(ctx, err, "lookup", cp)
+			bw.WriteString("<D:response><D:href>" + davHref(cp, false) + "</D:href><D:status>HTTP/1.1 " +
+				strconv.Itoa(code) + " " + http.StatusText(code) + "</D:status></D:response>\n")
 		}
-		return nil, p, err
-	}
-	return n, p, nil
-}
-
-func (d davFS) Stat(ctx context.Context, name string) (os.FileInfo, error) {
-	n, p, err := d.resolve(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return d.info(p, n), nil
-}
-
-func (d davFS) OpenFile(ctx context.Context, name string, flag int, _ os.FileMode) (webdav.File, error) {
-	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
-		return nil, os.ErrPermission
-	}
-	n, p, err := d.resolve(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return &davFile{fs: d, p: p, n: n, ctx: ctx}, nil
-}
-
-// info returns the os.FileInfo of the node n at tree path p.
-func (d davFS) info(p string, n fs.Node) *fileInfo {
-	fi := &fileInfo{s: d.s, p: p, dir: n.IsDir()}
-	if f, ok := n.(fs.File); ok {
-		fi.size = f.Size()
-	}
-	return fi
-}
-
-// fileInfo is the os.FileInfo of a node. It also gives the webdav package
-// the node's ETag (the one GET sends) and content type, which it would
-// otherwise make by reading the file's first bytes.
-type fileInfo struct {
-	s    *Server
-	p    string
-	dir  bool
-	size int64
-}
-
-func (fi *fileInfo) Name() string {
-	if fi.p == "" {
-		return "/"
-	}
-	return path.Base(fi.p)
-}
-func (fi *fileInfo) Size() int64 { return fi.size }
-func (fi *fileInfo) Mode() iofs.FileMode {
-	if fi.dir {
-		return iofs.ModeDir | 0o555
-	}
-	return 0o444
-}
-func (fi *fileInfo) ModTime() time.Time { return fi.s.modTime() }
-func (fi *fileInfo) IsDir() bool        { return fi.dir }
-func (fi *fileInfo) Sys() any           { return nil }
-
-// ETag implements webdav.ETager.
-func (fi *fileInfo) ETag(context.Context) (string, error) {
-	if fi.dir {
-		return "", webdav.ErrNotImplemented
-	}
-	return fi.s.etag(fi.p, fi.size), nil
-}
-
-// ContentType implements webdav.ContentTyper.
-func (fi *fileInfo) ContentType(context.Context) (string, error) {
-	if fi.dir {
-		return "", webdav.ErrNotImplemented
-	}
-	return contentType(fi.p), nil
-}
-
-// davFile is an open node. Reads are for the webdav package's own use;
-// GET is answered by Server.file.
-type davFile struct {
-	fs  davFS
-	p   string
-	n   fs.Node
-	ctx context.Context // the request's, which the file does not outlive
-	h   *fs.Handle      // opened by the first Read: a PROPFIND opens files only to stat them
-	off int64
-	dir int64 // entries of a directory already returned by Readdir
-}
-
-func (f *davFile) Close() error                      { return nil }
-func (f *davFile) Write([]byte) (int, error)         { return 0, os.ErrPermission }
-func (f *davFile) Stat() (os.FileInfo, error)        { return f.fs.info(f.p, f.n), nil }
-func (f *davFile) String() string                    { return "/" + f.p }
-func (f *davFile) ReadFrom(io.Reader) (int64, error) { return 0, os.ErrPermission }
-
-func (f *davFile) Read(p []byte) (int, error) {
-	file, ok := f.n.(fs.File)
-	if !ok {
-		return 0, fmt.Errorf("serve: /%s: is a directory", f.p)
-	}
-	if f.h == nil {
-		h, err := f.fs.s.tree.Open(f.ctx, file, f.p, 0)
-		if err != nil {
-			return 0, err
+		if bw.err != nil || ctx.Err() != nil {
+			w.code = statusClientGone
+			return
 		}
-		f.h = h
 	}
-	if f.off >= f.h.Size() {
-		return 0, io.EOF
+	bw.WriteString("</D:multistatus>\n")
+	if bw.flush() != nil {
+		w.code = statusClientGone
 	}
-	n, err := f.h.ReadAt(f.ctx, p, f.off)
-	f.off += int64(n)
-	if err == nil && n == 0 {
-		err = io.ErrUnexpectedEOF
-	}
-	return n, err
 }
 
-func (f *davFile) Seek(off int64, whence int) (int64, error) {
-	file, ok := f.n.(fs.File)
-	if !ok {
-		return 0, fmt.Errorf("serve: /%s: is a directory", f.p)
-	}
-	switch whence {
-	case io.SeekCurrent:
-		off += f.off
-	case io.SeekEnd:
-		off += file.Size()
-	}
-	if off < 0 {
-		return 0, errors.New("serve: seek before the start")
-	}
-	f.off = off
-	return off, nil
+// propfindRequest is what a PROPFIND asks for: every property (allprop,
+// or an empty body), the names only (propname), or the properties named.
+type propfindRequest struct {
+	propName bool
+	names    []xml.Name // nil: allprop
 }
 
-// Readdir returns the next count entries (all of them when count <= 0).
-// Only their names and kinds are right: the webdav package, its one
-// caller, stats each child by its path for the rest, and a lookup here
-// would do that work twice.
-func (f *davFile) Readdir(count int) ([]os.FileInfo, error) {
-	d, ok := f.n.(fs.Dir)
-	if !ok {
-		return nil, fmt.Errorf("serve: /%s: not a directory", f.p)
+// maxPropNames bounds the properties one PROPFIND may name: clients ask for
+// a dozen.
+const maxPropNames = 256
+
+func parsePropfind(body []byte) (propfindRequest, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return propfindRequest{}, nil
 	}
-	l, err := d.List(f.ctx)
-	if err != nil {
-		return nil, err
+	var pf struct {
+		XMLName  xml.Name  `xml:"DAV: propfind"`
+		AllProp  *struct{} `xml:"DAV: allprop"`
+		PropName *struct{} `xml:"DAV: propname"`
+		Prop     *struct {
+			Names []struct {
+				XMLName xml.Name
+			} `xml:",any"`
+		} `xml:"DAV: prop"`
 	}
-	end := l.Len()
-	if count > 0 {
-		if f.dir >= end {
-			return nil, io.EOF
+	if err := xml.Unmarshal(body, &pf); err != nil {
+		return propfindRequest{}, errors.New("a PROPFIND body must be a DAV: propfind element")
+	}
+	switch {
+	case pf.PropName != nil:
+		return propfindRequest{propName: true}, nil
+	case pf.Prop != nil && pf.AllProp == nil:
+		if len(pf.Prop.Names) > maxPropNames {
+			return propfindRequest{}, errors.New("more than " + strconv.Itoa(maxPropNames) + " properties asked for")
 		}
-		end = min(end, f.dir+int64(count))
+		req := propfindRequest{names: []xml.Name{}}
+		for _, n := range pf.Prop.Names {
+			req.names = append(req.names, n.XMLName)
+		}
+		return req, nil
 	}
-	var out []os.FileInfo
-	for ; f.dir < end; f.dir++ {
-		name, isDir := l.Entry(f.dir)
-		out = append(out, &fileInfo{s: f.fs.s, p: path.Join(f.p, name), dir: isDir})
+	return propfindRequest{}, nil
+}
+
+// liveProps are the DAV: properties of every file and directory, in the
+// order allprop writes them. getcontentlength, getcontenttype and getetag
+// are the files' only.
+var liveProps = []string{"resourcetype", "displayname", "getlastmodified", "creationdate", "getcontentlength", "getcontenttype", "getetag"}
+
+// davResponse writes the response element of the node n at tree path p
+// (nil n: a directory, known from its listing).
+func (s *Server) davResponse(bw *blockWriter, req propfindRequest, p string, n fs.Node) {
+	dir := n == nil || n.IsDir()
+	bw.WriteString("<D:response><D:href>" + davHref(p, dir) + "</D:href><D:propstat><D:prop>")
+	value := func(name string) (string, bool) {
+		switch name {
+		case "resourcetype":
+			if dir {
+				return "<D:collection/>", true
+			}
+			return "", true
+		case "displayname":
+			if p == "" {
+				return "/", true
+			}
+			return xmlText(path.Base(p)), true
+		case "getlastmodified":
+			return s.start.UTC().Format(http.TimeFormat), true
+		case "creationdate":
+			return s.start.UTC().Format("2006-01-02T15:04:05Z"), true
+		}
+		f, ok := n.(fs.File)
+		if !ok {
+			return "", false
+		}
+		switch name {
+		case "getcontentlength":
+			return strconv.FormatInt(f.Size(), 10), true
+		case "getcontenttype":
+			return xmlText(contentType(p)), true
+		case "getetag":
+			return xmlText(s.validators(p, f.Size()).etag), true
+		}
+		return "", false
 	}
-	return out, nil
+	var missing []xml.Name
+	switch {
+	case req.propName || req.names == nil:
+		for _, name := range liveProps {
+			if v, ok := value(name); ok {
+				if req.propName {
+					v = ""
+				}
+				bw.WriteString("<D:" + name + ">" + v + "</D:" + name + ">")
+			}
+		}
+	default:
+		for _, xn := range req.names {
+			if xn.Space == "DAV:" {
+				if v, ok := value(xn.Local); ok {
+					bw.WriteString("<D:" + xn.Local + ">" + v + "</D:" + xn.Local + ">")
+					continue
+				}
+			}
+			missing = append(missing, xn)
+		}
+	}
+	bw.WriteString("</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>")
+	if len(missing) > 0 {
+		bw.WriteString("<D:propstat><D:prop>")
+		for _, xn := range missing {
+			if xn.Space == "" {
+				bw.WriteString("<" + xn.Local + ` xmlns=""/>`)
+			} else {
+				bw.WriteString("<P:" + xn.Local + ` xmlns:P="` + xmlText(xn.Space) + `"/>`)
+			}
+		}
+		bw.WriteString("</D:prop><D:status>HTTP/1.1 404 Not Found</D:status></D:propstat>")
+	}
+	bw.WriteString("</D:response>\n")
+}
+
+// davHref is the href of the tree path p: escaped, rooted, and with a
+// trailing slash for a directory.
+func davHref(p string, dir bool) string {
+	h := (&url.URL{Path: "/" + p}).EscapedPath()
+	if dir && !strings.HasSuffix(h, "/") {
+		h += "/"
+	}
+	return xmlText(h)
+}
+
+// xmlText escapes s for XML character data and attribute values.
+func xmlText(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
 }

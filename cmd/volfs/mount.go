@@ -46,7 +46,11 @@ const (
 // serveMetrics serves the tree's Prometheus metrics at addr/metrics, with
 // extra's and Go's runtime and process metrics, until the process ends, within the
 // bounds above. A failure to listen is returned at once.
-func serveMetrics(addr string, tree *fs.Tree, extra ...prometheus.Collector) error {
+func serveMetrics(addr string, public bool, tree *fs.Tree, extra ...prometheus.Collector) error {
+	loopback, err := checkMetricsAddr(addr, public)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(tree.Collectors()...)
@@ -58,7 +62,7 @@ func serveMetrics(addr string, tree *fs.Tree, extra ...prometheus.Collector) err
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: metricsConns}))
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           loopbackHosts(loopback, mux),
 		ReadHeaderTimeout: metricsHeaderTimeout,
 		ReadTimeout:       metricsReadTimeout,
 		WriteTimeout:      metricsWriteTimeout,
@@ -146,7 +150,7 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		}
 	}
 	if addr := c.String("metrics-addr"); addr != "" {
-		if err := serveMetrics(addr, tree); err != nil {
+		if err := serveMetrics(addr, c.Bool("metrics-public"), tree); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/net/netutil"
 
 	volserve "github.com/volfs/volfs/serve"
 )
@@ -30,23 +29,22 @@ func serveFlags() []flagDef {
 		{onServe, &cli.BoolFlag{Name: "allow-anonymous", Usage: "serve beyond loopback without credentials"}},
 		{onServe, &cli.StringFlag{Name: "cert", Usage: "serve HTTPS with this PEM certificate (with --key)"}},
 		{onServe, &cli.StringFlag{Name: "key", Usage: "the PEM private key of --cert"}},
+		{onServe, &cli.StringSliceFlag{Name: "cors-origin", Usage: "let pages of this web origin read the served tree (CORS), e.g. https://neuroglancer-demo.appspot.com; repeat for more, * for every origin (public data only); none by default"}},
 		{onServe, &cli.DurationFlag{Name: "write-timeout", Value: volserve.DefaultWriteTimeout, Usage: "a client that takes longer than this to take one block (256 KiB) of a reply is cut off, releasing what its request holds"}},
 	}
 }
 
 // Bounds of the HTTP server against clients that hold connections: the
-// request headers within serveHeaderTimeout, an idle keep-alive connection
-// closed after serveIdleTimeout, at most serveConns connections at once
-// (more wait in the kernel's backlog, holding nothing of volfs's). No
-// http.Server.ReadTimeout: net/http cancels a request's context when that
-// deadline passes during the reply, which would cut every download longer
-// than it; the one request body read (PROPFIND's) has a deadline of its
-// own (serve.Server).
+// request headers (and a TLS handshake) within serveHeaderTimeout, an idle
+// keep-alive connection closed after serveIdleTimeout, or sooner when a
+// newcomer needs its place (serve.Listener). No http.Server.ReadTimeout:
+// net/http cancels a request's context when that deadline passes during
+// the reply, which would cut every download longer than it; the one
+// request body read (PROPFIND's) has a deadline of its own (serve.Server).
 const (
 	serveHeaderTimeout = 10 * time.Second
 	serveIdleTimeout   = 2 * time.Minute
 	serveHeaderBytes   = 64 << 10
-	serveConns         = 512
 	// serveShutdown is how long requests in flight get to finish after
 	// SIGINT or SIGTERM.
 	serveShutdown = 10 * time.Second
@@ -84,10 +82,9 @@ func servesOthers(c *cli.Context) bool { return c.Command != nil && c.Command.Na
 
 // serveConfig is what serve's own flags ask for, checked.
 type serveConfig struct {
-	addr     string
-	loopback bool // addr is a loopback address
-	auth     *volserve.Auth
-	tls      *tls.Config // nil for plain HTTP
+	addr   string
+	policy volserve.Policy
+	tls    *tls.Config // nil for plain HTTP
 }
 
 // serveConfigOf checks serve's flags: credentials that can be read, a
@@ -95,15 +92,19 @@ type serveConfig struct {
 // credentials or --allow-anonymous. It does no network work but resolving
 // the host of --addr.
 func serveConfigOf(c *cli.Context) (serveConfig, error) {
-	cfg := serveConfig{addr: c.String("addr")}
+	cfg := serveConfig{addr: c.String("addr"), policy: volserve.Policy{
+		Origins:      c.StringSlice("cors-origin"),
+		WriteTimeout: c.Duration("write-timeout"),
+		MetadataTTL:  c.Duration("metadata-ttl"),
+	}}
 	var err error
 	switch a, f := c.String("auth"), c.String("auth-file"); {
 	case a != "" && f != "":
 		return cfg, errors.New("--auth and --auth-file: give one")
 	case a != "":
-		cfg.auth, err = volserve.ParseAuth(a)
+		cfg.policy.Auth, err = volserve.ParseAuth(a)
 	case f != "":
-		cfg.auth, err = volserve.LoadHtpasswd(f)
+		cfg.policy.Auth, err = volserve.LoadHtpasswd(f)
 	}
 	if err != nil {
 		return cfg, err
@@ -116,15 +117,23 @@ func serveConfigOf(c *cli.Context) (serveConfig, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("--cert, --key: %w", err)
 		}
-		cfg.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		cfg.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	}
+	if err := volserve.CheckOrigins(cfg.policy.Origins); err != nil {
+		return cfg, err
 	}
 	if c.Duration("write-timeout") <= 0 {
 		return cfg, fmt.Errorf("--write-timeout: want a positive duration, got %v", c.Duration("write-timeout"))
 	}
-	if cfg.loopback, err = isLoopback(cfg.addr); err != nil {
+	if addr := c.String("metrics-addr"); addr != "" {
+		if _, err := checkMetricsAddr(addr, c.Bool("metrics-public")); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.policy.Loopback, err = isLoopback(cfg.addr); err != nil {
 		return cfg, fmt.Errorf("--addr: %w", err)
 	}
-	if !cfg.loopback && cfg.auth == nil && !c.Bool("allow-anonymous") {
+	if !cfg.policy.Loopback && cfg.policy.Auth == nil && !c.Bool("allow-anonymous") {
 		return cfg, fmt.Errorf("--addr %s reaches beyond loopback: anyone who can reach it could read the source; pass --auth USER:PASSWORD or --auth-file FILE (with --cert and --key, so that passwords do not cross the network in clear), or --allow-anonymous", cfg.addr)
 	}
 	return cfg, nil
@@ -170,14 +179,12 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 		}
 	}
 	srv := volserve.New(tree, volserve.Options{
-		WebDAV:       c.Bool("webdav"),
-		Auth:         cfg.auth,
-		WriteTimeout: c.Duration("write-timeout"),
-		LocalHosts:   cfg.loopback,
-		Log:          slog.Default(),
+		WebDAV: c.Bool("webdav"),
+		Policy: cfg.policy,
+		Log:    slog.Default(),
 	})
 	if addr := c.String("metrics-addr"); addr != "" {
-		if err := serveMetrics(addr, tree, srv.Collectors()...); err != nil {
+		if err := serveMetrics(addr, c.Bool("metrics-public"), tree, srv.Collectors()...); err != nil {
 			return err
 		}
 	}
@@ -186,17 +193,24 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 		return err
 	}
 	defer stopSignals()
-	ln, err := net.Listen("tcp", cfg.addr)
+	tcp, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
+	// The connection bounds count TCP connections; TLS wraps them from
+	// outside, so that net/http sees *tls.Conn (r.TLS, HTTP/2, and the
+	// handshake within serveHeaderTimeout).
+	bounded := volserve.Listen(tcp, cfg.policy)
+	var ln net.Listener = bounded
 	scheme := "http"
 	if cfg.tls != nil {
-		ln = tls.NewListener(ln, cfg.tls)
+		ln = tls.NewListener(bounded, cfg.tls)
 		scheme = "https"
 	}
 	hs := &http.Server{
 		Handler:           srv,
+		ConnState:         bounded.ConnState,
+		TLSConfig:         cfg.tls,
 		ReadHeaderTimeout: serveHeaderTimeout,
 		IdleTimeout:       serveIdleTimeout,
 		MaxHeaderBytes:    serveHeaderBytes,
@@ -205,9 +219,9 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	done := make(chan error, 1)
-	go func() { done <- hs.Serve(netutil.LimitListener(ln, serveConns)) }()
+	go func() { done <- hs.Serve(ln) }()
 	url := fmt.Sprintf("%s://%s/", scheme, ln.Addr())
-	slog.Info("serving", "source", tree.Source().String(), "url", url, "webdav", c.Bool("webdav"), "auth", cfg.auth != nil, "pid", os.Getpid())
+	slog.Info("serving", "source", tree.Source().String(), "url", url, "webdav", c.Bool("webdav"), "auth", cfg.policy.Auth != nil, "cors", cfg.policy.Origins, "pid", os.Getpid())
 	if err := rep.ready(url); err != nil {
 		hs.Close()
 		return err
@@ -236,4 +250,34 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 			return nil
 		}
 	}
+}
+
+// checkMetricsAddr refuses a --metrics-addr beyond loopback without
+// --metrics-public, as serve refuses --addr beyond loopback without
+// credentials: the metrics name the source and paths. It reports whether
+// addr is loopback.
+func checkMetricsAddr(addr string, public bool) (bool, error) {
+	loopback, err := isLoopback(addr)
+	if err != nil {
+		return false, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	if !loopback && !public {
+		return false, fmt.Errorf("--metrics-addr %s reaches beyond loopback: anyone who can reach it could read the metrics (the source, paths in errors); bind it to 127.0.0.1, or pass --metrics-public", addr)
+	}
+	return loopback, nil
+}
+
+// loopbackHosts answers with h only requests whose Host names the
+// loopback when loopback is set (DNS rebinding, as serve.Policy.Loopback).
+func loopbackHosts(loopback bool, h http.Handler) http.Handler {
+	if !loopback {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !volserve.LocalHost(r.Host) {
+			http.Error(w, "403 forbidden: this server answers only to localhost, 127.0.0.1 or [::1]", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
