@@ -391,7 +391,11 @@ func (p *WarmPlan) Run(ctx context.Context, workers int, dryRun bool, each func(
 		p.t.warming.Store(true)
 		defer p.t.warming.Store(false)
 		if p.t.opts.Disk != nil {
+			// Held from here on: the chunks, and the metadata read so
+			// far (read again now), which a mount without the origin
+			// needs as much as them.
 			p.t.opts.Disk.Hold()
+			p.t.TouchMetadata()
 		}
 	}
 	type job struct {

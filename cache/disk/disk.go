@@ -145,7 +145,7 @@ var ErrUnsafeDir = errors.New("disk: unsafe cache directory")
 
 // ErrFull is returned by a Put that, after Hold, could make room only by
 // evicting entries held (see "Bounds and order").
-var ErrFull = errors.New("disk: the cache is full of entries this process keeps (raise --cache-size)")
+var ErrFull = errors.New("disk: the cache is full of entries this process keeps (raise --disk-cache-size)")
 
 // Options configures a Cache.
 type Options struct {

@@ -126,7 +126,7 @@ func notKeptWhy(err error) []string {
 		case errors.Is(e, cache.ErrNoIdentity):
 			out = append(out, "the origin sends no version of them (neither ETag nor Last-Modified), so no tier may keep them: a kept copy could never be checked")
 		case errors.Is(e, disk.ErrFull):
-			out = append(out, "the disk cache is full of what this warm kept before them: raise --cache-size, or warm less (--bbox, PATH)")
+			out = append(out, "the disk cache is full of what this warm kept before them: raise --disk-cache-size, or warm less (--bbox, PATH)")
 		default:
 			out = append(out, e.Error())
 		}
