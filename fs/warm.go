@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sync"
 
 	"github.com/volfs/volfs/decode"
@@ -106,7 +107,22 @@ func (t *Tree) PlanWarm(ctx context.Context, paths []string, bbox []Range, depth
 		paths = []string{""}
 	}
 	p := &WarmPlan{t: t}
+	// dirs are the directories from the root down to each volume the
+	// plan covers, whose group metadata the warm keeps (keepGroups).
+	dirs := map[string]bool{}
+	above := func(p string) {
+		for p = path.Clean("/" + p)[1:]; ; p = path.Dir(p) {
+			if p == "." || p == "/" {
+				p = ""
+			}
+			dirs[p] = true
+			if p == "" {
+				return
+			}
+		}
+	}
 	for _, pth := range paths {
+		above(path.Dir(path.Clean("/" + pth)))
 		n, err := t.Resolve(ctx, pth)
 		if err != nil {
 			return nil, fmt.Errorf("fs: warm %s: %w", orRoot(pth), err)
@@ -121,10 +137,11 @@ func (t *Tree) PlanWarm(ctx context.Context, paths []string, bbox []Range, depth
 				p.targets = append(p.targets, warmTarget{a: a, whole: true})
 			}
 		case Dir:
-			_, err := walkFrom(ctx, n, path.Clean("/" + pth)[1:], depth, MaxWalkEntries, func(_ string, v *decode.Volume, _ error) {
+			_, err := walkFrom(ctx, n, path.Clean("/" + pth)[1:], depth, MaxWalkEntries, func(dir string, v *decode.Volume, _ error) {
 				if v == nil {
 					return
 				}
+				above(path.Dir("/" + dir))
 				for _, a := range v.Arrays {
 					p.targets = append(p.targets, warmTarget{a: a, whole: true})
 				}
@@ -136,6 +153,7 @@ func (t *Tree) PlanWarm(ctx context.Context, paths []string, bbox []Range, depth
 			return nil, fmt.Errorf("fs: warm %s: not a chunk, an array or a directory of them: %w", pth, fetcher.ErrInvalidKey)
 		}
 	}
+	t.keepGroups(ctx, dirs)
 	if len(bbox) > 0 {
 		arrays := map[*decode.Array]bool{}
 		for _, tg := range p.targets {
@@ -154,6 +172,28 @@ func (t *Tree) PlanWarm(ctx context.Context, paths []string, bbox []Range, depth
 		}
 	}
 	return p, nil
+}
+
+// groupMetadata are the names of the metadata files of a group (Zarr v2,
+// Zarr v3, N5) or of a consolidated hierarchy: what a reader opens on its
+// way from the root down to an array.
+var groupMetadata = []string{".zgroup", ".zattrs", ".zmetadata", "zarr.json", "attributes.json"}
+
+// keepGroups looks up the group metadata files in each of dirs, through
+// the tree: objectFile's metadata path (groupObject) reads them through
+// the disk cache's metadata keeping, so that a mount with the origin gone
+// opens the hierarchy from its root (zarr.open of the mount). A file that
+// does not exist is kept as such by the same path; other failures are left
+// to the mount, which then fails them as the origin did.
+func (t *Tree) keepGroups(ctx context.Context, dirs map[string]bool) {
+	if t.opts.Disk == nil {
+		return
+	}
+	for dir := range dirs {
+		for _, name := range groupMetadata {
+			t.Resolve(ctx, path.Join(dir, name))
+		}
+	}
 }
 
 func orRoot(p string) string {
@@ -473,3 +513,22 @@ func (t *Tree) warmChunk(ctx context.Context, a *decode.Array, c []int64, dryRun
 
 // ErrNoDiskCache is returned by a warm of a tree without a disk cache.
 var ErrNoDiskCache = errors.New("fs: warm needs a disk cache (--cache-dir)")
+
+// groupObject returns a group's metadata file at key (groupMetadata) read
+// whole through fetchMeta, which keeps it in the disk cache and serves that
+// copy when the origin cannot be reached; ok is false for another name, or
+// without a disk cache, or when the metadata path could not read it (the
+// caller then shows the object as any other).
+func (t *Tree) groupObject(ctx context.Context, key string) (n Node, err error, ok bool) {
+	if t.opts.Disk == nil || !slices.Contains(groupMetadata, path.Base(key)) {
+		return nil, nil, false
+	}
+	obj, _, err := t.fetchMeta(ctx, key, maxMetadataBytes)
+	switch {
+	case err == nil:
+		return bytesFile(obj.Data), nil, true
+	case errors.Is(err, fetcher.ErrNotExist):
+		return nil, err, true
+	}
+	return nil, nil, false
+}
