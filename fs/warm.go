@@ -2,11 +2,13 @@ package fs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/volfs/volfs/decode"
@@ -107,6 +109,15 @@ func (t *Tree) PlanWarm(ctx context.Context, paths []string, bbox []Range, depth
 		paths = []string{""}
 	}
 	p := &WarmPlan{t: t}
+	seen := map[string]bool{} // arrays by Key: a group's may be found twice
+	addArrays := func(v *decode.Volume) {
+		for _, a := range v.Arrays {
+			if !seen[a.Key] {
+				seen[a.Key] = true
+				p.targets = append(p.targets, warmTarget{a: a, whole: true})
+			}
+		}
+	}
 	// dirs are the directories from the root down to each volume the
 	// plan covers, whose group metadata the warm keeps (keepGroups).
 	dirs := map[string]bool{}
@@ -132,22 +143,38 @@ func (t *Tree) PlanWarm(ctx context.Context, paths []string, bbox []Range, depth
 			p.targets = append(p.targets, warmTarget{a: n.a, c: n.c})
 		case *keyDir:
 			p.targets = append(p.targets, warmTarget{a: n.a, node: n.node, whole: n.views != nil || n.node.IsRoot()})
-		case *volumeDir:
-			for _, a := range n.vol.Arrays {
-				p.targets = append(p.targets, warmTarget{a: a, whole: true})
-			}
 		case Dir:
+			// A volume's directory is walked too: a group's (a
+			// consolidated Zarr group, whose .zmetadata names its
+			// arrays) holds volumes below its own arrays.
+			var groups []string // consolidated groups' array directories
 			_, err := walkFrom(ctx, n, path.Clean("/" + pth)[1:], depth, MaxWalkEntries, func(dir string, v *decode.Volume, _ error) {
 				if v == nil {
 					return
 				}
 				above(path.Dir("/" + dir))
-				for _, a := range v.Arrays {
-					p.targets = append(p.targets, warmTarget{a: a, whole: true})
+				addArrays(v)
+				for _, a := range consolidatedArrays(v) {
+					groups = append(groups, path.Join(dir, a))
 				}
 			})
 			if err != nil {
 				return nil, fmt.Errorf("fs: warm %s: %w", orRoot(pth), err)
+			}
+			// The arrays a consolidated group names, opened by name: a
+			// source that cannot list shows none of them to the walk,
+			// nor, on some servers, the directories between (an HTTP
+			// server that redirects "labels" to a "labels/" it cannot
+			// list).
+			for _, g := range groups {
+				d, err := t.openDir(ctx, g, false)
+				if err != nil {
+					return nil, fmt.Errorf("fs: warm %s: an array that %s/.zmetadata names: %w", g, orRoot(pth), err)
+				}
+				if vd, ok := d.(*volumeDir); ok {
+					above(path.Dir("/" + g))
+					addArrays(vd.vol)
+				}
 			}
 		default:
 			return nil, fmt.Errorf("fs: warm %s: not a chunk, an array or a directory of them: %w", pth, fetcher.ErrInvalidKey)
@@ -172,6 +199,30 @@ func (t *Tree) PlanWarm(ctx context.Context, paths []string, bbox []Range, depth
 		}
 	}
 	return p, nil
+}
+
+// consolidatedArrays returns the directories, relative to v's, of the
+// arrays that v's consolidated metadata (a Zarr v2 ".zmetadata") names;
+// none for other volumes, or metadata that does not parse (decode refused
+// it already).
+func consolidatedArrays(v *decode.Volume) []string {
+	if v.MetaName != ".zmetadata" {
+		return nil
+	}
+	var top struct {
+		Metadata map[string]json.RawMessage `json:"metadata"`
+	}
+	if json.Unmarshal(v.Original, &top) != nil {
+		return nil
+	}
+	var dirs []string
+	for k := range top.Metadata {
+		if d, ok := strings.CutSuffix(k, "/.zarray"); ok && d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	slices.Sort(dirs)
+	return dirs
 }
 
 // groupMetadata are the names of the metadata files of a group (Zarr v2,

@@ -69,3 +69,42 @@ func TestWarmGroupsOffline(t *testing.T) {
 		t.Errorf("the mount did not go offline:\n%s", s.stderr.String())
 	}
 }
+
+// TestWarmConsolidated: a consolidated Zarr v2 group (.zmetadata naming
+// every array) given as SOURCE is warmed whole, from a local directory and
+// over HTTP with and without directory listings: --dry-run counts the 6
+// chunks of its two arrays, and a warm fetches them.
+func TestWarmConsolidated(t *testing.T) {
+	requireZarr(t)
+	src := t.TempDir()
+	if out, err := runBounded(t, time.Minute, python, "-c", zarrGroupScript, src, "consolidate"); err != nil {
+		t.Fatalf("writing the hierarchy: %v\n%s", err, out)
+	}
+	files := http.FileServer(http.Dir(src))
+	listed := httptest.NewServer(files)
+	defer listed.Close()
+	unlisted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	defer unlisted.Close()
+	for _, tc := range []struct{ name, source string }{
+		{"local", src},
+		{"http", listed.URL},
+		{"http-unlisted", unlisted.URL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runBounded(t, 2*time.Minute, volfsBin, "warm", "--dry-run", tc.source)
+			if err != nil || !strings.Contains(out, "dry run: 6 chunks: 6 would be fetched") {
+				t.Errorf("warm --dry-run: %v\n%s", err, out)
+			}
+			out, err = runBounded(t, 2*time.Minute, volfsBin, "warm", "--cache-dir", t.TempDir(), tc.source)
+			if f, c, m, x := warmSummaryOf(t, out); err != nil || f != 6 || c != 0 || m != 0 || x != 0 {
+				t.Errorf("warm: %v, %d fetched, %d cached, %d missing, %d failed; want 6, 0, 0, 0\n%s", err, f, c, m, x, out)
+			}
+		})
+	}
+}
