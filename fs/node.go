@@ -53,8 +53,14 @@ type opener interface {
 	open(ctx context.Context) error
 }
 
-// object returns the pass-through file at key; size -1 means unknown.
+// object returns the pass-through file at key; size -1 means unknown. A
+// group's metadata file (groupMetadata) is read whole at once through the
+// metadata path, which keeps it on disk and serves it from there with the
+// origin gone (groupObject).
 func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error) {
+	if n, err, ok := t.groupObject(ctx, key); ok {
+		return n, err
+	}
 	if size < 0 {
 		var err error
 		if size, _, err = t.src.Stat(ctx, key); err != nil {

@@ -221,7 +221,19 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 // transport gzip, decoding), so that fetches overlap freely while decodes
 // go one per core, nearest first.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
-	load := t.store.Loader(cache.Chunk{
+	load := t.store.Loader(t.tierChunk(a, key, c))
+	return func(ctx context.Context) ([]byte, error) {
+		lctx, cancel := t.readContext(ctx)
+		defer cancel()
+		b, err := load(lctx)
+		return b, t.readError(ctx, lctx, err)
+	}
+}
+
+// tierChunk is the chunk at c of a, whose key is key, as the chunk store's
+// tiers see it: what a read (loader) and a warm (warmChunk) both walk.
+func (t *Tree) tierChunk(a *decode.Array, key string, c []int64) cache.Chunk {
+	return cache.Chunk{
 		Key:      t.tierKey(key),
 		Size:     a.ChunkSize(c),
 		Check:    t.ids.check,
@@ -229,12 +241,6 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 		Load: func(ctx context.Context, l *cache.Load) ([]byte, []byte, error) {
 			return t.load(ctx, l, a, key, c)
 		},
-	})
-	return func(ctx context.Context) ([]byte, error) {
-		lctx, cancel := t.readContext(ctx)
-		defer cancel()
-		b, err := load(lctx)
-		return b, t.readError(ctx, lctx, err)
 	}
 }
 

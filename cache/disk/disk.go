@@ -72,6 +72,13 @@
 // time (a hit sets it to now), so that Open rebuilds the order from the
 // directory after a restart.
 //
+// Hold changes the rule for a process that fills the cache to keep what
+// it wrote (`volfs warm`): from the call on, an entry written or read is
+// held, and a Put that could make room only by evicting a held entry
+// fails with ErrFull instead, so that a fill larger than the cache keeps
+// its first MaxBytes and says which entries did not fit, rather than
+// evicting its own earlier entries in a loop and reporting them kept.
+//
 // # Re-encoding
 //
 // PutCompressed stores the payload compressed with zstd (level 1 unless
@@ -136,6 +143,10 @@ var ErrStale = errors.New("disk: entry made from another version of its source")
 // safe to use: a symbolic link, another user's, or writable by others.
 var ErrUnsafeDir = errors.New("disk: unsafe cache directory")
 
+// ErrFull is returned by a Put that, after Hold, could make room only by
+// evicting entries held (see "Bounds and order").
+var ErrFull = errors.New("disk: the cache is full of entries this process keeps (raise --disk-cache-size)")
+
 // Options configures a Cache.
 type Options struct {
 	// Dir holds the cache's own directory, "volfs-UID"; it is created if
@@ -180,11 +191,56 @@ type Cache struct {
 	items map[string]*list.Element // GUARDED_BY(mu); by file name
 	used  int64                    // GUARDED_BY(mu)
 	stats Stats                    // GUARDED_BY(mu)
+	// seq numbers the writes and hits; holdFrom, once Hold was called,
+	// is the first one held (0: nothing is held).
+	seq, holdFrom uint64 // GUARDED_BY(mu)
 }
 
 type item struct {
 	name string // relative path of the file: "ab/cdef....vdc"
 	size int64
+	seq  uint64 // the write or hit that last touched it
+}
+
+// Hold makes every entry written or read from now on held: a Put that
+// could make room only by evicting one fails with ErrFull (see "Bounds
+// and order"). Calls after the first do nothing.
+func (c *Cache) Hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holdFrom == 0 {
+		c.holdFrom = c.seq + 1
+	}
+}
+
+// held reports whether it is held.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) held(it *item) bool { return c.holdFrom != 0 && it.seq >= c.holdFrom }
+
+// touch gives it the next sequence number.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) touch(it *item) {
+	c.seq++
+	it.seq = c.seq
+}
+
+// roomFor reports whether extra more bytes fit once the entries that are
+// not held are evicted, the least recently used first (held entries are
+// the most recent, at the front of the order).
+//
+// REQUIRES: c.mu held.
+func (c *Cache) roomFor(extra int64) bool {
+	need := c.used + extra - c.max
+	for el := c.order.Back(); need > 0 && el != nil; el = el.Prev() {
+		it := el.Value.(*item)
+		if c.held(it) {
+			return false
+		}
+		need -= it.size
+	}
+	return need <= 0
 }
 
 // Open returns the cache in its own directory under opts.Dir (see the
@@ -387,7 +443,7 @@ func (c *Cache) scan() error {
 			}
 			switch {
 			case strings.HasSuffix(name, fileSuffix) && isHex(strings.TrimSuffix(name, fileSuffix), 62):
-				files = append(files, found{item{sub + "/" + name, st.Size}, time.Unix(st.Mtim.Unix())})
+				files = append(files, found{item{name: sub + "/" + name, size: st.Size}, time.Unix(st.Mtim.Unix())})
 			default:
 				c.removeOrphan(sfd, name)
 			}
@@ -401,7 +457,7 @@ func (c *Cache) scan() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range files {
-		c.items[f.name] = c.order.PushBack(&item{f.name, f.size})
+		c.items[f.name] = c.order.PushBack(&item{name: f.name, size: f.size})
 		c.used += f.size
 	}
 	c.evict()
@@ -539,9 +595,12 @@ func (c *Cache) get(key string, size, bound int64, check func(ident []byte) erro
 	c.stats.Hits++
 	if el, ok := c.items[name]; ok {
 		c.order.MoveToFront(el)
+		c.touch(el.Value.(*item))
 	} else {
 		// Written by another process sharing the directory.
-		c.items[name] = c.order.PushFront(&item{name, fileSize})
+		it := &item{name: name, size: fileSize}
+		c.touch(it)
+		c.items[name] = c.order.PushFront(it)
 		c.used += fileSize
 		c.evict()
 	}
@@ -685,6 +744,9 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	copy(hdr[macOffset:], entryMAC(c.secret, hdr[:macOffset], []byte(key), ident, payload))
 
 	name := fileName(key)
+	if !c.fits(name, size) {
+		return fmt.Errorf("disk: %s: %w", key, ErrFull)
+	}
 	if err := c.write(name, hdr[:], []byte(key), ident, payload); err != nil {
 		c.mu.Lock()
 		c.stats.Errors++
@@ -693,18 +755,41 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.items[name]; !ok && c.holdFrom != 0 && !c.roomFor(size) {
+		// Another Put took the room meanwhile.
+		if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			unix.Unlinkat(sfd, name[3:], 0)
+			unix.Close(sfd)
+		}
+		return fmt.Errorf("disk: %s: %w", key, ErrFull)
+	}
 	c.stats.Puts++
 	if el, ok := c.items[name]; ok {
 		it := el.Value.(*item)
 		c.used += size - it.size
 		it.size = size
+		c.touch(it)
 		c.order.MoveToFront(el)
 	} else {
-		c.items[name] = c.order.PushFront(&item{name, size})
+		it := &item{name: name, size: size}
+		c.touch(it)
+		c.items[name] = c.order.PushFront(it)
 		c.used += size
 	}
 	c.evict()
 	return nil
+}
+
+// fits reports whether an entry of size bytes named name may be written:
+// always, unless Hold was called and room for a new entry could be made
+// only by evicting held ones.
+func (c *Cache) fits(name string, size int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.items[name]; ok || c.holdFrom == 0 {
+		return true
+	}
+	return c.roomFor(size)
 }
 
 // write writes the parts to a temporary file in name's subdirectory and

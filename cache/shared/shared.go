@@ -450,28 +450,34 @@ func (t *Tier) announced(ek string) {
 // Put stores val, made from what ident describes, under key, and releases
 // the key's lease if this process holds it. A value above MaxValue is not
 // stored (counted as too large).
-func (t *Tier) Put(key string, ident, val []byte) {
+func (t *Tier) Put(key string, ident, val []byte) { _ = t.Keep(key, ident, val) }
+
+// Keep is Put that says why a value was not stored: the engine is in an
+// outage, the value is above MaxValue, or the engine refused the write
+// (cache.Keeper).
+func (t *Tier) Keep(key string, ident, val []byte) error {
 	ek := engineKey(key)
 	defer t.releaseLease(ek)
 	if !t.up() {
 		t.stats.skipped.Add(1)
-		return
+		return fmt.Errorf("shared: %s is skipped after failed calls", t.eng.name())
 	}
 	v := t.pack(key, ident, val)
 	if len(v) > t.opts.MaxValue {
 		t.stats.tooLarge.Add(1)
-		return
+		return fmt.Errorf("shared: a value of %d bytes is above the engine's limit of %d", len(v), t.opts.MaxValue)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Timeout)
 	defer cancel()
 	start := time.Now()
 	if err := t.eng.set(ctx, ek, v); err != nil {
 		t.fault(context.Background(), "set", err)
-		return
+		return fmt.Errorf("shared: %s: %w", t.eng.name(), err)
 	}
 	t.ok(start)
 	t.stats.puts.Add(1)
 	t.stats.writtenBytes.Add(int64(len(v)))
+	return nil
 }
 
 // Release drops the lease of key, if this process holds it, when no Put
