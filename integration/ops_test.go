@@ -142,12 +142,16 @@ func startCmd(t *testing.T, cmd *exec.Cmd, mnt string) (*serving, *logBuffer) {
 type testUser struct {
 	name     string
 	uid, gid int
+	dir      string // where the user's copies are, readable by all; its commands run there
 	bin      string // a copy of volfs that the user may run
+	check    string // a copy of testdata/checkprecomputed.py that the user may read
 }
 
 // newTestUser creates an unprivileged user (removed at the end of the test),
 // makes /dev/fuse usable by every user as a normal system does (mode 0666,
-// restored at the end), and copies the volfs binary into dir for it.
+// restored at the end), and copies into dir what it runs: the volfs binary
+// and the check script. A clone may lie in a directory the user cannot
+// enter (root's home, mode 0700), so the user never reads from the clone.
 func newTestUser(t *testing.T, dir string) *testUser {
 	t.Helper()
 	requireFUSE(t)
@@ -166,7 +170,7 @@ func newTestUser(t *testing.T, dir string) *testUser {
 			t.Errorf("userdel %s: %v\n%s", name, err, out)
 		}
 	})
-	u := &testUser{name: name}
+	u := &testUser{name: name, dir: dir}
 	var err error
 	if u.uid, err = strconv.Atoi(strings.TrimSpace(run(t, "id", "-u", name))); err != nil {
 		t.Fatal(err)
@@ -187,12 +191,18 @@ func newTestUser(t *testing.T, dir string) *testUser {
 	u.bin = filepath.Join(dir, "volfs")
 	run(t, "cp", volfsBin, u.bin)
 	run(t, "chmod", "0755", u.bin)
+	u.check = filepath.Join(dir, "checkprecomputed.py")
+	run(t, "cp", "testdata/checkprecomputed.py", u.check)
+	run(t, "chmod", "0644", u.check)
 	return u
 }
 
-// command runs name as the user, with only its own uid, gid and groups.
+// command runs name as the user, with only its own uid, gid and groups,
+// in u.dir.
 func (u *testUser) command(name string, args ...string) *exec.Cmd {
-	return exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(u.uid), "--regid=" + strconv.Itoa(u.gid), "--init-groups", "--", name}, args...)...)
+	cmd := exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(u.uid), "--regid=" + strconv.Itoa(u.gid), "--init-groups", "--", name}, args...)...)
+	cmd.Dir = u.dir
+	return cmd
 }
 
 // run runs name as the user and returns its combined output and error.
@@ -231,18 +241,18 @@ func TestNonRootMount(t *testing.T) {
 	vol, truth := sharedVolume(t)
 	dir := sharedDir(t)
 	u := newTestUser(t, dir)
-	checkAs := func(u *testUser, mnt string) {
+	checkAs := func(as *testUser, mnt string) {
 		t.Helper()
-		args := []string{"testdata/checkprecomputed.py", truth, mnt, "--orig", vol}
+		args := []string{u.check, truth, mnt, "--orig", vol}
 		var out string
 		var err error
-		if u == nil {
+		if as == nil {
 			out, err = runErr(python, args...)
 		} else {
-			out, err = u.run(python, args...)
+			out, err = as.run(python, args...)
 		}
 		if err != nil {
-			t.Fatalf("check as %v: %v\n%s", u, err, out)
+			t.Fatalf("check as %v: %v\n%s", as, err, out)
 		}
 		t.Log(strings.TrimSpace(out))
 	}
