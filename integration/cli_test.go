@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -493,5 +494,136 @@ func TestSizeRefused(t *testing.T) {
 		if err == nil || !strings.Contains(out, flag+":") || strings.Contains(out, missing) {
 			t.Errorf("volfs info %s: got %v:\n%s\nwant a refusal naming %s and not the source", strings.Join(tc, " "), err, out, flag)
 		}
+	}
+}
+
+// stallingOrigin serves dir over loopback HTTP, but holds every request
+// for a chunk (any object below a scale directory) until the test ends or
+// the client goes away. Its channel receives the path of each chunk
+// request as it starts to hold it.
+func stallingOrigin(t *testing.T, dir string) (url string, held <-chan string) {
+	t.Helper()
+	ch := make(chan string, 64)
+	release := make(chan struct{})
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := strings.Trim(r.URL.Path, "/")
+		if strings.Contains(p, "/") && !strings.HasSuffix(r.URL.Path, "/") {
+			select {
+			case ch <- p:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	return srv.URL, ch
+}
+
+// TestSIGINTDuringRead: Ctrl-C while a program is reading a chunk that
+// the origin holds back. The first SIGINT cannot unmount (the file is
+// open): volfs keeps serving and logs one line that names the reader's
+// pid and the command for this user. The second SIGINT detaches the
+// mount and volfs exits at once, leaving no mount behind and the reader
+// with an error rather than data.
+func TestSIGINTDuringRead(t *testing.T) {
+	vol, _ := writeVolume(t)
+	url, held := stallingOrigin(t, vol)
+	v := startLogged(t, "mount", "--read-timeout", "0", "--stall-timeout", "5m", url)
+	scales, err := os.ReadDir(v.mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunk string
+	for _, e := range scales {
+		if e.IsDir() {
+			names, err := os.ReadDir(filepath.Join(v.mnt, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunk = filepath.Join(v.mnt, e.Name(), names[0].Name())
+			break
+		}
+	}
+	if chunk == "" {
+		t.Fatalf("no scale directory in %v", scales)
+	}
+	reader := exec.Command("cat", chunk)
+	reader.Stdout = io.Discard
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- reader.Wait() }()
+	t.Cleanup(func() { reader.Process.Kill() })
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the origin was not asked for a chunk within a minute")
+	}
+
+	if err := v.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(time.Minute)
+	var line string
+	for line == "" {
+		select {
+		case l, ok := <-v.lines:
+			if !ok {
+				t.Fatal("the log ended after the first SIGINT; want volfs serving on")
+			}
+			if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+				line = l
+			}
+		case <-timeout:
+			t.Fatal("no log line within a minute of the first SIGINT")
+		}
+	}
+	want := []string{v.mnt + " is busy", fmt.Sprintf("%d (cat)", reader.Process.Pid), "Ctrl-C again"}
+	if os.Geteuid() == 0 {
+		want = append(want, "umount -l "+v.mnt)
+	}
+	for _, w := range want {
+		if !strings.Contains(line, w) {
+			t.Errorf("the first SIGINT's log line does not say %q:\n%s", w, line)
+		}
+	}
+	if strings.Contains(line, `\n`) {
+		t.Errorf("the first SIGINT's log line holds a literal \\n:\n%s", line)
+	}
+	if os.Geteuid() == 0 && strings.Contains(line, "fusermount") {
+		t.Errorf("the first SIGINT's log line gives fusermount3 advice to root:\n%s", line)
+	}
+	if !isMounted(t, v.mnt) {
+		t.Fatalf("%s not mounted after the first SIGINT found it busy", v.mnt)
+	}
+
+	if err := v.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-v.done:
+		if err != nil {
+			t.Errorf("volfs exited with %v after the second SIGINT, want exit status 0", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("volfs did not exit within 15 s of the second SIGINT")
+	}
+	if isMounted(t, v.mnt) {
+		t.Errorf("%s still mounted after the second SIGINT", v.mnt)
+	}
+	select {
+	case err := <-readerDone:
+		if err == nil {
+			t.Error("the reader of the detached mount exited 0, want an error")
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("the reader of the detached mount still waits 15 s after volfs exited")
 	}
 }
