@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -625,5 +626,38 @@ func TestSIGINTDuringRead(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Error("the reader of the detached mount still waits 15 s after volfs exited")
+	}
+}
+
+// TestHelpTeaches: --help of volfs and of each command says what a
+// SOURCE may be and shows examples; mount's flags come in groups, and
+// --follow-symlinks shows one default.
+func TestHelpTeaches(t *testing.T) {
+	top := run(t, volfsBin, "--help")
+	for _, want := range []string{"s3://BUCKET[/PREFIX]", "gs://BUCKET[/PREFIX]", "EXAMPLES:", "volfs mount "} {
+		if !strings.Contains(top, want) {
+			t.Errorf("volfs --help lacks %q:\n%s", want, top)
+		}
+	}
+	for _, cmd := range []string{"mount", "demo", "info", "cat", "warm", "serve"} {
+		help := run(t, volfsBin, cmd, "--help")
+		_, examples, _ := strings.Cut(help, "EXAMPLES:")
+		if n := len(regexp.MustCompile(`\n\s+volfs `+cmd+`\b`).FindAllString(examples, -1)); n < 2 {
+			t.Errorf("volfs %s --help shows %d examples of volfs %s, want 2 or more:\n%s", cmd, n, cmd, help)
+		}
+		if cmd != "demo" && !strings.Contains(help, "SOURCE is where the volumes are") {
+			t.Errorf("volfs %s --help does not say what SOURCE may be:\n%s", cmd, help)
+		}
+	}
+	mount := run(t, volfsBin, "mount", "--help")
+	for _, want := range []string{"file:///", "http://", "https://", "gs://", "s3://", "Source and network:", "Caches:", "S3 (s3:// sources):", "FUSE (mount, demo):", "Logging and metrics:"} {
+		if !strings.Contains(mount, want) {
+			t.Errorf("volfs mount --help lacks %q", want)
+		}
+	}
+	for _, l := range strings.Split(mount, "\n") {
+		if strings.Contains(l, "--follow-symlinks") && strings.Count(l, "default") != 1 {
+			t.Errorf("--follow-symlinks shows %d defaults, want 1:\n%s", strings.Count(l, "default"), l)
+		}
 	}
 }

@@ -887,10 +887,27 @@ func TestManPage(t *testing.T) {
 		t.Fatalf("man -l: %v\n%s", err, stderr.String())
 	}
 	text := string(out)
-	for _, want := range []string{"volfs(1)", "VOLFS_CACHE_SIZE", "mount.volfs"} {
+	for _, want := range []string{"volfs(1)", "VOLFS_CACHE_SIZE", "mount.volfs", "gs://BUCKET[/PREFIX]", "s3://BUCKET[/PREFIX]"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the man page lacks %q", want)
 		}
+	}
+	// The synopsis shows the commands, and examples close the page.
+	synopsis := regexp.MustCompile(`(?ms)^SYNOPSIS\n(.*?)^\S`).FindStringSubmatch(text)
+	if synopsis == nil {
+		t.Fatalf("the man page has no SYNOPSIS:\n%s", text)
+	}
+	for _, want := range []string{"volfs mount [OPTIONS] SOURCE MOUNTPOINT", "volfs info [OPTIONS] SOURCE", "volfs serve [OPTIONS] SOURCE", "volfs warm [OPTIONS] SOURCE [PATH...]"} {
+		if !strings.Contains(synopsis[1], want) {
+			t.Errorf("the man page's SYNOPSIS lacks %q:\n%s", want, synopsis[1])
+		}
+	}
+	if ex := regexp.MustCompile(`(?ms)^EXAMPLES\n(.*)`).FindStringSubmatch(text); ex == nil || !strings.Contains(ex[1], "volfs mount ") {
+		t.Errorf("the man page has no EXAMPLES section with a volfs mount:\n%s", text)
+	}
+	// go-md2man would render "[/PREFIX] (...)" as a link to "...".
+	if strings.Contains(text, "gs://BUCKET/PREFIX") {
+		t.Errorf("the man page lost the brackets of gs://BUCKET[/PREFIX]")
 	}
 	for _, c := range []string{"mount", "demo", "info", "cat"} {
 		sect := regexp.MustCompile(`(?ms)^` + c + `\n(.*?)(?:^\S|\z)`).FindStringSubmatch(text)
@@ -922,6 +939,9 @@ func TestCompletion(t *testing.T) {
 			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "--cache-size", "1G", "--dae"}, "--daemon"},
 			{[]string{"info", "--log-f"}, "--log-format --log-file"},
+			{[]string{"mount", "--missing", ""}, "fill error"},
+			{[]string{"info", "--log-level", "w"}, "warn"},
+			{[]string{"serve", "--log-format", ""}, "text json"},
 		} {
 			words := append([]string{volfsBin}, tc.words...)
 			prog := fmt.Sprintf(`source %q; COMP_WORDS=(%s); COMP_CWORD=%d; _volfs_complete; echo "${COMPREPLY[*]}"`,
@@ -939,6 +959,8 @@ func TestCompletion(t *testing.T) {
 			{"volfs mo", "mount"},
 			{"volfs mount --allow-n", "--allow-non-empty"},
 			{"volfs cat --log-fo", "--log-format"},
+			{"volfs mount --missing ", "error fill"},
+			{"volfs info --log-format j", "json"},
 		} {
 			// In an empty directory: fish offers file names too.
 			out := run(t, fish, "--no-config", "-c", fmt.Sprintf("cd %q; source %q; complete -C %q", t.TempDir(), script, tc.line))
@@ -966,6 +988,7 @@ func TestCompletion(t *testing.T) {
 			{[]string{"mo"}, "mount"},
 			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "src", ""}, "_files"},
+			{[]string{"mount", "--log-level", "d"}, "debug"},
 		} {
 			words := append([]string{volfsBin}, tc.words...)
 			q := make([]string, len(words))
