@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -660,4 +661,73 @@ func TestHelpTeaches(t *testing.T) {
 			t.Errorf("--follow-symlinks shows %d defaults, want 1:\n%s", strings.Count(l, "default"), l)
 		}
 	}
+}
+
+// TestMessages: what a newcomer's first mistakes answer, through the
+// binary: no internal package named, the supported schemes listed, what a
+// SOURCE may be, a refused connection's host and what to check (once),
+// a non-zero exit for a directory with no volume; the rewritten .zarray
+// keeps "<u2" unescaped, and info labels the order of its SIZE column.
+func TestMessages(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.txt")
+	os.WriteFile(file, []byte("hello"), 0o644)
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	zarr := filepath.Join(dir, "zarr")
+	os.MkdirAll(filepath.Join(zarr, "a"), 0o755)
+	os.WriteFile(filepath.Join(zarr, "a", ".zarray"), []byte(`{"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<u2", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), 0o644)
+	// A loopback port that refuses: one that was just listened on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := l.Addr().String()
+	l.Close()
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unsupported scheme", []string{"info", "ftp://example.org/brain"}, []string{`unsupported scheme "ftp"`, "file://", "http(s)://", "gs://", "s3://"}},
+		{"a file as SOURCE", []string{"info", file}, []string{file + " is a file, not a directory", "a SOURCE is", "s3://"}},
+		{"refused connection", []string{"info", "--retries", "0", "http://" + refused + "/brain"}, []string{"cannot connect to " + refused, "connection refused", "check that the server is running"}},
+		{"no volume", []string{"info", empty}, []string{"no volume found under"}},
+		{"missing path", []string{"cat", zarr, "a/nothere"}, []string{"a/nothere: not found"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runErr(volfsBin, tc.args...)
+			if err == nil {
+				t.Errorf("volfs %s exited 0, want an error:\n%s", strings.Join(tc.args, " "), out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("volfs %s does not say %q:\n%s", strings.Join(tc.args, " "), w, out)
+				}
+			}
+			if m := regexp.MustCompile(`(^|\s)(fetcher|fs|decode|cache): |object does not exist`).FindString(out); m != "" {
+				t.Errorf("volfs %s says %q:\n%s", strings.Join(tc.args, " "), m, out)
+			}
+			if n := strings.Count(out, "connection refused"); n > 1 {
+				t.Errorf("volfs %s says connection refused %d times, want once:\n%s", strings.Join(tc.args, " "), n, out)
+			}
+		})
+	}
+
+	t.Run("zarray unescaped", func(t *testing.T) {
+		out := run(t, volfsBin, "cat", zarr, "a/.zarray")
+		if !strings.Contains(out, `"<u2"`) || strings.Contains(out, `\u003c`) {
+			t.Errorf("the rewritten .zarray: want \"<u2\" unescaped:\n%s", out)
+		}
+	})
+	t.Run("info order", func(t *testing.T) {
+		vol, _ := writeVolume(t)
+		for src, want := range map[string]string{vol: "x-first", zarr: "x-last"} {
+			out := run(t, volfsBin, "info", src)
+			if !strings.Contains(out, "ORDER") || !strings.Contains(out, want) {
+				t.Errorf("volfs info %s: want an ORDER column saying %s:\n%s", src, want, out)
+			}
+		}
+	})
 }

@@ -73,6 +73,7 @@ func main() {
 	}
 	rep := newReporter()
 	if err := app(rep).Run(args); err != nil {
+		err = errors.New(userMessage(err))
 		rep.failed(err)
 		if rep.child {
 			// Stderr is the log file or nowhere: log it where the
