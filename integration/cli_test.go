@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -730,4 +731,68 @@ func TestMessages(t *testing.T) {
 			}
 		}
 	})
+}
+
+// noIndexServer serves dir over loopback HTTP as a server without
+// directory indexes does: a directory is 404.
+func noIndexServer(t *testing.T, dir string) string {
+	t.Helper()
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(r.URL.Path))); err != nil || fi.IsDir() {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestConsolidatedGroupOverHTTP: a Zarr v2 group consolidated in
+// .zmetadata, served without directory indexes. volfs info lists its
+// arrays, nested ones too; the mount's root lists .zgroup and the arrays
+// that the consolidated metadata names, and zarr-python opens the group
+// from the mount's root and reads every array. A URL with nothing there
+// is an error, not an empty table.
+func TestConsolidatedGroupOverHTTP(t *testing.T) {
+	requirePython(t)
+	dir := t.TempDir()
+	run(t, python, "-c", `
+import sys, numpy as np, zarr
+g = zarr.open_group(sys.argv[1], mode="w")
+g.create_dataset("raw", data=np.arange(64, dtype="<u2").reshape(8, 8), chunks=(4, 4))
+g.create_group("labels").create_dataset("cells", data=np.arange(16, dtype="u1").reshape(4, 4), chunks=(2, 2))
+zarr.consolidate_metadata(sys.argv[1])
+`, filepath.Join(dir, "g.zarr"))
+	url := noIndexServer(t, dir) + "/g.zarr"
+
+	out, err := runErr(volfsBin, "info", url)
+	if err != nil {
+		t.Fatalf("volfs info %s: %v\n%s", url, err, out)
+	}
+	for _, want := range []string{"raw ", "labels/cells ", "8x8", "4x4"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("volfs info of the group lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err := runErr(volfsBin, "info", url+"/nothing"); err == nil {
+		t.Errorf("volfs info of a URL with nothing there exited 0:\n%s", out)
+	}
+
+	s := startVolfs(t, "mount", url)
+	names := run(t, "ls", "-a", s.mnt)
+	for _, want := range []string{".zgroup", ".zmetadata", "raw", "labels"} {
+		if !slices.Contains(strings.Fields(names), want) {
+			t.Errorf("ls -a of the mount root lacks %s:\n%s", want, names)
+		}
+	}
+	run(t, python, "-c", `
+import sys, numpy as np, zarr
+g = zarr.open_group(sys.argv[1], mode="r")
+assert (g["raw"][:] == np.arange(64, dtype="<u2").reshape(8, 8)).all(), g["raw"][:]
+assert (g["labels/cells"][:] == np.arange(16, dtype="u1").reshape(4, 4)).all()
+g = zarr.open_consolidated(sys.argv[1], mode="r")
+assert sorted(g.array_keys()) == ["raw"], list(g.array_keys())
+`, s.mnt)
 }

@@ -31,8 +31,8 @@ func runInfo(c *cli.Context) error {
 	var images []*decode.OMEImage
 	skipped, err := tree.WalkBounded(c.Context, infoDepth, fs.MaxWalkEntries, func(dir string, v *decode.Volume, refused error) {
 		found = true
-		rows++
 		if refused != nil {
+			rows++
 			fmt.Fprintf(w, "%s\t\t\t\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(dir), refused)
 			return
 		}
