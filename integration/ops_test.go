@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -1229,5 +1230,62 @@ func TestFusermountFailure(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSIGINTDuringReadNonRoot is TestSIGINTDuringRead for a user's mount:
+// the busy line gives the user's command (fusermount3 -uz), and the second
+// SIGINT detaches the mount through fusermount3.
+func TestSIGINTDuringReadNonRoot(t *testing.T) {
+	vol, _ := sharedVolume(t)
+	dir := sharedDir(t)
+	u := newTestUser(t, dir)
+	url, held := stallingOrigin(t, vol)
+	mnt := newMountpoint(t, dir, u.uid, u.gid)
+	s, log := startCmd(t, u.command(u.bin, "mount", "--read-timeout", "0", "--stall-timeout", "5m", url, mnt), mnt)
+	out, err := u.run("find", mnt, "-mindepth", "2", "-maxdepth", "2", "-name", "*_*")
+	if err != nil || strings.TrimSpace(out) == "" {
+		t.Fatalf("find the chunks as %s: %v\n%s", u.name, err, out)
+	}
+	chunk := strings.Fields(out)[0]
+	reader := u.command("cat", chunk)
+	reader.Stdout = io.Discard
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go reader.Wait()
+	t.Cleanup(func() { reader.Process.Kill() })
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the origin was not asked for a chunk within a minute")
+	}
+
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(log.String(), "is busy") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no busy line within a minute of the first SIGINT:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if want := "fusermount3 -uz " + mnt; !strings.Contains(log.String(), want) {
+		t.Errorf("the busy line does not give %q:\n%s", want, log.String())
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("volfs exited with %v after the second SIGINT, want exit status 0\n%s", err, log.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("volfs did not exit within 15 s of the second SIGINT:\n%s", log.String())
+	}
+	if isMounted(t, mnt) {
+		t.Errorf("%s still mounted after the second SIGINT", mnt)
 	}
 }
