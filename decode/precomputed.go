@@ -336,6 +336,7 @@ func rewritePrecomputed(top map[string]json.RawMessage, scales []map[string]json
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	if err := enc.Encode(t); err != nil {
 		return nil, err
 	}

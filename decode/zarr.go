@@ -152,7 +152,7 @@ func parseZarr2Consolidated(dir string, meta []byte) (*Volume, error) {
 		}
 		entries[k] = r
 	}
-	em, err := json.Marshal(entries)
+	em, err := marshalJSON(entries)
 	if err != nil {
 		return nil, err
 	}
@@ -333,8 +333,21 @@ func rewriteJSON(obj map[string]json.RawMessage, set map[string]json.RawMessage)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	if err := enc.Encode(out); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// marshalJSON is json.Marshal without HTML escaping: metadata volfs writes
+// shows "<u2" as its readers and the source wrote it, not "\u003cu2".
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -565,13 +565,13 @@ func parseZarr3Group(dir string, meta []byte, top map[string]json.RawMessage) (*
 		}
 		entries[k] = vol.Rewritten
 	}
-	em, err := json.Marshal(entries)
+	em, err := marshalJSON(entries)
 	if err != nil {
 		return nil, err
 	}
 	if cons, err := rewriteJSON(cons, map[string]json.RawMessage{"metadata": em}); err != nil {
 		return nil, err
-	} else if raw, err = json.Marshal(json.RawMessage(cons)); err != nil {
+	} else if raw, err = marshalJSON(json.RawMessage(cons)); err != nil {
 		return nil, err
 	}
 	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{"consolidated_metadata": raw})

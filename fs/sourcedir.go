@@ -74,6 +74,11 @@ func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, 
 // retries and stall timeout.
 func (d *sourceDir) runList(ctx context.Context, f *listFlight) {
 	f.entries, f.err = d.t.listMeta(ctx, d.key)
+	if errors.Is(f.err, fetcher.ErrNotSupported) {
+		if named, ok := d.t.named.entries(d.key); ok {
+			f.entries, f.err = named, nil
+		}
+	}
 	if f.err == nil {
 		f.byName = make(map[string]int, len(f.entries))
 		for i, e := range f.entries {
@@ -100,6 +105,11 @@ func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
 	case err == nil:
 		i, ok := byName[name]
 		if !ok {
+			if _, named := d.t.named.entries(d.key); named {
+				// A listing from consolidated metadata names its
+				// metadata, not every object: look the rest up.
+				return d.probe(ctx, name, key)
+			}
 			return nil, fmt.Errorf("fs: %s: %w", key, fetcher.ErrNotExist)
 		}
 		if entries[i].IsDir {
@@ -107,18 +117,38 @@ func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
 		}
 		return d.t.object(ctx, key, entries[i].Size)
 	case errors.Is(err, fetcher.ErrNotSupported):
-		// No listing: a child is a volume if it has metadata, a file if it
-		// exists as an object.
-		dir, err := d.child(ctx, name, key)
-		if err != nil {
-			return nil, err
-		}
-		if _, isVol := dir.(*volumeDir); isVol {
-			return dir, nil
-		}
-		return d.t.object(ctx, key, -1)
+		return d.probe(ctx, name, key)
 	default:
 		return nil, err
+	}
+}
+
+// probe looks name up without a listing: a child is a volume if it has
+// metadata, a file if it exists as an object.
+func (d *sourceDir) probe(ctx context.Context, name, key string) (Node, error) {
+	dir, err := d.child(ctx, name, key)
+	if err != nil {
+		return nil, err
+	}
+	if _, isVol := dir.(*volumeDir); isVol {
+		return dir, nil
+	}
+	return d.t.object(ctx, key, -1)
+}
+
+// listNamed drops d's listing, which the source could not give, so that
+// the next one lists what consolidated metadata names in d.
+func (d *sourceDir) listNamed() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f := d.listing; f != nil {
+		select {
+		case <-f.done:
+			if f.err != nil {
+				d.listing = nil
+			}
+		default:
+		}
 	}
 }
 

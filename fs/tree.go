@@ -108,6 +108,9 @@ type Tree struct {
 
 	errLog errorLog
 	ome    omeImages
+	// named lists the directories of consolidated groups on a source
+	// that cannot list them.
+	named consolidatedNames
 	// metaKept holds the disk-cache keys of the metadata kept on disk
 	// (string to struct{}): see "Metadata on disk".
 	metaKept sync.Map
@@ -290,6 +293,13 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		return src, nil
 	}
 	vol := found[primary].vol
+	if !listed {
+		for _, m := range found {
+			if m.err == nil && m.vol.MetaName == ".zmetadata" && t.named.add(key, m.data) {
+				src.listNamed()
+			}
+		}
+	}
 	for _, sk := range vol.Skipped {
 		t.log.Warn("array not decoded: its objects pass through undecoded", "array", "/"+path.Join(key, sk.Name), "err", sk.Err)
 	}

@@ -6,11 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -494,4 +498,301 @@ func TestSizeRefused(t *testing.T) {
 			t.Errorf("volfs info %s: got %v:\n%s\nwant a refusal naming %s and not the source", strings.Join(tc, " "), err, out, flag)
 		}
 	}
+}
+
+// stallingOrigin serves dir over loopback HTTP, but holds every request
+// for a chunk (any object below a scale directory) until the test ends or
+// the client goes away. Its channel receives the path of each chunk
+// request as it starts to hold it.
+func stallingOrigin(t *testing.T, dir string) (url string, held <-chan string) {
+	t.Helper()
+	ch := make(chan string, 64)
+	release := make(chan struct{})
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := strings.Trim(r.URL.Path, "/")
+		if strings.Contains(p, "/") && !strings.HasSuffix(r.URL.Path, "/") {
+			select {
+			case ch <- p:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	return srv.URL, ch
+}
+
+// TestSIGINTDuringRead: Ctrl-C while a program is reading a chunk that
+// the origin holds back. The first SIGINT cannot unmount (the file is
+// open): volfs keeps serving and logs one line that names the reader's
+// pid and the command for this user. The second SIGINT detaches the
+// mount and volfs exits at once, leaving no mount behind and the reader
+// with an error rather than data.
+func TestSIGINTDuringRead(t *testing.T) {
+	vol, _ := writeVolume(t)
+	url, held := stallingOrigin(t, vol)
+	v := startLogged(t, "mount", "--read-timeout", "0", "--stall-timeout", "5m", url)
+	scales, err := os.ReadDir(v.mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunk string
+	for _, e := range scales {
+		if e.IsDir() {
+			names, err := os.ReadDir(filepath.Join(v.mnt, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunk = filepath.Join(v.mnt, e.Name(), names[0].Name())
+			break
+		}
+	}
+	if chunk == "" {
+		t.Fatalf("no scale directory in %v", scales)
+	}
+	reader := exec.Command("cat", chunk)
+	reader.Stdout = io.Discard
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- reader.Wait() }()
+	t.Cleanup(func() { reader.Process.Kill() })
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the origin was not asked for a chunk within a minute")
+	}
+
+	if err := v.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(time.Minute)
+	var line string
+	for line == "" {
+		select {
+		case l, ok := <-v.lines:
+			if !ok {
+				t.Fatal("the log ended after the first SIGINT; want volfs serving on")
+			}
+			if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+				line = l
+			}
+		case <-timeout:
+			t.Fatal("no log line within a minute of the first SIGINT")
+		}
+	}
+	want := []string{v.mnt + " is busy", fmt.Sprintf("%d (cat)", reader.Process.Pid), "Ctrl-C again"}
+	if os.Geteuid() == 0 {
+		want = append(want, "umount -l "+v.mnt)
+	}
+	for _, w := range want {
+		if !strings.Contains(line, w) {
+			t.Errorf("the first SIGINT's log line does not say %q:\n%s", w, line)
+		}
+	}
+	if strings.Contains(line, `\n`) {
+		t.Errorf("the first SIGINT's log line holds a literal \\n:\n%s", line)
+	}
+	if os.Geteuid() == 0 && strings.Contains(line, "fusermount") {
+		t.Errorf("the first SIGINT's log line gives fusermount3 advice to root:\n%s", line)
+	}
+	if !isMounted(t, v.mnt) {
+		t.Fatalf("%s not mounted after the first SIGINT found it busy", v.mnt)
+	}
+
+	if err := v.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-v.done:
+		if err != nil {
+			t.Errorf("volfs exited with %v after the second SIGINT, want exit status 0", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("volfs did not exit within 15 s of the second SIGINT")
+	}
+	if isMounted(t, v.mnt) {
+		t.Errorf("%s still mounted after the second SIGINT", v.mnt)
+	}
+	select {
+	case err := <-readerDone:
+		if err == nil {
+			t.Error("the reader of the detached mount exited 0, want an error")
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("the reader of the detached mount still waits 15 s after volfs exited")
+	}
+}
+
+// TestHelpTeaches: --help of volfs and of each command says what a
+// SOURCE may be and shows examples; mount's flags come in groups, and
+// --follow-symlinks shows one default.
+func TestHelpTeaches(t *testing.T) {
+	top := run(t, volfsBin, "--help")
+	for _, want := range []string{"s3://BUCKET[/PREFIX]", "gs://BUCKET[/PREFIX]", "EXAMPLES:", "volfs mount "} {
+		if !strings.Contains(top, want) {
+			t.Errorf("volfs --help lacks %q:\n%s", want, top)
+		}
+	}
+	for _, cmd := range []string{"mount", "demo", "info", "cat", "warm", "serve"} {
+		help := run(t, volfsBin, cmd, "--help")
+		_, examples, _ := strings.Cut(help, "EXAMPLES:")
+		if n := len(regexp.MustCompile(`\n\s+volfs `+cmd+`\b`).FindAllString(examples, -1)); n < 2 {
+			t.Errorf("volfs %s --help shows %d examples of volfs %s, want 2 or more:\n%s", cmd, n, cmd, help)
+		}
+		if cmd != "demo" && !strings.Contains(help, "SOURCE is where the volumes are") {
+			t.Errorf("volfs %s --help does not say what SOURCE may be:\n%s", cmd, help)
+		}
+	}
+	mount := run(t, volfsBin, "mount", "--help")
+	for _, want := range []string{"file:///", "http://", "https://", "gs://", "s3://", "Source and network:", "Caches:", "S3 (s3:// sources):", "FUSE (mount, demo):", "Logging and metrics:"} {
+		if !strings.Contains(mount, want) {
+			t.Errorf("volfs mount --help lacks %q", want)
+		}
+	}
+	for _, l := range strings.Split(mount, "\n") {
+		if strings.Contains(l, "--follow-symlinks") && strings.Count(l, "default") != 1 {
+			t.Errorf("--follow-symlinks shows %d defaults, want 1:\n%s", strings.Count(l, "default"), l)
+		}
+	}
+}
+
+// TestMessages: what a newcomer's first mistakes answer, through the
+// binary: no internal package named, the supported schemes listed, what a
+// SOURCE may be, a refused connection's host and what to check (once),
+// a non-zero exit for a directory with no volume; the rewritten .zarray
+// keeps "<u2" unescaped, and info labels the order of its SIZE column.
+func TestMessages(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.txt")
+	os.WriteFile(file, []byte("hello"), 0o644)
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	zarr := filepath.Join(dir, "zarr")
+	os.MkdirAll(filepath.Join(zarr, "a"), 0o755)
+	os.WriteFile(filepath.Join(zarr, "a", ".zarray"), []byte(`{"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<u2", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), 0o644)
+	// A loopback port that refuses: one that was just listened on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := l.Addr().String()
+	l.Close()
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unsupported scheme", []string{"info", "ftp://example.org/brain"}, []string{`unsupported scheme "ftp"`, "file://", "http(s)://", "gs://", "s3://"}},
+		{"a file as SOURCE", []string{"info", file}, []string{file + " is a file, not a directory", "a SOURCE is", "s3://"}},
+		{"refused connection", []string{"info", "--retries", "0", "http://" + refused + "/brain"}, []string{"cannot connect to " + refused, "connection refused", "check that the server is running"}},
+		{"no volume", []string{"info", empty}, []string{"no volume found under"}},
+		{"missing path", []string{"cat", zarr, "a/nothere"}, []string{"a/nothere: not found"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runErr(volfsBin, tc.args...)
+			if err == nil {
+				t.Errorf("volfs %s exited 0, want an error:\n%s", strings.Join(tc.args, " "), out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("volfs %s does not say %q:\n%s", strings.Join(tc.args, " "), w, out)
+				}
+			}
+			if m := regexp.MustCompile(`(^|\s)(fetcher|fs|decode|cache): |object does not exist`).FindString(out); m != "" {
+				t.Errorf("volfs %s says %q:\n%s", strings.Join(tc.args, " "), m, out)
+			}
+			if n := strings.Count(out, "connection refused"); n > 1 {
+				t.Errorf("volfs %s says connection refused %d times, want once:\n%s", strings.Join(tc.args, " "), n, out)
+			}
+		})
+	}
+
+	t.Run("zarray unescaped", func(t *testing.T) {
+		out := run(t, volfsBin, "cat", zarr, "a/.zarray")
+		if !strings.Contains(out, `"<u2"`) || strings.Contains(out, `\u003c`) {
+			t.Errorf("the rewritten .zarray: want \"<u2\" unescaped:\n%s", out)
+		}
+	})
+	t.Run("info order", func(t *testing.T) {
+		vol, _ := writeVolume(t)
+		for src, want := range map[string]string{vol: "x-first", zarr: "x-last"} {
+			out := run(t, volfsBin, "info", src)
+			if !strings.Contains(out, "ORDER") || !strings.Contains(out, want) {
+				t.Errorf("volfs info %s: want an ORDER column saying %s:\n%s", src, want, out)
+			}
+		}
+	})
+}
+
+// noIndexServer serves dir over loopback HTTP as a server without
+// directory indexes does: a directory is 404.
+func noIndexServer(t *testing.T, dir string) string {
+	t.Helper()
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(r.URL.Path))); err != nil || fi.IsDir() {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestConsolidatedGroupOverHTTP: a Zarr v2 group consolidated in
+// .zmetadata, served without directory indexes. volfs info lists its
+// arrays, nested ones too; the mount's root lists .zgroup and the arrays
+// that the consolidated metadata names, and zarr-python opens the group
+// from the mount's root and reads every array. A URL with nothing there
+// is an error, not an empty table.
+func TestConsolidatedGroupOverHTTP(t *testing.T) {
+	requirePython(t)
+	dir := t.TempDir()
+	run(t, python, "-c", `
+import sys, numpy as np, zarr
+g = zarr.open_group(sys.argv[1], mode="w")
+g.create_dataset("raw", data=np.arange(64, dtype="<u2").reshape(8, 8), chunks=(4, 4))
+g.create_group("labels").create_dataset("cells", data=np.arange(16, dtype="u1").reshape(4, 4), chunks=(2, 2))
+zarr.consolidate_metadata(sys.argv[1])
+`, filepath.Join(dir, "g.zarr"))
+	url := noIndexServer(t, dir) + "/g.zarr"
+
+	out, err := runErr(volfsBin, "info", url)
+	if err != nil {
+		t.Fatalf("volfs info %s: %v\n%s", url, err, out)
+	}
+	for _, want := range []string{"raw ", "labels/cells ", "8x8", "4x4"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("volfs info of the group lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err := runErr(volfsBin, "info", url+"/nothing"); err == nil {
+		t.Errorf("volfs info of a URL with nothing there exited 0:\n%s", out)
+	}
+
+	s := startVolfs(t, "mount", url)
+	names := run(t, "ls", "-a", s.mnt)
+	for _, want := range []string{".zgroup", ".zmetadata", "raw", "labels"} {
+		if !slices.Contains(strings.Fields(names), want) {
+			t.Errorf("ls -a of the mount root lacks %s:\n%s", want, names)
+		}
+	}
+	run(t, python, "-c", `
+import sys, numpy as np, zarr
+g = zarr.open_group(sys.argv[1], mode="r")
+assert (g["raw"][:] == np.arange(64, dtype="<u2").reshape(8, 8)).all(), g["raw"][:]
+assert (g["labels/cells"][:] == np.arange(16, dtype="u1").reshape(4, 4)).all()
+g = zarr.open_consolidated(sys.argv[1], mode="r")
+assert sorted(g.array_keys()) == ["raw"], list(g.array_keys())
+`, s.mnt)
 }

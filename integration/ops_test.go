@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -142,12 +143,16 @@ func startCmd(t *testing.T, cmd *exec.Cmd, mnt string) (*serving, *logBuffer) {
 type testUser struct {
 	name     string
 	uid, gid int
+	dir      string // where the user's copies are, readable by all; its commands run there
 	bin      string // a copy of volfs that the user may run
+	check    string // a copy of testdata/checkprecomputed.py that the user may read
 }
 
 // newTestUser creates an unprivileged user (removed at the end of the test),
 // makes /dev/fuse usable by every user as a normal system does (mode 0666,
-// restored at the end), and copies the volfs binary into dir for it.
+// restored at the end), and copies into dir what it runs: the volfs binary
+// and the check script. A clone may lie in a directory the user cannot
+// enter (root's home, mode 0700), so the user never reads from the clone.
 func newTestUser(t *testing.T, dir string) *testUser {
 	t.Helper()
 	requireFUSE(t)
@@ -166,7 +171,7 @@ func newTestUser(t *testing.T, dir string) *testUser {
 			t.Errorf("userdel %s: %v\n%s", name, err, out)
 		}
 	})
-	u := &testUser{name: name}
+	u := &testUser{name: name, dir: dir}
 	var err error
 	if u.uid, err = strconv.Atoi(strings.TrimSpace(run(t, "id", "-u", name))); err != nil {
 		t.Fatal(err)
@@ -187,12 +192,18 @@ func newTestUser(t *testing.T, dir string) *testUser {
 	u.bin = filepath.Join(dir, "volfs")
 	run(t, "cp", volfsBin, u.bin)
 	run(t, "chmod", "0755", u.bin)
+	u.check = filepath.Join(dir, "checkprecomputed.py")
+	run(t, "cp", "testdata/checkprecomputed.py", u.check)
+	run(t, "chmod", "0644", u.check)
 	return u
 }
 
-// command runs name as the user, with only its own uid, gid and groups.
+// command runs name as the user, with only its own uid, gid and groups,
+// in u.dir.
 func (u *testUser) command(name string, args ...string) *exec.Cmd {
-	return exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(u.uid), "--regid=" + strconv.Itoa(u.gid), "--init-groups", "--", name}, args...)...)
+	cmd := exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(u.uid), "--regid=" + strconv.Itoa(u.gid), "--init-groups", "--", name}, args...)...)
+	cmd.Dir = u.dir
+	return cmd
 }
 
 // run runs name as the user and returns its combined output and error.
@@ -231,18 +242,18 @@ func TestNonRootMount(t *testing.T) {
 	vol, truth := sharedVolume(t)
 	dir := sharedDir(t)
 	u := newTestUser(t, dir)
-	checkAs := func(u *testUser, mnt string) {
+	checkAs := func(as *testUser, mnt string) {
 		t.Helper()
-		args := []string{"testdata/checkprecomputed.py", truth, mnt, "--orig", vol}
+		args := []string{u.check, truth, mnt, "--orig", vol}
 		var out string
 		var err error
-		if u == nil {
+		if as == nil {
 			out, err = runErr(python, args...)
 		} else {
-			out, err = u.run(python, args...)
+			out, err = as.run(python, args...)
 		}
 		if err != nil {
-			t.Fatalf("check as %v: %v\n%s", u, err, out)
+			t.Fatalf("check as %v: %v\n%s", as, err, out)
 		}
 		t.Log(strings.TrimSpace(out))
 	}
@@ -877,10 +888,27 @@ func TestManPage(t *testing.T) {
 		t.Fatalf("man -l: %v\n%s", err, stderr.String())
 	}
 	text := string(out)
-	for _, want := range []string{"volfs(1)", "VOLFS_CACHE_SIZE", "mount.volfs"} {
+	for _, want := range []string{"volfs(1)", "VOLFS_CACHE_SIZE", "mount.volfs", "gs://BUCKET[/PREFIX]", "s3://BUCKET[/PREFIX]"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the man page lacks %q", want)
 		}
+	}
+	// The synopsis shows the commands, and examples close the page.
+	synopsis := regexp.MustCompile(`(?ms)^SYNOPSIS\n(.*?)^\S`).FindStringSubmatch(text)
+	if synopsis == nil {
+		t.Fatalf("the man page has no SYNOPSIS:\n%s", text)
+	}
+	for _, want := range []string{"volfs mount [OPTIONS] SOURCE MOUNTPOINT", "volfs info [OPTIONS] SOURCE", "volfs serve [OPTIONS] SOURCE", "volfs warm [OPTIONS] SOURCE [PATH...]"} {
+		if !strings.Contains(synopsis[1], want) {
+			t.Errorf("the man page's SYNOPSIS lacks %q:\n%s", want, synopsis[1])
+		}
+	}
+	if ex := regexp.MustCompile(`(?ms)^EXAMPLES\n(.*)`).FindStringSubmatch(text); ex == nil || !strings.Contains(ex[1], "volfs mount ") {
+		t.Errorf("the man page has no EXAMPLES section with a volfs mount:\n%s", text)
+	}
+	// go-md2man would render "[/PREFIX] (...)" as a link to "...".
+	if strings.Contains(text, "gs://BUCKET/PREFIX") {
+		t.Errorf("the man page lost the brackets of gs://BUCKET[/PREFIX]")
 	}
 	for _, c := range []string{"mount", "demo", "info", "cat"} {
 		sect := regexp.MustCompile(`(?ms)^` + c + `\n(.*?)(?:^\S|\z)`).FindStringSubmatch(text)
@@ -912,6 +940,9 @@ func TestCompletion(t *testing.T) {
 			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "--cache-size", "1G", "--dae"}, "--daemon"},
 			{[]string{"info", "--log-f"}, "--log-format --log-file"},
+			{[]string{"mount", "--missing", ""}, "fill error"},
+			{[]string{"info", "--log-level", "w"}, "warn"},
+			{[]string{"serve", "--log-format", ""}, "text json"},
 		} {
 			words := append([]string{volfsBin}, tc.words...)
 			prog := fmt.Sprintf(`source %q; COMP_WORDS=(%s); COMP_CWORD=%d; _volfs_complete; echo "${COMPREPLY[*]}"`,
@@ -929,6 +960,8 @@ func TestCompletion(t *testing.T) {
 			{"volfs mo", "mount"},
 			{"volfs mount --allow-n", "--allow-non-empty"},
 			{"volfs cat --log-fo", "--log-format"},
+			{"volfs mount --missing ", "error fill"},
+			{"volfs info --log-format j", "json"},
 		} {
 			// In an empty directory: fish offers file names too.
 			out := run(t, fish, "--no-config", "-c", fmt.Sprintf("cd %q; source %q; complete -C %q", t.TempDir(), script, tc.line))
@@ -956,6 +989,7 @@ func TestCompletion(t *testing.T) {
 			{[]string{"mo"}, "mount"},
 			{[]string{"mount", "--allow-"}, "--allow-other --allow-non-empty --allow-empty-source"},
 			{[]string{"mount", "src", ""}, "_files"},
+			{[]string{"mount", "--log-level", "d"}, "debug"},
 		} {
 			words := append([]string{volfsBin}, tc.words...)
 			q := make([]string, len(words))
@@ -1196,5 +1230,62 @@ func TestFusermountFailure(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSIGINTDuringReadNonRoot is TestSIGINTDuringRead for a user's mount:
+// the busy line gives the user's command (fusermount3 -uz), and the second
+// SIGINT detaches the mount through fusermount3.
+func TestSIGINTDuringReadNonRoot(t *testing.T) {
+	vol, _ := sharedVolume(t)
+	dir := sharedDir(t)
+	u := newTestUser(t, dir)
+	url, held := stallingOrigin(t, vol)
+	mnt := newMountpoint(t, dir, u.uid, u.gid)
+	s, log := startCmd(t, u.command(u.bin, "mount", "--read-timeout", "0", "--stall-timeout", "5m", url, mnt), mnt)
+	out, err := u.run("find", mnt, "-mindepth", "2", "-maxdepth", "2", "-name", "*_*")
+	if err != nil || strings.TrimSpace(out) == "" {
+		t.Fatalf("find the chunks as %s: %v\n%s", u.name, err, out)
+	}
+	chunk := strings.Fields(out)[0]
+	reader := u.command("cat", chunk)
+	reader.Stdout = io.Discard
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go reader.Wait()
+	t.Cleanup(func() { reader.Process.Kill() })
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the origin was not asked for a chunk within a minute")
+	}
+
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(log.String(), "is busy") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no busy line within a minute of the first SIGINT:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if want := "fusermount3 -uz " + mnt; !strings.Contains(log.String(), want) {
+		t.Errorf("the busy line does not give %q:\n%s", want, log.String())
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("volfs exited with %v after the second SIGINT, want exit status 0\n%s", err, log.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("volfs did not exit within 15 s of the second SIGINT:\n%s", log.String())
+	}
+	if isMounted(t, mnt) {
+		t.Errorf("%s still mounted after the second SIGINT", mnt)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -36,19 +38,15 @@ func version() string {
 	return v
 }
 
-// runMan writes the man page, rendered by urfave/cli from the command and
-// flag definitions, so it cannot disagree with them.
+// runMan writes the man page, rendered from the command and flag
+// definitions (manPage), so it cannot disagree with them.
 func runMan(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("usage: volfs man")
 	}
 	// A fresh app: the running one has been set up by urfave/cli, which
 	// added its help flags and command, and the renderer adds them again.
-	page, err := app(&reporter{}).ToManWithSection(1)
-	if err != nil {
-		return fmt.Errorf("man: %w", err)
-	}
-	_, err = fmt.Fprint(c.App.Writer, page)
+	_, err := fmt.Fprint(c.App.Writer, manPage(app(&reporter{})))
 	return err
 }
 
@@ -108,10 +106,37 @@ func runCompletion(c *cli.Context) error {
 		if err != nil {
 			return fmt.Errorf("completion: %w", err)
 		}
-		script = s
+		script = s + fishFlagValues()
 	default:
 		return fmt.Errorf("usage: volfs completion bash|zsh|fish, got %q", c.Args().First())
 	}
 	_, err := fmt.Fprint(c.App.Writer, script)
 	return err
+}
+
+// completeFlagValue answers a completion request (args ending in
+// --generate-bash-completion, from the bash and zsh scripts) whose last
+// word before it is a flag that takes one of a few words (flagValues):
+// those words. urfave/cli would offer nothing there.
+func completeFlagValue(args []string) ([]string, bool) {
+	n := len(args)
+	if n < 3 || args[n-1] != "--generate-bash-completion" {
+		return nil, false
+	}
+	values, ok := flagValues[strings.TrimLeft(args[n-2], "-")]
+	return values, ok && strings.HasPrefix(args[n-2], "-")
+}
+
+// fishFlagValues tells fish the words that the flags of flagValues take.
+func fishFlagValues() string {
+	names := make([]string, 0, len(flagValues))
+	for name := range flagValues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&b, "complete -c volfs -l %s -x -a '%s'\n", name, strings.Join(flagValues[name], " "))
+	}
+	return b.String()
 }

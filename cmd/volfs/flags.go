@@ -47,9 +47,9 @@ type flagDef struct {
 func flagTable() []flagDef {
 	return append([]flagDef{
 		{onSource, &cli.StringFlag{Name: "cache-size", Value: "512MiB", Usage: "memory for decoded chunks, a size (see SIZES: 256MiB, 2GiB; at least 16MiB)"}},
-		{onSource, &cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error)"}},
+		{onSource, &cli.StringFlag{Name: "missing", Value: "fill", Usage: "a chunk the source lacks reads as the fill value (fill) or fails to open with ENOENT (error): fill or error"}},
 		{onSource, &cli.IntFlag{Name: "workers", Value: 16, Usage: "concurrent requests per host (the size of its connection pool), and the chunk loads run at once by the pool for read-ahead and batches"}},
-		{onSource, &cli.BoolFlag{Name: "follow-symlinks", Usage: "follow symlinks of a local source that lead outside it (default: yes, except with --allow-other, where they read as permission denied)"}},
+		{onSource, &cli.BoolFlag{Name: "follow-symlinks", DefaultText: "true, false with --allow-other and for serve", Usage: "follow symlinks of a local source that lead outside it (where they are not followed they read as permission denied)"}},
 		{onSource, &cli.BoolFlag{Name: "follow-redirects", Usage: "follow HTTP redirects to another scheme, host or port than the source's (by default refused)"}},
 		{onSource, &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "an HTTP or gs:// attempt that makes no progress this long is retried"}},
 		{onSource, &cli.IntFlag{Name: "retries", Value: 5, Usage: "a request to an HTTP, gs:// or s3:// source that fails transiently (5xx, reset or refused connection, stall) is sent again this many times, with full-jitter back-off from 100ms doubling to 5s, before it is an error"}},
@@ -80,6 +80,45 @@ func flagTable() []flagDef {
 	}, append(serveFlags(), s3FlagTable()...)...)
 }
 
+// flagCategories groups the flags in --help and the man page, by name;
+// a flag not named here is listed under categoryOther.
+var flagCategories = map[string]string{}
+
+const (
+	categorySource = "Source and network:"
+	categoryCaches = "Caches:"
+	categoryS3     = "S3 (s3:// sources):"
+	categoryFUSE   = "FUSE (mount, demo):"
+	categoryLog    = "Logging and metrics:"
+	categoryServe  = "HTTP server (serve):"
+	categoryWarm   = "Warm:"
+	categoryOther  = "Running:"
+)
+
+func init() {
+	for category, names := range map[string][]string{
+		categorySource: {"missing", "workers", "follow-symlinks", "follow-redirects", "stall-timeout", "retries", "min-rate", "read-timeout", "metadata-ttl", "anonymous", "allow-empty-source"},
+		categoryCaches: {"cache-size", "read-ahead", "cache-dir", "disk-cache-size", "shared-cache", "shared-cache-secret"},
+		categoryS3:     {"profile", "region", "endpoint-url", "requester-pays"},
+		categoryFUSE:   {"direct-io", "allow-other", "uid", "gid", "allow-non-empty", "debug-fuse"},
+		categoryLog:    {"log-level", "log-format", "log-file", "metrics-addr"},
+		categoryWarm:   {"bbox", "dry-run"},
+		categoryServe:  {"addr", "webdav", "auth", "auth-file", "allow-anonymous", "cert", "key", "write-timeout"},
+	} {
+		for _, n := range names {
+			flagCategories[n] = category
+		}
+	}
+}
+
+// flagValues lists the values of the flags that take one of a few words,
+// which shell completion offers.
+var flagValues = map[string][]string{
+	"missing":    {"fill", "error"},
+	"log-level":  {"debug", "info", "warn", "error"},
+	"log-format": {"text", "json"},
+}
+
 // envPrefix starts the environment variable of every flag.
 const envPrefix = "VOLFS_"
 
@@ -99,25 +138,29 @@ func flagsFor(on commandSet) []cli.Flag {
 			continue
 		}
 		env := []string{envName(d.flag.Names()[0])}
+		cat, ok := flagCategories[d.flag.Names()[0]]
+		if !ok {
+			cat = categoryOther
+		}
 		switch f := d.flag.(type) {
 		case *cli.StringFlag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.IntFlag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.Int64Flag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.UintFlag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.BoolFlag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.DurationFlag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.Float64Flag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.PathFlag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		case *cli.StringSliceFlag:
-			f.EnvVars = env
+			f.EnvVars, f.Category = env, cat
 		default:
 			panic(fmt.Sprintf("volfs: flag %s: add its type %T to flagsFor", f.Names()[0], f))
 		}

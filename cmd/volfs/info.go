@@ -24,15 +24,19 @@ func runInfo(c *cli.Context) error {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED\tNOTES")
-	found := false
+	// ORDER says how SIZE, OFFSET, RESOLUTION and CHUNK list the axes:
+	// x first (precomputed, N5) or as the metadata does, x last (Zarr).
+	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tORDER\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED\tNOTES")
+	found, rows := false, 0
 	var images []*decode.OMEImage
 	skipped, err := tree.WalkBounded(c.Context, infoDepth, fs.MaxWalkEntries, func(dir string, v *decode.Volume, refused error) {
 		found = true
 		if refused != nil {
-			fmt.Fprintf(w, "%s\t\t\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(dir), refused)
+			rows++
+			fmt.Fprintf(w, "%s\t\t\t\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(dir), refused)
 			return
 		}
+		rows += len(v.Arrays) + len(v.Skipped)
 		for _, a := range v.Arrays {
 			if a.OME != nil && !slices.Contains(images, a.OME) {
 				images = append(images, a.OME)
@@ -44,21 +48,24 @@ func runInfo(c *cli.Context) error {
 			for _, why := range fs.ViewNotes(a) {
 				notes = append(notes, "views: "+why)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
-				orDot(v.Dir), orDot(a.Name), v.Format, a.DType.Name, a.Channels, dims(a.Shape), dims(a.Offset),
+			order := "x-first"
+			if a.XLast {
+				order = "x-last"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+				orDot(v.Dir), orDot(a.Name), v.Format, a.DType.Name, a.Channels, order, dims(a.Shape), dims(a.Offset),
 				resolution(a), dims(a.Chunk), a.Encoding, a.NumChunks(), formatSize(decodedBytes(a)), strings.Join(notes, " "))
 		}
 		for _, sk := range v.Skipped {
-			fmt.Fprintf(w, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(v.Dir), sk.Name, v.Format, sk.Err)
+			fmt.Fprintf(w, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\t\tnot decoded: %v\n", orDot(v.Dir), sk.Name, v.Format, sk.Err)
 		}
 	})
 	if err != nil {
 		return err
 	}
-	if !found {
-		fmt.Printf("no volumes found under %s\n", tree.Source())
+	if !found || rows == 0 {
 		printSkipped(skipped)
-		return nil
+		return fmt.Errorf("no volume found under %s: no metadata (info, .zarray, .zgroup with .zmetadata, zarr.json, attributes.json) there or in the directories below", tree.Source())
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -67,8 +67,13 @@ func main() {
 		}
 		args = append([]string{os.Args[0]}, call.args...)
 	}
+	if values, ok := completeFlagValue(args); ok {
+		fmt.Println(strings.Join(values, "\n"))
+		return
+	}
 	rep := newReporter()
 	if err := app(rep).Run(args); err != nil {
+		err = errors.New(userMessage(err))
 		rep.failed(err)
 		if rep.child {
 			// Stderr is the log file or nowhere: log it where the
@@ -98,9 +103,11 @@ sharded), Zarr v2 and v3 (blosc, gzip, zlib, zstd, lz4, bz2, xz; v3 sharding) an
 of each directory is found from its metadata files; a prefix pins the root's:
 precomputed://, zarr:// (v2 or v3), zarr2://, zarr3://, n5://.
 
-SOURCES: gs://BUCKET[/PREFIX] (Application Default Credentials or anonymous; STORAGE_EMULATOR_HOST
-for an emulator), http:// and https:// URLs, and local paths or file:// URLs. A SOURCE that
-does not exist or holds nothing volfs can serve is refused (--allow-empty-source mounts it).
+SOURCES: local paths or file:// URLs; http:// and https:// URLs; gs://BUCKET[/PREFIX]
+(Application Default Credentials or anonymous; STORAGE_EMULATOR_HOST for an emulator);
+s3://BUCKET[/PREFIX] (AWS credentials and region as the AWS CLI finds them, or --anonymous;
+--endpoint-url for MinIO, Ceph, SeaweedFS, R2). A SOURCE that does not exist or holds nothing
+volfs can serve is refused (--allow-empty-source mounts it).
 
 ` + sizeUnits + `
 
@@ -111,7 +118,9 @@ command line wins.
 Installed as mount.volfs (a symlink), volfs is a mount(8) helper: "mount -t volfs -o
 cache_size=2GiB,allow_other SOURCE MOUNTPOINT", or the fstab line "SOURCE MOUNTPOINT volfs
 cache_size=2GiB,_netdev 0 0", mounts in the background; every flag of mount is an -o option
-by its name with underscores for dashes, and the generic options of mount(8) are ignored.`,
+by its name with underscores for dashes, and the generic options of mount(8) are ignored.
+
+` + appExamples,
 		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			{
@@ -175,6 +184,7 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 	a.Action = unknownCommand
 	a.OnUsageError = usageError
 	for _, c := range a.Commands {
+		c.Description = commandHelp[c.Name]
 		c.OnUsageError = usageError
 		// No command has subcommands: without this urfave/cli gives each
 		// a "help" one, which shell completion then offers in place of

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -143,7 +145,14 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 	if err != nil {
 		return err
 	}
-	defer tree.Close()
+	// After a lazy detach the process exits without waiting for the loads
+	// that programs still inside the mount wait for.
+	detached := false
+	defer func() {
+		if !detached {
+			tree.Close()
+		}
+	}()
 	if !c.Bool("allow-empty-source") {
 		if err := checkNotEmpty(c.Context, tree); err != nil {
 			return err
@@ -192,8 +201,14 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		os.Chdir("/")
 	}
 
+	// The mountpoint as the kernel names it in /proc, to find who holds it.
+	abs := mountpoint
+	if a, err := filepath.Abs(mountpoint); err == nil {
+		abs = a
+	}
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
+	busy := false // a stop signal found the mount busy
 	for {
 		select {
 		case <-done:
@@ -204,18 +219,47 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 				slog.Info("SIGHUP: still serving; stop with SIGINT, SIGTERM or umount", "mountpoint", mountpoint)
 				continue
 			}
+			if busy {
+				// The second stop signal: the user wants out, now.
+				err := detach(abs)
+				sdNotify("STOPPING=1")
+				if err != nil {
+					slog.Error("could not detach the mount; still serving", "mountpoint", mountpoint, "err", err)
+					continue
+				}
+				detached = true
+				slog.Warn("detached the busy mount and exiting; programs still reading it get errors (ENOTCONN)", "signal", s.String(), "mountpoint", mountpoint)
+				return nil
+			}
 			// Unmount first: nothing before it may fail or block.
-			err := srv.Unmount()
+			err := unmount(srv, abs)
 			sdNotify("STOPPING=1")
 			if err != nil {
 				// Busy: a process still has a file open or its cwd
-				// inside. Keep serving; another signal tries again.
-				slog.Error("unmount failed; still serving (close what uses the mount, then signal again)", "signal", s.String(), "err", err)
+				// inside. Keep serving; another signal detaches.
+				busy = true
+				if hs := holders("/proc", abs); len(hs) > 0 || errors.Is(err, syscall.EBUSY) || strings.Contains(err.Error(), "busy") {
+					slog.Error(busyMessage(mountpoint, hs), "signal", s.String())
+				} else {
+					slog.Error("unmount failed; still serving: signal again to detach the mount and exit", "signal", s.String(), "mountpoint", mountpoint, "err", oneLine(err.Error()))
+				}
 				continue
 			}
 			slog.Info("unmounting", "signal", s.String())
 		}
 	}
+}
+
+// unmount unmounts srv's mount at mountpoint, as root directly (so that a
+// busy mount is EBUSY, not fusermount3's message), else with fusermount3.
+func unmount(srv *fuse.Server, mountpoint string) error {
+	if os.Geteuid() == 0 {
+		err := syscall.Unmount(mountpoint, 0)
+		if !errors.Is(err, syscall.EPERM) {
+			return err
+		}
+	}
+	return srv.Unmount()
 }
 
 func runDemo(c *cli.Context, rep *reporter) error {
