@@ -54,7 +54,7 @@ func TestReadError(t *testing.T) {
 	if !errors.Is(err, ErrReadTimeout) {
 		t.Errorf("deadline passed: got %v, want ErrReadTimeout", err)
 	}
-	if got := tr.errno(ctx, err, "read", "x"); got != syscall.EIO {
+	if got := tr.Errno(ctx, err, "read", "x"); got != syscall.EIO {
 		t.Errorf("errno of a read timeout: got %v, want EIO", got)
 	}
 
@@ -66,7 +66,7 @@ func TestReadError(t *testing.T) {
 	if errors.Is(err, ErrReadTimeout) {
 		t.Errorf("caller gone: got %v, want no read timeout", err)
 	}
-	if got := tr.errno(parent, err, "read", "x"); got != syscall.EINTR {
+	if got := tr.Errno(parent, err, "read", "x"); got != syscall.EINTR {
 		t.Errorf("errno of a cancelled read: got %v, want EINTR", got)
 	}
 	if err := tr.readError(ctx, rctx, fetcher.ErrNotExist); !errors.Is(err, fetcher.ErrNotExist) {

@@ -238,10 +238,10 @@ func TestErrno(t *testing.T) {
 		{"anything", context.Background(), errors.New("boom"), syscall.EIO},
 		{"corrupt chunk under a view", context.Background(), fmt.Errorf("view: %w", wrap(view.ErrCorrupt)), syscall.EIO},
 	} {
-		tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
+		tree := &Tree{errs: errorReport{log: slog.New(slog.NewTextHandler(&logs, nil))}}
 		logs.Reset()
 		path := fmt.Sprintf("a/%d", i)
-		if got := tree.errno(tc.ctx, tc.err, "read", path); got != tc.want {
+		if got := tree.Errno(tc.ctx, tc.err, "read", path); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 		lines := strings.Count(logs.String(), "\n")
@@ -258,22 +258,22 @@ func TestErrno(t *testing.T) {
 // retrying a read-ahead) share one log line; another path gets its own.
 func TestErrnoRepeats(t *testing.T) {
 	var logs bytes.Buffer
-	tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	tree := &Tree{errs: errorReport{log: slog.New(slog.NewTextHandler(&logs, nil))}}
 	ctx := context.Background()
 	for range 3 {
-		if got := tree.errno(ctx, errors.New("corrupt"), "read", "s0/a"); got != syscall.EIO {
+		if got := tree.Errno(ctx, errors.New("corrupt"), "read", "s0/a"); got != syscall.EIO {
 			t.Fatalf("got %v, want EIO", got)
 		}
 	}
-	tree.errno(ctx, errors.New("corrupt"), "read", "s0/b")
+	tree.Errno(ctx, errors.New("corrupt"), "read", "s0/b")
 	if got := strings.Count(logs.String(), "\n"); got != 2 {
 		t.Errorf("got %d log lines, want 2 (one per path):\n%s", got, logs.String())
 	}
 	// Once the window has passed, the next failure is logged with the
 	// count of those held back.
-	prev, _ := tree.errLog.recent.Get("s0/a")
+	prev, _ := tree.errs.repeat.recent.Get("s0/a")
 	prev.at = prev.at.Add(-errorRepeatWindow)
-	tree.errno(ctx, errors.New("corrupt"), "read", "s0/a")
+	tree.Errno(ctx, errors.New("corrupt"), "read", "s0/a")
 	if !strings.Contains(logs.String(), "read s0/a: corrupt (failed 2 more times since the last report)") {
 		t.Errorf("no line counting the held-back failures:\n%s", logs.String())
 	}

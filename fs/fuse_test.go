@@ -25,7 +25,12 @@ func (panicky) Lookup(_ context.Context, name string) (Node, error) {
 	}
 	return panickyFile{}, nil
 }
-func (panicky) List(context.Context) (Listing, error) { return entryListing(nil), nil }
+func (panicky) List(context.Context) (Listing, error) { return emptyListing{}, nil }
+
+type emptyListing struct{}
+
+func (emptyListing) Len() int64                 { return 0 }
+func (emptyListing) Entry(int64) (string, bool) { return "", false }
 
 type panickyFile struct{}
 
@@ -34,6 +39,12 @@ func (panickyFile) Size() int64 { return 10 }
 func (panickyFile) ReadAt(context.Context, []byte, int64) (int, error) {
 	panic("read bug")
 }
+
+// panickyTree is a tree whose root is panicky: a real tree (its handles,
+// its errors, its log) with another root.
+type panickyTree struct{ *Tree }
+
+func (panickyTree) Root() Dir { return panicky{} }
 
 // TestPanicDoesNotKillMount mounts a tree whose nodes panic and reads it
 // with cat: each panic is an EIO with a log line, and the mount stays up.
@@ -46,9 +57,13 @@ func TestPanicDoesNotKillMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree := &Tree{root: panicky{}, src: src, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	real, err := New(context.Background(), src, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
 	mnt := t.TempDir()
-	srv, err := Mount(mnt, tree, MountOptions{})
+	srv, err := mount(mnt, panickyTree{real}, MountOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

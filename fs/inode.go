@@ -95,14 +95,14 @@ func newInoTableLimits(low, high, maxRange uint64, maxPaths int) *inoTable {
 func (m *inoTable) of(n Node, p string) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f, ok := n.(*chunkFile); ok {
-		base, ok := m.arrays[f.a]
+	if a, index, ok := GridChunk(n); ok {
+		base, ok := m.arrays[a]
 		if !ok {
-			base = m.reserve(uint64(f.a.NumChunks()))
-			m.arrays[f.a] = base
+			base = m.reserve(uint64(a.NumChunks()))
+			m.arrays[a] = base
 		}
 		if base != 0 {
-			return base + uint64(f.a.Index(f.c)), nil
+			return base + uint64(index), nil
 		}
 	}
 	if ino, ok := m.paths.Get(p); ok {

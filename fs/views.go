@@ -245,8 +245,14 @@ func (f *viewFile) IsDir() bool { return false }
 func (f *viewFile) Size() int64 { return f.f.Size() }
 
 // ReadAt reads as File promises: fewer bytes only at the end, and 0, nil
-// at or past it.
+// at or past it. Read without a handle (volfs cat), it reads ahead as
+// reader 0.
 func (f *viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.readAt(ctx, p, off, Reader{})
+}
+
+// readAt is ReadAt for the reader rd, whose read-ahead window it moves.
+func (f *viewFile) readAt(ctx context.Context, p []byte, off int64, rd Reader) (int, error) {
 	size := f.f.Size()
 	if off >= size {
 		return 0, nil
@@ -257,7 +263,7 @@ func (f *viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 		err = nil
 	}
 	if err == nil {
-		f.readAhead(ctx, off, int64(n))
+		f.readAhead(rd, off, int64(n))
 	}
 	return n, err
 }
