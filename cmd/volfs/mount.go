@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,6 +23,7 @@ import (
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/fs/fuse"
 )
 
 // Bounds of the metrics server, so that clients of --metrics-addr, slow or
@@ -78,25 +79,25 @@ func serveMetrics(addr string, tree *fs.Tree, extra ...prometheus.Collector) err
 // refuse; and a local source that the mountpoint holds or is held by. It
 // touches no network.
 func checkMountpoint(c *cli.Context, source, mountpoint string) error {
-	if err := fs.CheckMountpoint(mountpoint); err != nil {
+	if err := fuse.CheckMountpoint(mountpoint); err != nil {
 		return err
 	}
 	if _, rest, err := splitFormat(source); err == nil && (!strings.Contains(rest, "://") || strings.HasPrefix(rest, "file://")) {
 		if src, err := fetcher.Open(rest, fetcher.Options{}); err == nil {
 			if local, ok := src.(fetcher.Local); ok {
-				if err := fs.CheckApart(local.Root(), mountpoint); err != nil {
+				if err := fuse.CheckApart(local.Root(), mountpoint); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	if !c.Bool("allow-non-empty") {
-		if err := fs.CheckEmpty(mountpoint); err != nil {
+		if err := fuse.CheckEmpty(mountpoint); err != nil {
 			return fmt.Errorf("%w; pass --allow-non-empty to mount over it", err)
 		}
 	}
 	if c.Bool("allow-other") {
-		if err := fs.CheckAllowOther(); err != nil {
+		if err := fuse.CheckAllowOther(); err != nil {
 			return fmt.Errorf("--allow-other: %w", err)
 		}
 	}
@@ -156,9 +157,9 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		return err
 	}
 	defer stopSignals()
-	var srv *fuse.Server
+	var srv *gofuse.Server
 	said, err := withFusermountOutput(func() (err error) {
-		srv, err = fs.Mount(mountpoint, tree, fs.MountOptions{
+		srv, err = fuse.Mount(mountpoint, tree, fuse.MountOptions{
 			AllowOther: c.Bool("allow-other"),
 			UID:        uint32(c.Int("uid")),
 			GID:        uint32(c.Int("gid")),

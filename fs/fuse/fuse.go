@@ -1,4 +1,4 @@
-package fs
+package fuse
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fs"
 )
 
 // Kernel cache settings for immutable data; see the package documentation.
@@ -56,17 +57,17 @@ type MountOptions struct {
 // directly; otherwise through fusermount3. A mountpoint inside a local
 // source, or a local source inside the mountpoint, is refused: serving it
 // would make the server read its own mount and deadlock.
-func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) {
+func Mount(mountpoint string, t *fs.Tree, opts MountOptions) (*fuse.Server, error) {
 	return mount(mountpoint, t, opts)
 }
 
 // tree is what the adapter asks of the tree it serves: *Tree's exported
 // methods, so that tests can serve a tree of nodes of their own.
 type tree interface {
-	Root() Dir
+	Root() fs.Dir
 	Source() fetcher.Fetcher
-	Options() Options
-	OpenAs(ctx context.Context, f File, p string, r Reader) (*Handle, error)
+	Options() fs.Options
+	OpenAs(ctx context.Context, f fs.File, p string, r fs.Reader) (*fs.Handle, error)
 	Errno(ctx context.Context, err error, op, p string) syscall.Errno
 }
 
@@ -187,12 +188,12 @@ type inodes struct {
 	tgids tgidCache
 }
 
-func (m *inodes) newDir(d Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
+func (m *inodes) newDir(d fs.Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
 
 // attr fills out for the node n at path p. It fails only when the node's
 // permissions cannot be read.
-func (m *inodes) attr(ctx context.Context, n Node, p string, out *fuse.Attr) error {
-	f, isFile := n.(File)
+func (m *inodes) attr(ctx context.Context, n fs.Node, p string, out *fuse.Attr) error {
+	f, isFile := n.(fs.File)
 	perm, err := m.permissions(ctx, p, !isFile)
 	if err != nil {
 		return err
@@ -230,7 +231,7 @@ func (m *inodes) permissions(ctx context.Context, p string, isDir bool) (uint32,
 	candidates := []string{p}
 	if !isDir {
 		candidates = append(candidates, p+".gz")
-		if orig, ok := strings.CutSuffix(p, OrigSuffix); ok {
+		if orig, ok := strings.CutSuffix(p, fs.OrigSuffix); ok {
 			candidates = append(candidates, orig)
 		}
 	}
@@ -269,7 +270,7 @@ func (m *inodes) permissions(ctx context.Context, p string, isDir bool) (uint32,
 type dirInode struct {
 	gofs.Inode
 	m    *inodes
-	dir  Dir
+	dir  fs.Dir
 	path string
 }
 
@@ -301,14 +302,14 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, n.m.tree.Errno(ctx, err, "lookup", p)
 	}
 	out.Attr.Ino = ino
-	if d, ok := child.(Dir); ok {
+	if d, ok := child.(fs.Dir); ok {
 		dn := n.m.newDir(d, p)
 		if n.m.live != nil {
 			n.m.live.add(ino, liveFile{dir: n, name: name, node: dn})
 		}
 		return n.NewInode(ctx, dn, gofs.StableAttr{Mode: fuse.S_IFDIR, Ino: ino}), 0
 	}
-	f := &fileInode{m: n.m, file: child.(File), path: p}
+	f := &fileInode{m: n.m, file: child.(fs.File), path: p}
 	if n.m.live != nil {
 		n.m.live.add(ino, liveFile{dir: n, name: name, node: f})
 	}
@@ -333,7 +334,7 @@ func (n *dirInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.Att
 // dirStream generates directory entries as the kernel reads them, after
 // "." and "..", which the kernel does not add.
 type dirStream struct {
-	l Listing
+	l fs.Listing
 	n int64 // l.Len(), asked once: a listing's length is fixed, and a concatenation's costs a call per part
 	i int64 // index of the next entry; -2 and -1 are "." and ".."
 }
@@ -359,7 +360,7 @@ func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
 type fileInode struct {
 	gofs.Inode
 	m    *inodes
-	file File
+	file fs.File
 	path string
 	// failed is the last read that failed with EIO, so that the kernel's
 	// re-read of it fails at once (failureMemory).
@@ -398,12 +399,12 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 
 // reader is the reader of the FUSE request of ctx: its thread group and
 // thread, or 0 for a request that names no caller.
-func (m *inodes) reader(ctx context.Context) Reader {
+func (m *inodes) reader(ctx context.Context) fs.Reader {
 	caller, ok := fuse.FromContext(ctx)
 	if !ok {
-		return Reader{}
+		return fs.Reader{}
 	}
-	return Reader{Process: m.tgids.of(caller.Pid), Thread: caller.Pid}
+	return fs.Reader{Process: m.tgids.of(caller.Pid), Thread: caller.Pid}
 }
 
 // openFlags are the FUSE open flags of every file: the page cache kept
@@ -428,7 +429,7 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 	if errno := n.failed.recent(off, int64(len(dest))); errno != 0 {
 		return nil, errno
 	}
-	h, ok := fh.(*Handle)
+	h, ok := fh.(*fs.Handle)
 	if !ok {
 		// go-fuse reads only through the handle Open returned; a read
 		// without one is served as a first open would be.
