@@ -263,10 +263,16 @@ func (s *Store) TierStats() []TierStats {
 // zstd-compressed (disk.Cache.PutCompressed): reading one back is several
 // times faster than decoding gzip, jpeg or png (BenchmarkDiskHit), and for
 // a sharded chunk it also skips the shard and minishard indexes. A failed
-// write is counted by the disk cache and otherwise ignored.
-func DiskTier(c *disk.Cache) Tier { return diskTier{c} }
+// write is counted by the disk cache and otherwise ignored. The tier is a
+// prometheus.Collector of the disk cache's counters (disk.NewCollector),
+// as the shared tier is of its own, so that whoever holds the tiers
+// collects them without knowing which tier is which.
+func DiskTier(c *disk.Cache) Tier { return diskTier{c, disk.NewCollector(c)} }
 
-type diskTier struct{ c *disk.Cache }
+type diskTier struct {
+	c *disk.Cache
+	*disk.Collector
+}
 
 func (diskTier) Name() string { return "disk" }
 

@@ -11,37 +11,6 @@ import (
 	"github.com/volfs/volfs/fetcher"
 )
 
-// TestFailedRange: a failed read is remembered for the reads that overlap
-// its byte range, and only for them.
-func TestFailedRange(t *testing.T) {
-	var f failedRange
-	if got := f.recent(0, 4096); got != 0 {
-		t.Errorf("nothing failed yet: got %v, want 0", got)
-	}
-	f.remember(1<<20, 1<<20, syscall.EIO)
-	for _, tc := range []struct {
-		off, n int64
-		want   syscall.Errno
-	}{
-		{1 << 20, 4096, syscall.EIO},      // the kernel's re-read of the first page
-		{2<<20 - 1, 4096, syscall.EIO},    // the last byte
-		{1<<20 - 4096, 8192, syscall.EIO}, // straddles the start
-		{1<<20 - 4096, 4096, 0},           // ends where it starts
-		{2 << 20, 4096, 0},                // starts where it ends
-		{0, 128 << 10, 0},                 // elsewhere
-	} {
-		if got := f.recent(tc.off, tc.n); got != tc.want {
-			t.Errorf("recent(%d, %d): got %v, want %v", tc.off, tc.n, got, tc.want)
-		}
-	}
-	f.mu.Lock()
-	f.at = time.Now().Add(-failureMemory)
-	f.mu.Unlock()
-	if got := f.recent(1<<20, 4096); got != 0 {
-		t.Errorf("after failureMemory: got %v, want 0", got)
-	}
-}
-
 // TestReadError: only a read context's own deadline makes a read timeout,
 // which maps to EIO; the caller's end stays a cancellation (EINTR).
 func TestReadError(t *testing.T) {
@@ -54,7 +23,7 @@ func TestReadError(t *testing.T) {
 	if !errors.Is(err, ErrReadTimeout) {
 		t.Errorf("deadline passed: got %v, want ErrReadTimeout", err)
 	}
-	if got := tr.errno(ctx, err, "read", "x"); got != syscall.EIO {
+	if got := tr.Errno(ctx, err, "read", "x"); got != syscall.EIO {
 		t.Errorf("errno of a read timeout: got %v, want EIO", got)
 	}
 
@@ -66,7 +35,7 @@ func TestReadError(t *testing.T) {
 	if errors.Is(err, ErrReadTimeout) {
 		t.Errorf("caller gone: got %v, want no read timeout", err)
 	}
-	if got := tr.errno(parent, err, "read", "x"); got != syscall.EINTR {
+	if got := tr.Errno(parent, err, "read", "x"); got != syscall.EINTR {
 		t.Errorf("errno of a cancelled read: got %v, want EINTR", got)
 	}
 	if err := tr.readError(ctx, rctx, fetcher.ErrNotExist); !errors.Is(err, fetcher.ErrNotExist) {

@@ -1,13 +1,17 @@
-// Package fs is the mounted tree of volfs: how a source's objects become
+// Package fs is the tree core of volfs: how a source's objects become
 // directories, how a stored chunk becomes a file of decoded voxels, and how
-// go-fuse serves both.
+// a read of one reaches the chunk store. Its two front ends sit beside each
+// other on its exported API and know nothing of each other: package fs/fuse
+// (the go-fuse adapter, `volfs mount`) and package serve (HTTP and WebDAV,
+// `volfs serve`). fs imports neither, nor go-fuse, nor a tier of the chunk
+// store: the tiers reach it as cache.Tier values in Options.
 //
 // # The tree
 //
-// A Tree is built on a fetcher.Fetcher. It is plain Go, independent of FUSE:
-// `volfs cat` and the in-process tests walk it directly, and the FUSE adapter
-// (Mount) is a thin layer of go-fuse nodes over it. A tree has three kinds of
-// directory:
+// A Tree is built on a fetcher.Fetcher. It is plain Go: `volfs cat` and the
+// in-process tests walk it directly (Tree.Resolve, Dir.Lookup, Dir.List,
+// File.ReadAt), and the front ends open its files as Handles (Tree.OpenAs)
+// and read through them. A tree has three kinds of directory:
 //
 //   - a source directory shows the objects under a prefix as they are
 //     (pass-through), from the source's listing;
@@ -59,22 +63,18 @@
 // the source objects it was made from, checked before an entry is served
 // (identity.go says what is re-checked and when).
 //
-// # Read-ahead and file handles
+// # Handles and read-ahead
 //
-// A chunk file's open returns a handle; the first read through it is the
-// reading process's touch of that chunk, which drives read-ahead across
-// chunk files (readahead.go explains the order followed and the caps).
-// Read-ahead state belongs to the process, not to the handle, because
-// programs open one handle per chunk file.
-//
-// # Inode numbers
-//
-// Every node has an inode number that no other node of the mount ever
-// had (inoTable), so concurrent lookups of one name share one go-fuse
-// inode and two files never do. A chunk file's number is fixed by its
-// array's range and grid index, so st_ino does not change when the kernel
-// forgets it and looks it up again; other nodes keep theirs while among
-// the most recently looked up (inode.go says how many).
+// A front end opens a file as a Handle for a Reader: the process (or HTTP
+// client) and thread that read, which only the front end can name. Every
+// read of a front end goes through its handle (Handle.Read, which hands
+// out the cached bytes without a copy, or Handle.ReadAt): under the read
+// deadline (Options.ReadTimeout, deadline.go), and the first read of a
+// chunk file's handle is its reader's touch of that chunk, which drives
+// read-ahead across chunk files (readahead.go explains the order followed
+// and the caps); every read of a view moves its reader's window along the
+// view (viewahead.go). Read-ahead state belongs to the reader, not to the
+// handle, because programs open one handle per chunk file.
 //
 // A chunk the source does not have (or that its shard lacks) reads as the
 // array's fill value at its full size, as zarr and tensorstore do; with
@@ -103,31 +103,19 @@
 //
 // # Errors
 //
-// Every failure reaches the kernel through one function, errno: not found
-// is ENOENT, a cancelled request EINTR, anything else EIO with one log line
-// that names the path and the cause (the object, its source and why). A
-// corrupt chunk is an EIO for that chunk only: the error is not cached, its
-// neighbours read normally, and the mount stays up. A panic in a handler is
-// logged and becomes EIO.
+// Every failure reaches a front end's caller through one function,
+// Tree.Errno (errno.go): not found is ENOENT, a refusal EACCES, a request
+// cancelled by its caller EINTR, anything else EIO with one log line that
+// names the path and the cause (the object, its source and why), at most
+// one per path every few seconds. serve maps the errno to an HTTP status,
+// so both front ends agree. A corrupt chunk is an EIO for that chunk
+// only: the error is not cached, its neighbours read normally, and the
+// mount stays up.
 //
 // # Cancellation
 //
-// A reader interrupted by a signal makes the kernel interrupt its request;
-// go-fuse cancels the request's context, the read returns EINTR at once,
-// and the chunk's load is cancelled if no other reader waits for it. Reads
-// that the kernel makes for its own read-ahead (most reads of a file through
-// the page cache) belong to no process: they run to the end, bounded by the
-// fetcher's retries and stall timeout.
-//
-// # Caching and the kernel
-//
-// Data under a source is treated as immutable: files are opened with
-// FOPEN_KEEP_CACHE so the page cache survives close, entries and attributes
-// are cached for an hour, and negative lookups for ten minutes.
-//
-// # Deadlocks
-//
-// The process that serves a mount must never read from it: a FUSE request
-// that waits for the same server deadlocks. Tests read through
-// subprocesses (cat, dd, python3).
+// A read's context is its caller's: the FUSE adapter's is cancelled when
+// the kernel interrupts the request, serve's when the client goes. The
+// read then returns at once, and the chunk's load is cancelled if no
+// other reader waits for it.
 package fs

@@ -14,9 +14,16 @@ import (
 	"github.com/volfs/volfs/fetcher"
 )
 
-// errno is the one mapping from errors to what the kernel is told. op and
-// path name the request for the log line that every EIO gets.
-func (t *Tree) errno(ctx context.Context, err error, op, path string) syscall.Errno {
+// errorReport is the one mapping from errors to what the kernel is told
+// (Tree.Errno), with the log line that every EIO and EACCES gets, at most
+// one per path per errorRepeatWindow. Safe for concurrent use.
+type errorReport struct {
+	log    *slog.Logger
+	repeat errorLog
+}
+
+// errno maps err; op and path name the request for the log line.
+func (r *errorReport) errno(ctx context.Context, err error, op, path string) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
@@ -30,13 +37,21 @@ func (t *Tree) errno(ctx context.Context, err error, op, path string) syscall.Er
 	case errors.Is(err, fetcher.ErrPermission):
 		// The source refused: say so once, as for EIO, with the fetcher's
 		// advice (which credentials were used and how to change that).
-		t.errLog.log(t.log, fmt.Sprintf("%s %s: %v", op, path, err), path)
+		r.repeat.log(r.logger(), fmt.Sprintf("%s %s: %v", op, path, err), path)
 		return syscall.EACCES
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return syscall.EINTR
 	}
-	t.errLog.log(t.log, fmt.Sprintf("%s %s: %v", op, path, err), path)
+	r.repeat.log(r.logger(), fmt.Sprintf("%s %s: %v", op, path, err), path)
 	return syscall.EIO
+}
+
+// logger is r's log, or slog.Default for a report made without one.
+func (r *errorReport) logger() *slog.Logger {
+	if r.log == nil {
+		return slog.Default()
+	}
+	return r.log
 }
 
 // errorRepeatWindow is how long the failures of one path share one log

@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs/view"
@@ -238,10 +235,10 @@ func TestErrno(t *testing.T) {
 		{"anything", context.Background(), errors.New("boom"), syscall.EIO},
 		{"corrupt chunk under a view", context.Background(), fmt.Errorf("view: %w", wrap(view.ErrCorrupt)), syscall.EIO},
 	} {
-		tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
+		tree := &Tree{errs: errorReport{log: slog.New(slog.NewTextHandler(&logs, nil))}}
 		logs.Reset()
 		path := fmt.Sprintf("a/%d", i)
-		if got := tree.errno(tc.ctx, tc.err, "read", path); got != tc.want {
+		if got := tree.Errno(tc.ctx, tc.err, "read", path); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 		lines := strings.Count(logs.String(), "\n")
@@ -258,87 +255,28 @@ func TestErrno(t *testing.T) {
 // retrying a read-ahead) share one log line; another path gets its own.
 func TestErrnoRepeats(t *testing.T) {
 	var logs bytes.Buffer
-	tree := &Tree{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	tree := &Tree{errs: errorReport{log: slog.New(slog.NewTextHandler(&logs, nil))}}
 	ctx := context.Background()
 	for range 3 {
-		if got := tree.errno(ctx, errors.New("corrupt"), "read", "s0/a"); got != syscall.EIO {
+		if got := tree.Errno(ctx, errors.New("corrupt"), "read", "s0/a"); got != syscall.EIO {
 			t.Fatalf("got %v, want EIO", got)
 		}
 	}
-	tree.errno(ctx, errors.New("corrupt"), "read", "s0/b")
+	tree.Errno(ctx, errors.New("corrupt"), "read", "s0/b")
 	if got := strings.Count(logs.String(), "\n"); got != 2 {
 		t.Errorf("got %d log lines, want 2 (one per path):\n%s", got, logs.String())
 	}
 	// Once the window has passed, the next failure is logged with the
 	// count of those held back.
-	prev, _ := tree.errLog.recent.Get("s0/a")
+	prev, _ := tree.errs.repeat.recent.Get("s0/a")
 	prev.at = prev.at.Add(-errorRepeatWindow)
-	tree.errno(ctx, errors.New("corrupt"), "read", "s0/a")
+	tree.Errno(ctx, errors.New("corrupt"), "read", "s0/a")
 	if !strings.Contains(logs.String(), "read s0/a: corrupt (failed 2 more times since the last report)") {
 		t.Errorf("no line counting the held-back failures:\n%s", logs.String())
 	}
 }
 
 func wrap(err error) error { return errors.Join(errors.New("context"), err) }
-
-// TestNodes calls the go-fuse node methods directly, on a bridge that is not
-// mounted.
-func TestNodes(t *testing.T) {
-	tree, _ := newTree(t, layerFiles(t), Options{})
-	m := &inodes{tree: tree, opts: MountOptions{UID: 7, GID: 8}, inos: newInoTable()}
-	root := m.newDir(tree.Root(), "")
-	gofs.NewNodeFS(root, &gofs.Options{})
-	ctx := context.Background()
-
-	var out fuse.EntryOut
-	layer, errno := root.Lookup(ctx, "layer", &out)
-	if errno != 0 || out.Mode&fuse.S_IFDIR == 0 {
-		t.Fatalf("lookup layer: %v, mode %o", errno, out.Mode)
-	}
-	s0, errno := layer.Operations().(*dirInode).Lookup(ctx, "s0", &out)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	if _, errno := s0.Operations().(*dirInode).Lookup(ctx, "9-10_0-4_0-2", &out); errno != syscall.ENOENT {
-		t.Errorf("lookup of a name outside the grid: got %v, want ENOENT", errno)
-	}
-	c, errno := s0.Operations().(*dirInode).Lookup(ctx, "0-4_0-4_0-2", &out)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	if out.Size != 32 || out.Mode != fuse.S_IFREG|0o444 || out.Uid != 7 || out.Gid != 8 {
-		t.Errorf("chunk attr: size %d mode %o uid %d gid %d", out.Size, out.Mode, out.Uid, out.Gid)
-	}
-	f := c.Operations().(*fileInode)
-	_, flags, errno := f.Open(ctx, syscall.O_RDONLY)
-	if errno != 0 || flags&fuse.FOPEN_KEEP_CACHE == 0 {
-		t.Errorf("open: errno %v flags %x, want FOPEN_KEEP_CACHE", errno, flags)
-	}
-	if _, _, errno := f.Open(ctx, syscall.O_RDWR); errno != syscall.EROFS {
-		t.Errorf("open for writing: got %v, want EROFS", errno)
-	}
-	res, errno := f.Read(ctx, nil, make([]byte, 10), 30)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	got, _ := res.Bytes(nil)
-	if want := chunk0()[30:]; !bytes.Equal(got, want) {
-		t.Errorf("read at 30: got %v, want %v", got, want)
-	}
-
-	ds, errno := s0.Operations().(*dirInode).Readdir(ctx)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	var listed []string
-	for ds.HasNext() {
-		e, _ := ds.Next()
-		listed = append(listed, e.Name)
-	}
-	if got, want := strings.Join(listed, " "), ". .. volume.tif volume.raw volume.nhdr volume.mhd sections slabs 0-4_0-4_0-2 4-5_0-4_0-2"; got != want {
-		t.Errorf("readdir: got %q, want %q", got, want)
-	}
-}
 
 // TestMetadataTTL: a listing is kept for the mount's life by default, and
 // listed again once older than MetadataTTL, so an object added to the

@@ -6,58 +6,113 @@ import (
 	"syscall"
 )
 
-// Handle is a file of the tree opened by a reader that is not the FUSE
-// mount (volfs serve answers HTTP and WebDAV requests with handles). Its
-// reads take the mount's path: the same chunk store and caches, the
-// read-ahead of the reader that opened it, the read timeout, and the one
-// error mapping. It is safe for concurrent use.
+// Reader names who reads through a Handle, for read-ahead (readahead.go):
+// Process is the reader whose run of chunks is followed, one read-ahead
+// window per sequence however many threads it reads with; Thread is the
+// thread of it that opened the handle, so that a pool of threads sharing
+// out one directory is told apart from one thread jumping about. The
+// front end that opened the handle says who they are: the FUSE adapter
+// gives the calling process's thread group id and thread id, volfs serve
+// one id per client for both.
+type Reader struct {
+	Process, Thread uint32
+}
+
+// Handle is a file of the tree opened by a front end: the FUSE adapter
+// opens one per open(2), volfs serve one per HTTP or WebDAV request. Every
+// read of a front end goes through a handle, so that both take one path:
+// the same chunk store and caches, the read-ahead of the reader that
+// opened it, the read timeout (Options.ReadTimeout), and the one error
+// mapping (Tree.Errno). It is safe for concurrent use.
 type Handle struct {
 	t       *Tree
 	f       File
 	path    string
-	reader  uint32
+	reader  Reader
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 }
 
 // Open opens f, found at path p (for log lines), for reader: an id that
 // plays the part of the mount's process id for read-ahead, so that one
 // client reading chunk files in key order has the next ones prefetched as
-// a process reading them through the mount would. It fails as the mount's
-// open does: a missing chunk with MissingError is not found.
+// a process reading them through the mount would. It is OpenAs with
+// reader as both process and thread.
 func (t *Tree) Open(ctx context.Context, f File, p string, reader uint32) (*Handle, error) {
+	return t.OpenAs(ctx, f, p, Reader{Process: reader, Thread: reader})
+}
+
+// OpenAs opens f, found at path p (for log lines), for the reader r. It
+// fails as a file's open should: a missing chunk with MissingError is not
+// found; other failures of the chunk wait for the read of it.
+func (t *Tree) OpenAs(ctx context.Context, f File, p string, r Reader) (*Handle, error) {
 	if o, ok := f.(opener); ok {
 		if err := o.open(ctx); err != nil {
 			return nil, err
 		}
 	}
-	return &Handle{t: t, f: f, path: p, reader: reader}, nil
+	return &Handle{t: t, f: f, path: p, reader: r}, nil
 }
 
 // Size is the file's size, from the metadata.
 func (h *Handle) Size() int64 { return h.f.Size() }
 
 // ReadAt reads len(p) bytes at off, or fewer at the end of the file, with
-// File.ReadAt's contract, bounded by Options.ReadTimeout as a read of the
-// mount is. An error of a read that timed out wraps ErrReadTimeout.
+// File.ReadAt's contract, bounded by Options.ReadTimeout. An error of a
+// read that timed out wraps ErrReadTimeout.
 func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	rctx, cancel := h.t.readContext(ctx)
-	defer cancel()
-	if f, ok := h.f.(*chunkFile); ok && h.touched.CompareAndSwap(false, true) {
-		_, hit, err := f.chunkHit(rctx)
-		f.t.readers.touch(f, h.reader, h.reader, !hit) // a client is one thread
-		if err != nil && !isMissing(err) {
-			return 0, h.t.readError(ctx, rctx, err)
-		}
+	b, err := h.Read(ctx, p, off)
+	if len(b) > 0 && &b[0] != &p[0] {
+		copy(p, b)
 	}
-	n, err := h.f.ReadAt(rctx, p, off)
-	return n, h.t.readError(ctx, rctx, err)
+	return len(b), err
 }
 
-// Errno is the mount's one mapping from an error of a Lookup, List, Open or
-// read to what the kernel would be told: ENOENT for not found, EACCES for a
+// Read returns the bytes of the file at off, at most len(dest) of them
+// and fewer only at the end of the file: in dest, or, for a file whose
+// bytes the tree holds in memory (a cached chunk, rewritten metadata), in
+// that memory without a copy, which the caller must not modify and may
+// hand on until the file is read again (the FUSE adapter replies with it).
+// It is bounded by Options.ReadTimeout as ReadAt is.
+//
+// The first read of a handle is its reader's touch of the file, which
+// drives the read-ahead across chunk files; every read of a stitched view
+// moves its reader's window along the view.
+func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
+	rctx, cancel := h.t.readContext(ctx)
+	defer cancel()
+	b, err := h.read(rctx, dest, off)
+	return b, h.t.readError(ctx, rctx, err)
+}
+
+func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
+	switch f := h.f.(type) {
+	case *chunkFile:
+		if h.touched.CompareAndSwap(false, true) {
+			_, hit, err := f.chunkHit(ctx)
+			f.t.readers.touch(f, h.reader, !hit)
+			if err != nil && !isMissing(err) {
+				// Failed loads are not kept: the read below would load
+				// the chunk again, and double the wait for the error.
+				return nil, err
+			}
+		}
+		return f.slice(ctx, off, int64(len(dest)))
+	case slicer:
+		return f.slice(ctx, off, int64(len(dest)))
+	case *viewFile:
+		k, err := f.readAt(ctx, dest, off, h.reader)
+		return dest[:k], err
+	}
+	k, err := h.f.ReadAt(ctx, dest, off)
+	return dest[:k], err
+}
+
+// Errno is the one mapping from an error of a Lookup, List, Open or read
+// to what the kernel would be told: ENOENT for not found, EACCES for a
 // refusal, EINTR for a request cancelled by its caller (ctx), EIO for the
-// rest, which it logs once per path (op and p name the request). Other
-// front ends map its answer, so that they agree with the mount.
+// rest, which it logs once per path (op and p name the request). Every
+// front end maps its errors through it, so that they agree with each
+// other.
 func (t *Tree) Errno(ctx context.Context, err error, op, p string) syscall.Errno {
-	return t.errno(ctx, err, op, p)
+	return t.errs.errno(ctx, err, op, p)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/volfs/volfs/cache"
-	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -104,20 +103,17 @@ func (s *loadStats) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Collectors returns the Prometheus collectors of the tree: its chunk
-// store and read-ahead (cache.NewCollector), its disk cache if any, the
-// later tiers that are collectors (the shared tier), its loads by
-// encoding, and its fetcher's counters when the fetcher keeps them (a
-// fetcher.Statser, as every fetcher of package fetcher is). The caller
+// store and read-ahead (cache.NewCollector), its loads by encoding, its
+// fetcher's counters when the fetcher keeps them (a fetcher.Statser, as
+// every fetcher of package fetcher is), and the tiers that are collectors
+// (the disk tier, cache.DiskTier, and the shared tier). The caller
 // registers them.
 func (t *Tree) Collectors() []prometheus.Collector {
 	cols := []prometheus.Collector{cache.NewCollector(t.store, t.budget), &t.loads}
-	if t.opts.Disk != nil {
-		cols = append(cols, disk.NewCollector(t.opts.Disk))
-	}
 	if s, ok := t.src.(fetcher.Statser); ok {
 		cols = append(cols, fetchCollector{s})
 	}
-	for _, tier := range t.opts.Tiers {
+	for _, tier := range t.tiers {
 		if c, ok := tier.(prometheus.Collector); ok {
 			cols = append(cols, c)
 		}

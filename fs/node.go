@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 
+	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -40,6 +41,18 @@ type File interface {
 	// with io.ReaderAt's contract except that a read at the end returns
 	// 0, nil.
 	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+}
+
+// GridChunk reports whether n is the file of one chunk of a grid, and if
+// so its array and the chunk's grid index (decode.Array.Index): what the
+// FUSE adapter numbers its inode by, so that a chunk file keeps its
+// st_ino when the kernel forgets it and looks it up again.
+func GridChunk(n Node) (a *decode.Array, index int64, ok bool) {
+	f, ok := n.(*chunkFile)
+	if !ok {
+		return nil, 0, false
+	}
+	return f.a, f.a.Index(f.c), true
 }
 
 // slicer is a File whose bytes live in memory: slice returns them without a

@@ -16,9 +16,10 @@ import (
 // The kernel's read-ahead never crosses from one file into the next, and
 // programs read chunks one file at a time: `cat scale/*` opens, reads and
 // closes a handle per chunk. So read-ahead follows readers, not handles: a
-// reader is one process (the thread group of the thread whose FUSE
-// request opened the file, see tgidCache) reading one sequence of chunks,
-// and it outlives the handles it opens. One process has one read-ahead
+// reader is one process (Reader.Process: under FUSE the thread group of
+// the thread whose request opened the file, which the adapter finds; a
+// client of volfs serve) reading one sequence of chunks, and it outlives
+// the handles it opens. One process has one read-ahead
 // window per sequence however many threads it reads with. The first read
 // of each handle is the reader's touch of that chunk: the tree asks the
 // store for the chunk (GetHit tells whether the reader had to wait), then
@@ -114,14 +115,12 @@ type readers struct {
 	m        map[readerKey]*reader // GUARDED_BY(mu)
 	seqs     map[string]*keySeq    // GUARDED_BY(mu); by keySeq.id
 	seqBytes int64                 // GUARDED_BY(mu); bytes of the names in seqs
-
-	tgids tgidCache
 }
 
 type readerKey struct {
 	seq  string    // keySeq.id, or "" for a view
 	view *viewFile // the view file read, or nil
-	pid  uint32    // the thread group id
+	pid  uint32    // Reader.Process
 }
 
 // reader is one process reading one sequence of chunks, or one view file.
@@ -146,20 +145,19 @@ func (rs *readers) init(t *Tree) {
 	rs.t = t
 	rs.m = make(map[readerKey]*reader)
 	rs.seqs = make(map[string]*keySeq)
-	rs.tgids.proc = "/proc"
 }
 
-// touch tells the reader pid (a thread group id) of f's sequence that its
-// thread tid read f for the first time through a handle, and whether it
+// touch tells the reader rd.Process of f's sequence that its thread
+// rd.Thread read f for the first time through a handle, and whether it
 // waited for the chunk, then issues or cancels prefetches as its tracker
 // advises. It does nothing when read-ahead is off.
-func (rs *readers) touch(f *chunkFile, pid, tid uint32, waited bool) {
+func (rs *readers) touch(f *chunkFile, rd Reader, waited bool) {
 	if rs.t.opts.ReadAhead <= 0 || f.dir == nil {
 		return
 	}
 	seq := rs.seqOf(f.dir)
-	r := rs.reader(readerKey{seq: seq.id, pid: pid}, seq, nil)
-	r.touch(seq.pos(f), tid, waited)
+	r := rs.reader(readerKey{seq: seq.id, pid: rd.Process}, seq, nil)
+	r.touch(seq.pos(f), rd.Thread, waited)
 }
 
 // touch tells r that its thread tid touched position pos.

@@ -75,10 +75,10 @@ type Options struct {
 	// ReadTimeout, when positive, bounds each read of the mount as a
 	// whole, from the kernel's request to the reply, every fetch, retry,
 	// back-off and decode included, and each chunk load alike: a read
-	// still waiting then fails with ErrReadTimeout (EIO), and the failure
-	// is remembered for a few seconds (failureMemory) so that the kernel's
-	// re-read of a failed read-ahead does not start over. Zero leaves
-	// reads bounded by the fetcher's own attempts and deadlines only.
+	// still waiting then fails with ErrReadTimeout (EIO), which the FUSE
+	// adapter remembers for a few seconds so that the kernel's re-read of
+	// a failed read-ahead does not start over. Zero leaves reads bounded
+	// by the fetcher's own attempts and deadlines only.
 	ReadTimeout time.Duration
 }
 
@@ -106,8 +106,8 @@ type Tree struct {
 	log   *slog.Logger
 	root  Dir
 
-	errLog errorLog
-	ome    omeImages
+	errs errorReport
+	ome  omeImages
 	// named lists the directories of consolidated groups on a source
 	// that cannot list them.
 	named consolidatedNames
@@ -136,6 +136,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	if t.log == nil {
 		t.log = slog.Default()
 	}
+	t.errs.log = t.log
 	if opts.Disk != nil {
 		t.tiers = append(t.tiers, cache.DiskTier(opts.Disk))
 	}
@@ -184,6 +185,13 @@ func isMissing(err error) bool {
 func (t *Tree) Close() {
 	t.readers.stopAll()
 	t.store.Close()
+}
+
+// Options returns the options the tree was made with, Log filled in.
+func (t *Tree) Options() Options {
+	o := t.opts
+	o.Log = t.log
+	return o
 }
 
 // Root returns the root directory.
@@ -317,7 +325,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		}
 		if m.err == nil && (len(m.vol.Arrays) == 0 || sameChunks(vol, m.vol)) {
 			d.meta[m.name] = m.vol.Rewritten
-			d.meta[m.name+origSuffix] = m.vol.Original
+			d.meta[m.name+OrigSuffix] = m.vol.Original
 			continue
 		}
 		why := "it describes other chunk files, or another decoded layout"
@@ -329,7 +337,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		d.hidden[m.name] = true
 		d.hidden[m.name+".gz"] = true
 		if m.data != nil {
-			d.meta[m.name+origSuffix] = m.data
+			d.meta[m.name+OrigSuffix] = m.data
 		}
 	}
 	return d, nil

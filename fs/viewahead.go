@@ -1,11 +1,8 @@
 package fs
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
-
-	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fs/view"
@@ -105,21 +102,16 @@ func (s *viewSeq) charge(p int64) int64 {
 	return n
 }
 
-// readAhead tells the reader of f (the calling process) that it read
-// [off, off+n). The touch counts as a wait: a read of a view almost always
-// waits for some chunk under it, and a reader that finds everything in
-// memory finds the prefetches of its window there too.
-func (f *viewFile) readAhead(ctx context.Context, off, n int64) {
+// readAhead tells the reader rd of f that it read [off, off+n). The touch
+// counts as a wait: a read of a view almost always waits for some chunk
+// under it, and a reader that finds everything in memory finds the
+// prefetches of its window there too.
+func (f *viewFile) readAhead(rd Reader, off, n int64) {
 	t := f.av.t
 	if t.opts.ReadAhead <= 0 || n <= 0 {
 		return
 	}
-	var pid, tid uint32
-	if c, ok := fuse.FromContext(ctx); ok {
-		tid = c.Pid
-		pid = t.readers.tgids.of(tid)
-	}
 	seq := f.sequence()
-	r := t.readers.reader(readerKey{view: f, pid: pid}, seq, seq.charge)
-	r.touch((off+n-1)/viewBlock, tid, true)
+	r := t.readers.reader(readerKey{view: f, pid: rd.Process}, seq, seq.charge)
+	r.touch((off+n-1)/viewBlock, rd.Thread, true)
 }

@@ -135,23 +135,25 @@ func viewGrid(a *decode.Array) (view.Grid, error) {
 			g.Axes[k] = view.Axis{Name: ax.Name, Role: ax.Type}
 		}
 	}
-	// The chunk path hands out exactly ChunkSize bytes in the model's
-	// layout (an N5 block re-laid to its clipped extent after its header),
-	// so the layout follows from the coordinates alone.
-	g.Layout = func(c []int64, data []byte) (view.ChunkLayout, error) {
-		mc := permute(a, c)
-		if size := a.ChunkSize(mc); int64(len(data)) != size {
-			return view.ChunkLayout{}, fmt.Errorf("fs: %s: %d decoded bytes, want %d", a.ChunkKey(mc), len(data), size)
-		}
-		strides, channel := a.Strides(mc)
-		return view.ChunkLayout{
-			Header:        a.HeaderSize(mc),
-			Strides:       permute(a, strides),
-			ChannelStride: channel,
-			Extent:        permute(a, a.Extent(mc)),
-		}, nil
-	}
 	return g, nil
+}
+
+// chunkLayout returns the layout, in the views' axis order, of the chunk
+// at c (metadata order) of a, whose decoded bytes are data. The chunk
+// path hands out exactly ChunkSize bytes in the model's layout (an N5
+// block re-laid to its clipped extent after its header), so the layout
+// follows from the coordinates alone; other bytes are corrupt.
+func chunkLayout(a *decode.Array, c []int64, data []byte) (view.ChunkLayout, error) {
+	if size := a.ChunkSize(c); int64(len(data)) != size {
+		return view.ChunkLayout{}, fmt.Errorf("%w: fs: %s: %d decoded bytes, want %d", view.ErrCorrupt, a.ChunkKey(c), len(data), size)
+	}
+	strides, channel := a.Strides(c)
+	return view.ChunkLayout{
+		Header:        a.HeaderSize(c),
+		Strides:       permute(a, strides),
+		ChannelStride: channel,
+		Extent:        permute(a, a.Extent(c)),
+	}, nil
 }
 
 // sampleTypes maps a DType's kind and size onto the views' sample types.
@@ -180,18 +182,34 @@ func permute(a *decode.Array, v []int64) []int64 {
 	return out
 }
 
-// viewChunks gives the views of a the chunks of the tree.
+// viewChunks gives the views of a the chunks of the tree, each with its
+// layout (chunkLayout): the tree knows both from the chunk's coordinates,
+// so they travel down to the views together.
 type viewChunks struct {
 	t *Tree
 	a *decode.Array
 }
 
-func (c *viewChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
+func (c *viewChunks) Get(ctx context.Context, coords [][]int64) ([]view.Chunk, error) {
 	meta := make([][]int64, len(coords))
 	for i, v := range coords {
 		meta[i] = permute(c.a, v)
 	}
-	return c.t.chunks(ctx, c.a, meta)
+	datas, err := c.t.chunks(ctx, c.a, meta)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]view.Chunk, len(datas))
+	for i, d := range datas {
+		if d == nil {
+			continue
+		}
+		out[i].Data = d
+		if out[i].Layout, err = chunkLayout(c.a, meta[i], d); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Reserve takes n bytes of the store's budget of bytes in flight, so
@@ -245,8 +263,14 @@ func (f *viewFile) IsDir() bool { return false }
 func (f *viewFile) Size() int64 { return f.f.Size() }
 
 // ReadAt reads as File promises: fewer bytes only at the end, and 0, nil
-// at or past it.
+// at or past it. Read without a handle (volfs cat), it reads ahead as
+// reader 0.
 func (f *viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.readAt(ctx, p, off, Reader{})
+}
+
+// readAt is ReadAt for the reader rd, whose read-ahead window it moves.
+func (f *viewFile) readAt(ctx context.Context, p []byte, off int64, rd Reader) (int, error) {
 	size := f.f.Size()
 	if off >= size {
 		return 0, nil
@@ -257,7 +281,7 @@ func (f *viewFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 		err = nil
 	}
 	if err == nil {
-		f.readAhead(ctx, off, int64(n))
+		f.readAhead(rd, off, int64(n))
 	}
 	return n, err
 }

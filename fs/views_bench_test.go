@@ -104,7 +104,7 @@ func BenchmarkViewsWalk(b *testing.B) {
 		{"cache=row", 2 * (benchX / benchC) * benchChunkBytes},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			buf := make([]byte, maxRead)
+			buf := make([]byte, 1<<20)
 			b.SetBytes(benchX * benchX * benchZ)
 			b.ReportAllocs()
 			var misses int64
@@ -148,7 +148,7 @@ func BenchmarkViewsRead(b *testing.B) {
 		{"volume-chunks", all},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			buf := make([]byte, maxRead)
+			buf := make([]byte, 1<<20)
 			b.ReportAllocs()
 			var size int64
 			for b.Loop() {

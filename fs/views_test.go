@@ -48,7 +48,7 @@ func TestViewsPrecomputed(t *testing.T) {
 			t.Errorf("%s: got %v, %v, want pixels %v at the end", name, got, err, want[z*20:(z+1)*20])
 		}
 	}
-	if _, err := tree.Resolve(context.Background(), "layer/s0/sections/z2.tif"); tree.errno(context.Background(), err, "lookup", "z2.tif") != syscall.ENOENT {
+	if _, err := tree.Resolve(context.Background(), "layer/s0/sections/z2.tif"); tree.Errno(context.Background(), err, "lookup", "z2.tif") != syscall.ENOENT {
 		t.Errorf("sections/z2.tif: got %v, want not found", err)
 	}
 }
@@ -117,7 +117,7 @@ func TestViewsZarr(t *testing.T) {
 		t.Errorf("plane 2, x 3-4: got %v, %v, want the fill 7, 7", tail, err)
 	}
 	_, err = f.ReadAt(ctx, make([]byte, 2), 2*10*2)
-	if err == nil || tree.errno(ctx, err, "read", "arr/volume.raw") != syscall.EIO || !strings.Contains(err.Error(), "arr/1.0.0") {
+	if err == nil || tree.Errno(ctx, err, "read", "arr/volume.raw") != syscall.EIO || !strings.Contains(err.Error(), "arr/1.0.0") {
 		t.Errorf("plane 2, x 0: got %v, want EIO naming arr/1.0.0", err)
 	}
 	if !errors.Is(err, decode.ErrCorrupt) {
@@ -233,7 +233,7 @@ func TestViewsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = n.(File).ReadAt(ctx, make([]byte, 60), 0)
-	if got := tree.errno(ctx, err, "read", "arr/volume.raw"); got != syscall.EINTR {
+	if got := tree.Errno(ctx, err, "read", "arr/volume.raw"); got != syscall.EINTR {
 		t.Errorf("cancelled read: got %v (%v), want EINTR", got, err)
 	}
 	if s := tree.store.Cache().Stats(); s.Misses != 0 {

@@ -15,8 +15,9 @@ import (
 	"github.com/volfs/volfs/internal/mem"
 )
 
-// origSuffix names the original metadata file beside the rewritten one.
-const origSuffix = ".orig"
+// OrigSuffix names the original metadata file beside the rewritten one
+// ("info.orig" beside "info").
+const OrigSuffix = ".orig"
 
 // errChunkMissing is what the load of a chunk that the source does not
 // have returns, the same value for every chunk, so that the many a scan of
@@ -43,7 +44,7 @@ type volumeDir struct {
 
 func newVolumeDir(t *Tree, vol *decode.Volume, rest *sourceDir) *volumeDir {
 	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*keyDir), rest: rest, hidden: map[string]bool{},
-		meta: map[string][]byte{vol.MetaName: vol.Rewritten, vol.MetaName + origSuffix: vol.Original}}
+		meta: map[string][]byte{vol.MetaName: vol.Rewritten, vol.MetaName + OrigSuffix: vol.Original}}
 	for _, a := range vol.Arrays {
 		d.arrays[a.Name] = &keyDir{t: t, a: a, node: a.KeyRoot(), key: a.Key, views: t.newViews(a)}
 	}
@@ -458,8 +459,10 @@ func (f *chunkFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error
 	return copy(p, b), err
 }
 
-// zeroBlock backs reads of missing chunks without an allocation per read.
-var zeroBlock = make([]byte, maxRead)
+// zeroBlock backs reads of missing chunks without an allocation per read
+// of up to 1 MiB, the largest read the FUSE adapter lets the kernel send;
+// a larger read (volfs serve's) allocates.
+var zeroBlock = make([]byte, 1<<20)
 
 // zeros returns n zero bytes that must not be modified.
 func zeros(n int64) []byte {

@@ -18,6 +18,7 @@ import (
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/fs/fuse"
 )
 
 // benchScale is the demo scale the read benchmarks read whole: 60 chunks,
@@ -212,7 +213,7 @@ func BenchmarkMountScale(b *testing.B) {
 			b.StartTimer()
 		}
 		mnt := b.TempDir()
-		srv, err := fs.Mount(mnt, tree, fs.MountOptions{})
+		srv, err := fuse.Mount(mnt, tree, fuse.MountOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

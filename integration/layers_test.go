@@ -23,8 +23,12 @@ import (
 //     store (it satisfies cache.Tier by its methods); the store adapts the
 //     disk cache (cache.DiskTier), and cmd hands it the shared tier.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
-//   - serve, the HTTP and WebDAV front end, reads the tree of fs as the
-//     FUSE one does, and nothing below it but fetcher's check of a key.
+//   - fs is the tree core; its two front ends sit beside each other on it:
+//     serve, the HTTP and WebDAV front end, and fs/fuse, the go-fuse
+//     adapter. Each reads the tree through its exported API, and nothing
+//     below it but fetcher (a check of a key; a local source's modes) and,
+//     for fs/fuse, decode's Array (inode numbers by grid index). Only
+//     fs/fuse and cmd import go-fuse (goFUSE).
 var layers = map[string][]string{
 	"internal/mem": nil,
 	"decode":       {"decode/codec", "internal/mem"},
@@ -36,7 +40,11 @@ var layers = map[string][]string{
 	"fs":           {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
 	"fs/view":      nil,
 	"serve":        {"fs", "fetcher"},
+	"fs/fuse":      {"fs", "fetcher", "decode"},
 }
+
+// goFUSE is go-fuse's module path: no ruled package but fs/fuse imports it.
+const goFUSE = "github.com/hanwen/go-fuse/"
 
 // noCache are the packages that must not depend on anything under cache/,
 // even transitively: the pool and the formats and sources it serves.
@@ -60,6 +68,9 @@ func TestLayers(t *testing.T) {
 		}
 		seen[pkg] = true
 		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, goFUSE) && pkg != "fs/fuse" {
+				t.Errorf("%s imports %s: only the adapter, fs/fuse, speaks FUSE", pkg, imp)
+			}
 			dep, ours := strings.CutPrefix(imp, mod)
 			if !ours {
 				continue

@@ -16,6 +16,7 @@ import (
 
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/fs/fuse"
 	"github.com/volfs/volfs/internal/testenv"
 )
 
@@ -98,7 +99,7 @@ func mountTree(t *testing.T, source string, opts fs.Options) *mounted {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fs.Mount(mnt, tree, fs.MountOptions{})
+	srv, err := fuse.Mount(mnt, tree, fuse.MountOptions{})
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}

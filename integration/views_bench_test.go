@@ -15,6 +15,7 @@ import (
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/fs/fuse"
 )
 
 // BenchmarkViewsMount reads the demo's image/8_8_8 (300 x 256 x 96 uint8,
@@ -81,7 +82,7 @@ func BenchmarkViewsMount(b *testing.B) {
 					b.Fatal(err)
 				}
 				mnt := b.TempDir()
-				m, err := fs.Mount(mnt, tree, fs.MountOptions{})
+				m, err := fuse.Mount(mnt, tree, fuse.MountOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}

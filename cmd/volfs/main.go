@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/fs/fuse"
 )
 
 // decodeCores is the number of cores volfs decodes on: GOMAXPROCS as the
@@ -59,7 +59,7 @@ func main() {
 		if call.fake {
 			// -f: everything but the mount. The mountpoint is the last
 			// argument.
-			if err := fs.CheckMountpoint(call.args[len(call.args)-1]); err != nil {
+			if err := fuse.CheckMountpoint(call.args[len(call.args)-1]); err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
 				os.Exit(exitMountFailure)
 			}

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -25,6 +25,7 @@ import (
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/fs/fuse"
 )
 
 // Bounds of the metrics server, so that clients of --metrics-addr, slow or
@@ -84,25 +85,25 @@ func serveMetrics(addr string, public bool, tree *fs.Tree, extra ...prometheus.C
 // refuse; and a local source that the mountpoint holds or is held by. It
 // touches no network.
 func checkMountpoint(c *cli.Context, source, mountpoint string) error {
-	if err := fs.CheckMountpoint(mountpoint); err != nil {
+	if err := fuse.CheckMountpoint(mountpoint); err != nil {
 		return err
 	}
 	if _, rest, err := splitFormat(source); err == nil && (!strings.Contains(rest, "://") || strings.HasPrefix(rest, "file://")) {
 		if src, err := fetcher.Open(rest, fetcher.Options{}); err == nil {
 			if local, ok := src.(fetcher.Local); ok {
-				if err := fs.CheckApart(local.Root(), mountpoint); err != nil {
+				if err := fuse.CheckApart(local.Root(), mountpoint); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	if !c.Bool("allow-non-empty") {
-		if err := fs.CheckEmpty(mountpoint); err != nil {
+		if err := fuse.CheckEmpty(mountpoint); err != nil {
 			return fmt.Errorf("%w; pass --allow-non-empty to mount over it", err)
 		}
 	}
 	if c.Bool("allow-other") {
-		if err := fs.CheckAllowOther(); err != nil {
+		if err := fuse.CheckAllowOther(); err != nil {
 			return fmt.Errorf("--allow-other: %w", err)
 		}
 	}
@@ -169,9 +170,9 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 		return err
 	}
 	defer stopSignals()
-	var srv *fuse.Server
+	var srv *gofuse.Server
 	said, err := withFusermountOutput(func() (err error) {
-		srv, err = fs.Mount(mountpoint, tree, fs.MountOptions{
+		srv, err = fuse.Mount(mountpoint, tree, fuse.MountOptions{
 			AllowOther: c.Bool("allow-other"),
 			UID:        uint32(c.Int("uid")),
 			GID:        uint32(c.Int("gid")),
@@ -252,7 +253,7 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 
 // unmount unmounts srv's mount at mountpoint, as root directly (so that a
 // busy mount is EBUSY, not fusermount3's message), else with fusermount3.
-func unmount(srv *fuse.Server, mountpoint string) error {
+func unmount(srv *gofuse.Server, mountpoint string) error {
 	if os.Geteuid() == 0 {
 		err := syscall.Unmount(mountpoint, 0)
 		if !errors.Is(err, syscall.EPERM) {

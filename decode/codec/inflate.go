@@ -30,6 +30,11 @@ package codec
 // the next input bits, so a refill may OR a load over them. Near the end of
 // the input, refills add bytes one at a time and zero bytes past the end;
 // a stream that consumes any of those is truncated.
+//
+// The file runs past 600 lines on purpose: it is one algorithm whose table
+// building, block parsing and hot loop share the entry format above and
+// its invariants; split, a reader would hold three files open to check one
+// of them.
 
 import (
 	"encoding/binary"

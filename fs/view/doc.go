@@ -3,10 +3,11 @@
 // one raw file with a header (numpy.memmap, teem, ITK, 3D Slicer).
 //
 // The package knows nothing of formats, fetching or caching. The tree
-// describes an array with a Grid (shape, chunking, sample type, byte order
-// and, per chunk, where each element lives in the decoded bytes) and gives
-// access to decoded chunks through Chunks; New returns the Views. Every
-// size is computed from the Grid: listing and stat never do I/O.
+// describes an array with a Grid (shape, chunking, sample type, byte
+// order: plain data) and gives access to decoded chunks through Chunks,
+// each handed out with its layout (where each element lives in the decoded
+// bytes); New returns the Views. Every size is computed from the Grid:
+// listing and stat never do I/O.
 //
 // # Files
 //

@@ -102,12 +102,6 @@ type Grid struct {
 	// becomes ImageJ channels in volume.tif and the axes after it
 	// frames. A name that is not a short lowercase word is ignored.
 	Axes []Axis
-	// Layout returns the layout of the chunk at grid coordinates c (chunk
-	// indices, Grid axis order) whose decoded bytes are data (never nil:
-	// a missing chunk has no layout), e.g. from an N5 block header. An
-	// error fails the read as ErrCorrupt. It is called once per chunk per
-	// read and must be safe for concurrent use.
-	Layout func(c []int64, data []byte) (ChunkLayout, error)
 }
 
 // Axis is what the metadata says of one Grid axis.
@@ -116,18 +110,27 @@ type Axis struct {
 	Role string // "space", "channel", "time", or "" when unknown (space)
 }
 
+// Chunk is one decoded chunk as Chunks.Get hands it to the views: its
+// bytes, and where each element lives in them (e.g. after an N5 block
+// header), which the views check against the bytes before they read.
+type Chunk struct {
+	Data   []byte // nil: a chunk the source does not have
+	Layout ChunkLayout
+}
+
 // Chunks gives the views the decoded chunks of one array. The tree
 // implements it over the chunk store; implementations must be safe for
 // concurrent use.
 type Chunks interface {
-	// Get returns the decoded bytes of the chunks at the given grid
-	// coordinates (chunk indices, Grid axis order), loaded as one batch.
-	// The result has one entry per coordinate, in order; a nil entry is a
-	// chunk the source does not have, which reads as the fill value. The
-	// views never modify the returned bytes. An error (a corrupt chunk, a
-	// failed fetch, a cancelled ctx) fails the whole read and is returned
-	// by ReadAt wrapped.
-	Get(ctx context.Context, coords [][]int64) ([][]byte, error)
+	// Get returns the chunks at the given grid coordinates (chunk
+	// indices, Grid axis order), loaded as one batch, each with its
+	// layout. The result has one entry per coordinate, in order; an entry
+	// with nil Data is a chunk the source does not have, which reads as
+	// the fill value. The views never modify the returned bytes. An error
+	// (a corrupt chunk, one whose layout cannot be told, which should wrap
+	// ErrCorrupt; a failed fetch; a cancelled ctx) fails the whole read and
+	// is returned by ReadAt wrapped.
+	Get(ctx context.Context, coords [][]int64) ([]Chunk, error)
 	// Fill returns one sample's fill value in the Grid's byte order.
 	Fill() []byte
 }
@@ -173,9 +176,6 @@ func newGeom(g Grid) (*geom, error) {
 	}
 	if g.Axes != nil && len(g.Axes) != n {
 		return nil, fmt.Errorf("view: %d axes described for %d axes", len(g.Axes), n)
-	}
-	if g.Layout == nil {
-		return nil, errors.New("view: grid has no Layout")
 	}
 	if g.Channels < 0 {
 		return nil, fmt.Errorf("view: %d channels", g.Channels)

@@ -40,7 +40,7 @@ func newLRU(next *memChunks, capacity int) *lruChunks {
 
 func (l *lruChunks) Fill() []byte { return l.next.Fill() }
 
-func (l *lruChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
+func (l *lruChunks) Get(ctx context.Context, coords [][]int64) ([]Chunk, error) {
 	out, err := l.next.Get(ctx, coords)
 	if err != nil {
 		return nil, err
@@ -104,14 +104,15 @@ func TestSectionWalkDecodesEachChunkOnce(t *testing.T) {
 // constChunks serves one chunk buffer for every coordinate: a volume of
 // any size with no memory of its own.
 type constChunks struct {
-	data []byte
-	fill []byte
+	data   []byte
+	fill   []byte
+	layout ChunkLayout // of every chunk
 }
 
-func (c *constChunks) Get(_ context.Context, coords [][]int64) ([][]byte, error) {
-	out := make([][]byte, len(coords))
+func (c *constChunks) Get(_ context.Context, coords [][]int64) ([]Chunk, error) {
+	out := make([]Chunk, len(coords))
 	for i := range out {
-		out[i] = c.data
+		out[i] = Chunk{Data: c.data, Layout: c.layout}
 	}
 	return out, nil
 }
@@ -124,15 +125,13 @@ func bigGrid(typ SampleType, bigEndian bool) (Grid, *constChunks) {
 	size := int64(typ.Size())
 	chunk := []int64{64, 64, 64}
 	g := Grid{Shape: []int64{20000, 20000, 100}, Chunk: chunk, Type: typ, BigEndian: bigEndian,
-		Resolution: []float64{4, 4, 40},
-		Layout: func([]int64, []byte) (ChunkLayout, error) {
-			return ChunkLayout{Strides: []int64{size, size * 64, size * 64 * 64}, Extent: chunk}, nil
-		}}
+		Resolution: []float64{4, 4, 40}}
 	data := make([]byte, 64*64*64*size)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	return g, &constChunks{data: data, fill: make([]byte, size)}
+	return g, &constChunks{data: data, fill: make([]byte, size),
+		layout: ChunkLayout{Strides: []int64{size, size * 64, size * 64 * 64}, Extent: chunk}}
 }
 
 // TestSectionReadMemory reads a whole section of a 20000 x 20000 x 100
@@ -183,8 +182,7 @@ func TestLargeSectionIsBigTIFF(t *testing.T) {
 	for _, tool := range []string{"tiffinfo", "tiffdump"} {
 		testenv.LookPath(t, tool, "apt-get install -y libtiff-tools")
 	}
-	g := Grid{Shape: []int64{70000, 70000, 2}, Chunk: []int64{1024, 1024, 1}, Type: Uint8,
-		Layout: func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }}
+	g := Grid{Shape: []int64{70000, 70000, 2}, Chunk: []int64{1024, 1024, 1}, Type: Uint8}
 	v, err := New(g, &memChunks{fill: []byte{0}})
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +404,7 @@ type limitChunks struct {
 	asked     [][]int64 // GUARDED_BY(mu)
 }
 
-func (c *limitChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
+func (c *limitChunks) Get(ctx context.Context, coords [][]int64) ([]Chunk, error) {
 	if len(coords) > c.limit {
 		c.over.Store(true)
 	}
@@ -447,9 +445,7 @@ func mustLookup(t *testing.T, v *Views, f File) File {
 // byte range, a batch holds at most maxBatchChunks chunks, and a plane
 // TIFF cannot describe has no TIFF views.
 func TestHugeGeometry(t *testing.T) {
-	one := func([]int64, []byte) (ChunkLayout, error) {
-		return ChunkLayout{Strides: []int64{1, 1}, Extent: []int64{1, 1}}, nil
-	}
+	one := ChunkLayout{Strides: []int64{1, 1}, Extent: []int64{1, 1}}
 	for _, tc := range []struct {
 		name      string
 		shape     []int64
@@ -468,8 +464,8 @@ func TestHugeGeometry(t *testing.T) {
 		{"2^23 columns, volume.raw", []int64{1 << 23, 1}, VolumeRaw, 1 << 20, 128 << 10, true, 48 << 20, 128 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := Grid{Shape: tc.shape, Chunk: []int64{1, 1}, Type: Uint8, Layout: one}
-			chunks := &countChunks{constChunks: constChunks{data: []byte{7}, fill: []byte{0}}}
+			g := Grid{Shape: tc.shape, Chunk: []int64{1, 1}, Type: Uint8}
+			chunks := &countChunks{constChunks: constChunks{data: []byte{7}, fill: []byte{0}, layout: one}}
 			v, err := New(g, chunks)
 			if err != nil {
 				t.Fatal(err)
@@ -511,7 +507,7 @@ type countChunks struct {
 	max, total atomic.Int64
 }
 
-func (c *countChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
+func (c *countChunks) Get(ctx context.Context, coords [][]int64) ([]Chunk, error) {
 	c.total.Add(int64(len(coords)))
 	if n := int64(len(coords)); n > c.max.Load() {
 		c.max.Store(n)

@@ -98,6 +98,9 @@ type memChunks struct {
 	chunks map[string][]byte
 	fill   []byte
 	fail   map[string]error // chunks whose load fails
+	// layout gives each chunk's layout, as the tree does; nil: the zero
+	// layout.
+	layout func(c []int64, data []byte) (ChunkLayout, error)
 
 	mu        sync.Mutex
 	gets      int       // GUARDED_BY(mu)
@@ -107,7 +110,7 @@ type memChunks struct {
 
 func chunkKey(c []int64) string { return fmt.Sprint(c) }
 
-func (f *memChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error) {
+func (f *memChunks) Get(ctx context.Context, coords [][]int64) ([]Chunk, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -117,7 +120,7 @@ func (f *memChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error)
 	f.last = coords
 	f.mu.Unlock()
 	seen := make(map[string]bool)
-	out := make([][]byte, len(coords))
+	out := make([]Chunk, len(coords))
 	for i, c := range coords {
 		k := chunkKey(c)
 		if seen[k] {
@@ -127,7 +130,13 @@ func (f *memChunks) Get(ctx context.Context, coords [][]int64) ([][]byte, error)
 		if err := f.fail[k]; err != nil {
 			return nil, err
 		}
-		out[i] = f.chunks[k]
+		out[i].Data = f.chunks[k]
+		if out[i].Data != nil && f.layout != nil {
+			var err error
+			if out[i].Layout, err = f.layout(c, out[i].Data); err != nil {
+				return nil, fmt.Errorf("%w: chunk %v: %w", ErrCorrupt, c, err)
+			}
+		}
 	}
 	return out, nil
 }
@@ -199,8 +208,8 @@ func (c viewCase) stored(coord []int64) []int64 {
 	return d
 }
 
-// layout is the Grid's Layout: N5 blocks from their header, as the tree
-// does, the others from the coordinates.
+// layout is the layout of a chunk as Chunks.Get hands it out: N5 blocks
+// from their header, the others from the coordinates.
 func (c viewCase) layout(coord []int64, data []byte) (ChunkLayout, error) {
 	n := len(c.shape)
 	var d []int64
@@ -233,14 +242,14 @@ func (c viewCase) layout(coord []int64, data []byte) (ChunkLayout, error) {
 // grid returns the Grid of the case.
 func (c viewCase) grid() Grid {
 	return Grid{Shape: c.shape, Chunk: c.chunk, Channels: c.channels, Type: c.typ,
-		BigEndian: c.bigEndian, Resolution: c.resolution, Layout: c.layout}
+		BigEndian: c.bigEndian, Resolution: c.resolution}
 }
 
 // buildChunks cuts the reference into chunks laid out as the case's format
 // stores them; what a chunk stores outside the array is garbage (0xA5) so
 // that a view reading it shows.
 func buildChunks(c viewCase, ref []byte) *memChunks {
-	f := &memChunks{chunks: make(map[string][]byte), fill: encodeSample(c.typ, c.fill, c.bigEndian)}
+	f := &memChunks{chunks: make(map[string][]byte), fill: encodeSample(c.typ, c.fill, c.bigEndian), layout: c.layout}
 	n := len(c.shape)
 	nch := make([]int64, n)
 	outer := int64(1)
@@ -514,22 +523,20 @@ func TestReadErrors(t *testing.T) {
 }
 
 func TestNewRefuses(t *testing.T) {
-	layout := func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }
 	for _, g := range []Grid{
-		{Shape: []int64{5}, Chunk: []int64{5}, Type: Uint8, Layout: layout},
-		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}, Layout: layout},
-		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}, Type: SampleType(99), Layout: layout},
+		{Shape: []int64{5}, Chunk: []int64{5}, Type: Uint8},
+		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}},
+		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}, Type: SampleType(99)},
 	} {
 		if _, err := New(g, nil); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("New(%v, %v): got %v, want ErrUnsupported", g.Shape, g.Type, err)
 		}
 	}
 	for _, g := range []Grid{
-		{Shape: []int64{5, 5}, Chunk: []int64{5}, Type: Uint8, Layout: layout},
-		{Shape: []int64{5, 0}, Chunk: []int64{5, 5}, Type: Uint8, Layout: layout},
-		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}, Type: Uint8},
-		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}, Type: Uint8, Layout: layout, Resolution: []float64{1, -1}},
-		{Shape: []int64{1 << 40, 1 << 40, 1 << 40}, Chunk: []int64{5, 5, 5}, Type: Uint8, Layout: layout},
+		{Shape: []int64{5, 5}, Chunk: []int64{5}, Type: Uint8},
+		{Shape: []int64{5, 0}, Chunk: []int64{5, 5}, Type: Uint8},
+		{Shape: []int64{5, 5}, Chunk: []int64{5, 5}, Type: Uint8, Resolution: []float64{1, -1}},
+		{Shape: []int64{1 << 40, 1 << 40, 1 << 40}, Chunk: []int64{5, 5, 5}, Type: Uint8},
 	} {
 		if _, err := New(g, nil); err == nil {
 			t.Errorf("New(%v, chunk %v): no error", g.Shape, g.Chunk)
@@ -538,7 +545,6 @@ func TestNewRefuses(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	layout := func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }
 	tcz := []Axis{{"x", "space"}, {"y", "space"}, {"z", "space"}, {"c", "channel"}, {"t", "time"}}
 	for _, tc := range []struct {
 		shape, chunk         []int64
@@ -555,7 +561,7 @@ func TestNames(t *testing.T) {
 		{[]int64{10, 10, 12, 3}, []int64{4, 4, 5, 1}, "a3-0_z00.tif", "a3-2_z11.tif", "a3-0_z00-04.mhd", 36, 27, nil},
 		{[]int64{10, 10}, []int64{4, 4}, "plane.tif", "plane.tif", "", 1, 0, nil},
 	} {
-		v, err := New(Grid{Shape: tc.shape, Chunk: tc.chunk, Type: Uint8, Layout: layout, Axes: tc.axes}, nil)
+		v, err := New(Grid{Shape: tc.shape, Chunk: tc.chunk, Type: Uint8, Axes: tc.axes}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -581,7 +587,6 @@ func TestNames(t *testing.T) {
 // TestImageJOrder checks that volume.tif's pages follow ImageJ's order,
 // channel fastest, then z, then time, whatever the Grid's axis order.
 func TestImageJOrder(t *testing.T) {
-	layout := func([]int64, []byte) (ChunkLayout, error) { return ChunkLayout{}, nil }
 	for _, tc := range []struct {
 		shape []int64
 		axes  []Axis
@@ -597,7 +602,7 @@ func TestImageJOrder(t *testing.T) {
 		// No axes: z is axis 2, the rest frames, as before.
 		{[]int64{5, 5, 4, 3}, nil, []int64{0, 1, 2, 3, 4}, 1, 4},
 	} {
-		m, err := newGeom(Grid{Shape: tc.shape, Chunk: tc.shape, Type: Uint8, Layout: layout, Axes: tc.axes})
+		m, err := newGeom(Grid{Shape: tc.shape, Chunk: tc.shape, Type: Uint8, Axes: tc.axes})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package fs
+package fuse
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/fs"
 )
 
 // Inode numbers
@@ -92,17 +93,24 @@ func newInoTableLimits(low, high, maxRange uint64, maxPaths int) *inoTable {
 }
 
 // of returns the inode number of node n at path p.
-func (m *inoTable) of(n Node, p string) (uint64, error) {
+func (m *inoTable) of(n fs.Node, p string) (uint64, error) {
+	a, index, _ := fs.GridChunk(n)
+	return m.number(a, index, p)
+}
+
+// number returns the inode number of the node at path p: the chunk of
+// grid index index of a, or when a is nil another node.
+func (m *inoTable) number(a *decode.Array, index int64, p string) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f, ok := n.(*chunkFile); ok {
-		base, ok := m.arrays[f.a]
+	if a != nil {
+		base, ok := m.arrays[a]
 		if !ok {
-			base = m.reserve(uint64(f.a.NumChunks()))
-			m.arrays[f.a] = base
+			base = m.reserve(uint64(a.NumChunks()))
+			m.arrays[a] = base
 		}
 		if base != 0 {
-			return base + uint64(f.a.Index(f.c)), nil
+			return base + uint64(index), nil
 		}
 	}
 	if ino, ok := m.paths.Get(p); ok {

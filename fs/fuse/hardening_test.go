@@ -1,4 +1,4 @@
-package fs
+package fuse
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestCheckOutsideSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkOutsideSource(filepath.Join(dir, tc.mountpoint), &Tree{src: src})
+		err = checkOutsideSource(filepath.Join(dir, tc.mountpoint), src)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("source %s, mountpoint %s: got %v, want %q", tc.source, tc.mountpoint, err, tc.want)
 		}
@@ -48,7 +48,7 @@ func TestCheckOutsideSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkOutsideSource(dir, &Tree{src: h}); err != nil {
+	if err := checkOutsideSource(dir, h); err != nil {
 		t.Errorf("HTTP source: got %v, want nil", err)
 	}
 }

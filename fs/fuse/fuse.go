@@ -1,4 +1,4 @@
-package fs
+package fuse
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fs"
 )
 
 // Kernel cache settings for immutable data; see the package documentation.
@@ -57,23 +57,39 @@ type MountOptions struct {
 // directly; otherwise through fusermount3. A mountpoint inside a local
 // source, or a local source inside the mountpoint, is refused: serving it
 // would make the server read its own mount and deadlock.
-func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) {
-	if err := checkOutsideSource(mountpoint, t); err != nil {
+func Mount(mountpoint string, t *fs.Tree, opts MountOptions) (*fuse.Server, error) {
+	return mount(mountpoint, t, opts)
+}
+
+// tree is what the adapter asks of the tree it serves: *Tree's exported
+// methods, so that tests can serve a tree of nodes of their own.
+type tree interface {
+	Root() fs.Dir
+	Source() fetcher.Fetcher
+	Options() fs.Options
+	OpenAs(ctx context.Context, f fs.File, p string, r fs.Reader) (*fs.Handle, error)
+	Errno(ctx context.Context, err error, op, p string) syscall.Errno
+}
+
+func mount(mountpoint string, t tree, opts MountOptions) (*fuse.Server, error) {
+	if err := checkOutsideSource(mountpoint, t.Source()); err != nil {
 		return nil, err
 	}
+	topts := t.Options()
 	ino := &inodes{tree: t, opts: opts, mtime: time.Now(), inos: newInoTable(), live: newLiveFiles(maxLiveFiles)}
+	ino.tgids.proc = "/proc"
 	var caps uint64
 	if opts.DirectIO {
 		caps |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	}
 	mountOpts := []string{"ro"}
 	if opts.AllowOther {
-		ino.modes, _ = t.src.(fetcher.Local)
+		ino.modes, _ = t.Source().(fetcher.Local)
 		mountOpts = append(mountOpts, "default_permissions")
 	}
-	root := ino.newDir(t.root, "")
+	root := ino.newDir(t.Root(), "")
 	et, at, nt := entryTimeout, attrTimeout, negativeTimeout
-	if ttl := t.opts.MetadataTTL; ttl > 0 {
+	if ttl := topts.MetadataTTL; ttl > 0 {
 		et, at, nt = min(et, ttl), min(at, ttl), min(nt, ttl)
 	}
 	srv, err := gofs.Mount(mountpoint, root, &gofs.Options{
@@ -86,7 +102,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 		// such an inode fail with EOVERFLOW.
 		FirstAutomaticIno: 2,
 		MountOptions: fuse.MountOptions{
-			FsName:        t.src.String(),
+			FsName:        t.Source().String(),
 			Name:          "volfs",
 			AllowOther:    opts.AllowOther,
 			Options:       mountOpts,
@@ -106,7 +122,7 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 			DirectMount:          os.Geteuid() == 0,
 			Debug:                opts.Debug,
 			PanicHandler: func(r any) fuse.Status {
-				t.log.Error(fmt.Sprintf("panic in a FUSE handler: %v", r))
+				topts.Log.Error(fmt.Sprintf("panic in a FUSE handler: %v", r))
 				return fuse.EIO
 			},
 		},
@@ -119,11 +135,11 @@ func Mount(mountpoint string, t *Tree, opts MountOptions) (*fuse.Server, error) 
 }
 
 // checkOutsideSource refuses a mountpoint at or below the root of a local
-// source, and a local source at or below the mountpoint (which the mount
-// would hide from the server that reads it), both with symbolic links
-// resolved.
-func checkOutsideSource(mountpoint string, t *Tree) error {
-	local, ok := t.src.(fetcher.Local)
+// source src, and a local source at or below the mountpoint (which the
+// mount would hide from the server that reads it), both with symbolic
+// links resolved.
+func checkOutsideSource(mountpoint string, src fetcher.Fetcher) error {
+	local, ok := src.(fetcher.Local)
 	if !ok {
 		return nil
 	}
@@ -163,20 +179,21 @@ func within(p, dir string) bool {
 
 // inodes holds what every node of one mount shares.
 type inodes struct {
-	tree  *Tree
+	tree  tree
 	opts  MountOptions
 	mtime time.Time     // shown for every file: the data has no other
 	modes fetcher.Local // the source's modes, shown with AllowOther; nil for 0444/0555
 	inos  *inoTable
 	live  *liveFiles // nil when not mounted (tests)
+	tgids tgidCache
 }
 
-func (m *inodes) newDir(d Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
+func (m *inodes) newDir(d fs.Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
 
 // attr fills out for the node n at path p. It fails only when the node's
 // permissions cannot be read.
-func (m *inodes) attr(ctx context.Context, n Node, p string, out *fuse.Attr) error {
-	f, isFile := n.(File)
+func (m *inodes) attr(ctx context.Context, n fs.Node, p string, out *fuse.Attr) error {
+	f, isFile := n.(fs.File)
 	perm, err := m.permissions(ctx, p, !isFile)
 	if err != nil {
 		return err
@@ -214,7 +231,7 @@ func (m *inodes) permissions(ctx context.Context, p string, isDir bool) (uint32,
 	candidates := []string{p}
 	if !isDir {
 		candidates = append(candidates, p+".gz")
-		if orig, ok := strings.CutSuffix(p, origSuffix); ok {
+		if orig, ok := strings.CutSuffix(p, fs.OrigSuffix); ok {
 			candidates = append(candidates, orig)
 		}
 	}
@@ -253,7 +270,7 @@ func (m *inodes) permissions(ctx context.Context, p string, isDir bool) (uint32,
 type dirInode struct {
 	gofs.Inode
 	m    *inodes
-	dir  Dir
+	dir  fs.Dir
 	path string
 }
 
@@ -275,24 +292,24 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	p := path.Join(n.path, name)
 	child, err := n.dir.Lookup(ctx, name)
 	if err != nil {
-		return nil, n.m.tree.errno(ctx, err, "lookup", p)
+		return nil, n.m.tree.Errno(ctx, err, "lookup", p)
 	}
 	if err := n.m.attr(ctx, child, p, &out.Attr); err != nil {
-		return nil, n.m.tree.errno(ctx, err, "lookup", p)
+		return nil, n.m.tree.Errno(ctx, err, "lookup", p)
 	}
 	ino, err := n.m.inos.of(child, p)
 	if err != nil {
-		return nil, n.m.tree.errno(ctx, err, "lookup", p)
+		return nil, n.m.tree.Errno(ctx, err, "lookup", p)
 	}
 	out.Attr.Ino = ino
-	if d, ok := child.(Dir); ok {
+	if d, ok := child.(fs.Dir); ok {
 		dn := n.m.newDir(d, p)
 		if n.m.live != nil {
 			n.m.live.add(ino, liveFile{dir: n, name: name, node: dn})
 		}
 		return n.NewInode(ctx, dn, gofs.StableAttr{Mode: fuse.S_IFDIR, Ino: ino}), 0
 	}
-	f := &fileInode{m: n.m, file: child.(File), path: p}
+	f := &fileInode{m: n.m, file: child.(fs.File), path: p}
 	if n.m.live != nil {
 		n.m.live.add(ino, liveFile{dir: n, name: name, node: f})
 	}
@@ -302,14 +319,14 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	l, err := n.dir.List(ctx)
 	if err != nil {
-		return nil, n.m.tree.errno(ctx, err, "readdir", n.path)
+		return nil, n.m.tree.Errno(ctx, err, "readdir", n.path)
 	}
 	return &dirStream{l: l, n: l.Len(), i: -2}, 0
 }
 
 func (n *dirInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if err := n.m.attr(ctx, n.dir, n.path, &out.Attr); err != nil {
-		return n.m.tree.errno(ctx, err, "getattr", n.path)
+		return n.m.tree.Errno(ctx, err, "getattr", n.path)
 	}
 	return 0
 }
@@ -317,7 +334,7 @@ func (n *dirInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.Att
 // dirStream generates directory entries as the kernel reads them, after
 // "." and "..", which the kernel does not add.
 type dirStream struct {
-	l Listing
+	l fs.Listing
 	n int64 // l.Len(), asked once: a listing's length is fixed, and a concatenation's costs a call per part
 	i int64 // index of the next entry; -2 and -1 are "." and ".."
 }
@@ -343,7 +360,7 @@ func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
 type fileInode struct {
 	gofs.Inode
 	m    *inodes
-	file File
+	file fs.File
 	path string
 	// failed is the last read that failed with EIO, so that the kernel's
 	// re-read of it fails at once (failureMemory).
@@ -366,32 +383,28 @@ func (n *fileInode) OnForget() {
 	}
 }
 
-// chunkHandle is an open chunk file. Its first read is its reader's touch
-// of the chunk, for read-ahead (see readers): the reader is the process
-// that opened it, and outlives the handle.
-type chunkHandle struct {
-	pid     uint32 // the opener's thread group id (its process)
-	tid     uint32 // the opener's thread id
-	touched atomic.Bool
-}
-
+// Open opens the file as the tree's Handle, for the calling process: the
+// FUSE request names the calling thread, whose thread group (tgidCache)
+// is the reader that read-ahead follows across the files it opens.
 func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	if o, ok := n.file.(opener); ok {
-		if err := o.open(ctx); err != nil {
-			return nil, 0, n.m.tree.errno(ctx, err, "open", n.path)
-		}
+	h, err := n.m.tree.OpenAs(ctx, n.file, n.path, n.m.reader(ctx))
+	if err != nil {
+		return nil, 0, n.m.tree.Errno(ctx, err, "open", n.path)
 	}
-	if _, ok := n.file.(*chunkFile); ok {
-		h := &chunkHandle{}
-		if caller, ok := fuse.FromContext(ctx); ok {
-			h.tid, h.pid = caller.Pid, n.m.tree.readers.tgids.of(caller.Pid)
-		}
-		return h, n.m.openFlags(), 0
+	return h, n.m.openFlags(), 0
+}
+
+// reader is the reader of the FUSE request of ctx: its thread group and
+// thread, or 0 for a request that names no caller.
+func (m *inodes) reader(ctx context.Context) fs.Reader {
+	caller, ok := fuse.FromContext(ctx)
+	if !ok {
+		return fs.Reader{}
 	}
-	return nil, n.m.openFlags(), 0
+	return fs.Reader{Process: m.tgids.of(caller.Pid), Thread: caller.Pid}
 }
 
 // openFlags are the FUSE open flags of every file: the page cache kept
@@ -409,15 +422,25 @@ func (m *inodes) openFlags() uint32 {
 // when the reader is idle (cache.IdleAfter).
 func (n *fileInode) Release(context.Context, gofs.FileHandle) syscall.Errno { return 0 }
 
+// Read reads through the handle that Open returned (Handle.Read: the
+// bytes are handed to go-fuse without a copy when the tree holds them),
+// and remembers a failure for the kernel's re-read (failureMemory).
 func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if errno := n.failed.recent(off, int64(len(dest))); errno != 0 {
 		return nil, errno
 	}
-	rctx, cancel := n.m.tree.readContext(ctx)
-	defer cancel()
-	b, err := n.read(rctx, fh, dest, off)
+	h, ok := fh.(*fs.Handle)
+	if !ok {
+		// go-fuse reads only through the handle Open returned; a read
+		// without one is served as a first open would be.
+		var err error
+		if h, err = n.m.tree.OpenAs(ctx, n.file, n.path, n.m.reader(ctx)); err != nil {
+			return nil, n.m.tree.Errno(ctx, err, "read", n.path)
+		}
+	}
+	b, err := h.Read(ctx, dest, off)
 	if err != nil {
-		errno := n.m.tree.errno(ctx, n.m.tree.readError(ctx, rctx, err), "read", n.path)
+		errno := n.m.tree.Errno(ctx, err, "read", n.path)
 		if errno == syscall.EIO {
 			n.failed.remember(off, int64(len(dest)), errno)
 		}
@@ -426,32 +449,9 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 	return fuse.ReadResultData(b), 0
 }
 
-// read returns the bytes of the file at off, at most len(dest), in dest or
-// in memory of the file's own.
-func (n *fileInode) read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) ([]byte, error) {
-	if h, ok := fh.(*chunkHandle); ok && h.touched.CompareAndSwap(false, true) {
-		f := n.file.(*chunkFile)
-		_, hit, err := f.chunkHit(ctx)
-		f.t.readers.touch(f, h.pid, h.tid, !hit)
-		if err != nil && !isMissing(err) {
-			// Failed loads are not kept: the read below would load the
-			// chunk again, and double the wait for the error.
-			return nil, err
-		}
-	}
-	if s, ok := n.file.(slicer); ok {
-		return s.slice(ctx, off, int64(len(dest)))
-	}
-	k, err := n.file.ReadAt(ctx, dest, off)
-	if err != nil {
-		return nil, err
-	}
-	return dest[:k], nil
-}
-
 func (n *fileInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if err := n.m.attr(ctx, n.file, n.path, &out.Attr); err != nil {
-		return n.m.tree.errno(ctx, err, "getattr", n.path)
+		return n.m.tree.Errno(ctx, err, "getattr", n.path)
 	}
 	return 0
 }

@@ -1,4 +1,4 @@
-package fs
+package fuse
 
 import (
 	"errors"
@@ -31,7 +31,6 @@ func hugeScales(t *testing.T, n int) []*decode.Array {
 // past 2^64, across chunk files and paths, and once the low space is used
 // up; never 0, 1 or 2^64-1; and the table of paths stays bounded.
 func TestInoTable(t *testing.T) {
-	chunk := func(a *decode.Array, i int64) *chunkFile { return &chunkFile{a: a, c: a.Coords(i)} }
 	for _, tc := range []struct {
 		name           string
 		low, high, max uint64
@@ -46,9 +45,9 @@ func TestInoTable(t *testing.T) {
 			m := newInoTableLimits(tc.low, tc.high, tc.max, tc.paths)
 			arrays := append(hugeScales(t, 5), smallArrays(t)...)
 			seen := map[uint64]string{}
-			take := func(n Node, p string) {
+			take := func(a *decode.Array, i int64, p string) {
 				t.Helper()
-				ino, err := m.of(n, p)
+				ino, err := m.number(a, i, p)
 				if err != nil {
 					t.Fatalf("of(%s): %v", p, err)
 				}
@@ -63,11 +62,11 @@ func TestInoTable(t *testing.T) {
 			for round := range 2 {
 				for ai, a := range arrays {
 					for _, i := range []int64{0, 1, a.NumChunks() - 1} {
-						take(chunk(a, i), fmt.Sprintf("a%d/%d", ai, i))
+						take(a, i, fmt.Sprintf("a%d/%d", ai, i))
 					}
 				}
 				for i := range 200 {
-					take(bytesFile(nil), fmt.Sprintf("dir/%d/%d", round, i))
+					take(nil, 0, fmt.Sprintf("dir/%d/%d", round, i))
 				}
 			}
 			if m.paths.Len() > tc.paths {
@@ -83,7 +82,7 @@ func TestInoTableUsedUp(t *testing.T) {
 	m := newInoTableLimits(4, 6, 0, 8)
 	var got []uint64
 	for i := range 4 {
-		ino, err := m.of(bytesFile(nil), fmt.Sprint(i))
+		ino, err := m.number(nil, 0, fmt.Sprint(i))
 		if err != nil {
 			break
 		}
@@ -92,7 +91,7 @@ func TestInoTableUsedUp(t *testing.T) {
 	if want := []uint64{2, 3, 4, 5}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("numbers: got %v, want %v", got, want)
 	}
-	if _, err := m.of(bytesFile(nil), "one more"); !errors.Is(err, errInoSpace) {
+	if _, err := m.number(nil, 0, "one more"); !errors.Is(err, errInoSpace) {
 		t.Errorf("past the space: got %v, want %v", err, errInoSpace)
 	}
 }
