@@ -11,12 +11,15 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -537,6 +540,36 @@ func TestPasswordRedacted(t *testing.T) {
 		err := tier.Ping(context.Background())
 		if logs.count("shared cache unreachable") != 1 || logs.count(pw) != 0 || err == nil || strings.Contains(err.Error(), pw) || strings.Contains(tier.URL(), pw) {
 			t.Errorf("%s: ping %v, URL %s, logs:\n%s", u, err, tier.URL(), logs.b.String())
+		}
+	}
+}
+
+// TestRendezvous: one server joining a pool of N moves at most 1/N + 1%
+// of the keys (rendezvous hashing moves 1/(N+1) of them, those the new
+// server wins), and none between the old servers.
+func TestRendezvous(t *testing.T) {
+	const keys = 100000
+	for n := 1; n <= 10; n++ {
+		var nodes []string
+		for i := range n {
+			nodes = append(nodes, fmt.Sprintf("10.0.0.%d:11211", i+1))
+		}
+		grown := append(slices.Clone(nodes), "10.0.1.1:11211")
+		moved, strayed := 0, 0
+		for k := range keys {
+			key := engineKey(strconv.Itoa(k))
+			before, after := rendezvous(nodes, key), rendezvous(grown, key)
+			switch {
+			case before == after:
+			case after == n:
+				moved++
+			default:
+				strayed++
+			}
+		}
+		if frac := float64(moved) / keys; frac > 1/float64(n)+0.01 || strayed != 0 {
+			t.Errorf("%d servers and one more: %.2f%% of the keys moved to it (want at most %.2f%%), %d between the old ones",
+				n, 100*frac, 100/float64(n)+1, strayed)
 		}
 	}
 }
