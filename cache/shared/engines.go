@@ -14,7 +14,7 @@ import (
 
 // announceChannel is the Redis channel on which a lease's holder announces
 // the key whose value it set.
-const announceChannel = "volfs1:set"
+const announceChannel = "volfs2:set"
 
 // redisEngine is Redis, standalone or a cluster.
 type redisEngine struct {
