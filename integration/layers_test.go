@@ -21,21 +21,23 @@ import (
 //     below them: neither decode nor fetcher imports anything under cache/,
 //     directly or through another package. A tier knows nothing of the
 //     store (it satisfies cache.Tier by its methods); the store adapts the
-//     disk cache (cache.DiskTier), and cmd hands it the shared tier.
+//     disk cache (cache.DiskTier), and cmd hands it the shared tier. Both
+//     tiers keep their values in cache/envelope's format, a leaf.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
 //   - serve, the HTTP and WebDAV front end, reads the tree of fs as the
 //     FUSE one does, and nothing below it but fetcher's check of a key.
 var layers = map[string][]string{
-	"internal/mem": nil,
-	"decode":       {"decode/codec", "internal/mem"},
-	"decode/codec": {"internal/mem"},
-	"fetcher":      {"internal/mem"},
-	"cache":        {"cache/disk"},
-	"cache/disk":   nil,
-	"cache/shared": nil,
-	"fs":           {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
-	"fs/view":      nil,
-	"serve":        {"fs", "fetcher"},
+	"internal/mem":   nil,
+	"decode":         {"decode/codec", "internal/mem"},
+	"decode/codec":   {"internal/mem"},
+	"fetcher":        {"internal/mem"},
+	"cache":          {"cache/disk"},
+	"cache/disk":     {"cache/envelope"},
+	"cache/shared":   {"cache/envelope"},
+	"cache/envelope": nil,
+	"fs":             {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
+	"fs/view":        nil,
+	"serve":          {"fs", "fetcher"},
 }
 
 // noCache are the packages that must not depend on anything under cache/,
