@@ -495,3 +495,30 @@ func TestOpenRefusesZeroSize(t *testing.T) {
 		t.Error("a cache of 0 bytes opened")
 	}
 }
+
+// TestOldVersion: an entry of the format before cache/envelope ("VDC2",
+// a 56-byte header) is a miss, deleted, and no error.
+func TestOldVersion(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<20)
+	if err := c.Put("k", []byte("id"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	old := make([]byte, 56+1+2+3)
+	copy(old, "VDC2")
+	binary.LittleEndian.PutUint64(old[8:], 3)
+	binary.LittleEndian.PutUint32(old[16:], 1)
+	binary.LittleEndian.PutUint32(old[20:], 2)
+	copy(old[56:], "kidold")
+	if err := os.WriteFile(path(c, "k"), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := c.Get("k", 3, func([]byte) error { return nil }); ok {
+		t.Fatalf("served %q from an entry of the old format", got)
+	}
+	if _, err := os.Stat(path(c, "k")); !os.IsNotExist(err) {
+		t.Errorf("the old entry is still there: %v", err)
+	}
+	if st := c.Stats(); st.Errors != 0 || st.Misses != 1 {
+		t.Errorf("stats %+v, want one miss and no error", st)
+	}
+}
