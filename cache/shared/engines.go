@@ -18,15 +18,17 @@ const announceChannel = "volfs2:set"
 
 // redisEngine is Redis, standalone or a cluster.
 type redisEngine struct {
-	c   redis.UniversalClient
-	sub *redis.PubSub
+	c        redis.UniversalClient
+	sub      *redis.PubSub
+	inFlight *inFlight // the bounds of the lookups in flight, for respConn
 }
 
 // openRedis makes the client of a redis:// (rediss://) or
 // redis+cluster:// (rediss+cluster://) URL. It does not connect. Its
-// connections refuse a reply that declares a value above maxValue
-// (respConn).
+// connections refuse a reply that declares a value above maxValue, or
+// above what the lookups in flight may read (respConn).
 func openRedis(u *url.URL, opts Options, maxValue int64) (*redisEngine, error) {
+	f := newInFlight()
 	password := opts.Password
 	if p, ok := u.User.Password(); ok {
 		password = p
@@ -53,8 +55,8 @@ func openRedis(u *url.URL, opts Options, maxValue int64) (*redisEngine, error) {
 		if ro.TLSConfig != nil && opts.RootCAs != nil {
 			ro.TLSConfig.RootCAs = opts.RootCAs
 		}
-		ro.Dialer = dialLimited(redis.NewDialer(ro), maxValue)
-		return &redisEngine{c: redis.NewClient(ro)}, nil
+		ro.Dialer = dialLimited(redis.NewDialer(ro), maxValue, f)
+		return &redisEngine{c: redis.NewClient(ro), inFlight: f}, nil
 	default: // redis+cluster, rediss+cluster
 		addrs, err := hosts(u, u.Scheme)
 		if err != nil {
@@ -76,8 +78,8 @@ func openRedis(u *url.URL, opts Options, maxValue int64) (*redisEngine, error) {
 		if u.Scheme == "rediss+cluster" {
 			co.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: opts.RootCAs}
 		}
-		co.Dialer = dialLimited(redis.NewDialer(&redis.Options{DialTimeout: dialTimeout, TLSConfig: co.TLSConfig}), maxValue)
-		return &redisEngine{c: redis.NewClusterClient(co)}, nil
+		co.Dialer = dialLimited(redis.NewDialer(&redis.Options{DialTimeout: dialTimeout, TLSConfig: co.TLSConfig}), maxValue, f)
+		return &redisEngine{c: redis.NewClusterClient(co), inFlight: f}, nil
 	}
 }
 
@@ -96,6 +98,7 @@ func (r *redisEngine) name() string { return "redis" }
 // get reads at most max bytes of key's value (GETRANGE): a longer value,
 // which volfs did not write for this chunk, is not read whole.
 func (r *redisEngine) get(ctx context.Context, key string, max int64) ([]byte, error) {
+	defer r.inFlight.add(max)()
 	b, err := r.c.GetRange(ctx, key, 0, max-1).Bytes()
 	if err == nil && len(b) == 0 {
 		return nil, errMiss // GETRANGE of a missing key

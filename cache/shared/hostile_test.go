@@ -162,8 +162,8 @@ func readCommand(r *bufio.Reader, proto string) ([]string, error) {
 
 // TestHugeDeclared: an engine that answers a lookup with a value of a
 // terabyte (Redis, memcached), or of 600 MiB (above the largest value
-// volfs writes, 512 MiB), or (memcached) above the largest value volfs
-// writes for the chunk asked for, is refused before a byte of it is read: a miss
+// volfs writes, 512 MiB), or above the largest value volfs writes for
+// the chunk asked for, is refused before a byte of it is read: a miss
 // within the tier's deadline, counted, with the process's peak memory
 // unchanged. (Before, go-redis and gomemcache allocated what was
 // declared: a terabyte is a fatal out of memory.)
@@ -176,9 +176,9 @@ func TestHugeDeclared(t *testing.T) {
 		{"redis", 600 << 20},
 		{"memcache", 1 << 40},
 		{"memcache", 600 << 20},
-		// memcached's bound is the chunk's own: 1 MiB for a 64 KiB chunk
-		// is refused too. (Redis's is its connection's: MaxValue; a real
-		// Redis sends no more than GETRANGE asks.)
+		// The bound is the chunk's own: 1 MiB for a 64 KiB chunk is
+		// refused too (Redis: the largest of the lookups in flight).
+		{"redis", 1 << 20},
 		{"memcache", 1 << 20},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", tc.proto, tc.declared), func(t *testing.T) {

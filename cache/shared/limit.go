@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
+	"sync/atomic"
 )
 
 // Bounds on what an engine may declare in one reply, checked on the wire
@@ -28,14 +30,19 @@ const (
 var errDeclared = errors.New("shared: engine declared a reply larger than any value volfs writes")
 
 // respConn is a connection to Redis that checks each reply's framing as it
-// is read (RESP2 and RESP3): a bulk string longer than max bytes, an
+// is read (RESP2 and RESP3): a bulk string longer than the limit, an
 // aggregate of more than maxElements elements or a line longer than
 // maxLine fails the read, and every later one, before the client has seen
 // the length. The client then drops the connection, and the call is a
 // fault of the engine.
+//
+// The limit is the inFlight's: the largest value the lookups in flight
+// may read (the client's connections are not told which command they
+// answer), and never more than max.
 type respConn struct {
 	net.Conn
-	max int64
+	max      int64
+	inFlight *inFlight // nil: max alone
 
 	err   error
 	line  []byte  // the part of a line read so far
@@ -46,15 +53,64 @@ type respConn struct {
 	total int64   // elements declared in the current reply
 }
 
-// dialLimited wraps dial so that its connections are respConns.
-func dialLimited(dial func(ctx context.Context, network, addr string) (net.Conn, error), max int64) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// dialLimited wraps dial so that its connections are respConns bounded
+// by max and the lookups of f.
+func dialLimited(dial func(ctx context.Context, network, addr string) (net.Conn, error), max int64, f *inFlight) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return &respConn{Conn: c, max: max}, nil
+		return &respConn{Conn: c, max: max, inFlight: f}, nil
 	}
+}
+
+// minReply is the limit of a bulk string when no lookup is in flight:
+// the other replies volfs reads (statuses, integers, announcements of a
+// key, the handshake) are far shorter.
+const minReply = 64 << 10
+
+// inFlight is the set of bounds of the lookups in flight on one engine.
+type inFlight struct {
+	mu     sync.Mutex
+	counts map[int64]int // GUARDED_BY(mu); lookups in flight by bound
+	top    atomic.Int64  // the largest bound in counts, or minReply
+}
+
+func newInFlight() *inFlight {
+	f := &inFlight{counts: make(map[int64]int)}
+	f.top.Store(minReply)
+	return f
+}
+
+// add counts a lookup of at most bound bytes until the returned func.
+func (f *inFlight) add(bound int64) (done func()) {
+	f.mu.Lock()
+	f.counts[bound]++
+	if bound > f.top.Load() {
+		f.top.Store(bound)
+	}
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.counts[bound]--; f.counts[bound] == 0 {
+			delete(f.counts, bound)
+		}
+		top := int64(minReply)
+		for b := range f.counts {
+			top = max(top, b)
+		}
+		f.top.Store(top)
+	}
+}
+
+// limit is the largest bulk string c accepts now.
+func (c *respConn) limit() int64 {
+	if c.inFlight == nil {
+		return c.max
+	}
+	return min(c.max, c.inFlight.top.Load())
 }
 
 func (c *respConn) Read(p []byte) (int, error) {
@@ -121,8 +177,8 @@ func (c *respConn) header(line []byte) error {
 			return fmt.Errorf("%w: a bulk length %q", errDeclared, body)
 		case n == -1:
 			c.complete()
-		case n > c.max:
-			return fmt.Errorf("%w: a value of %d bytes, above %d", errDeclared, n, c.max)
+		case n > c.limit():
+			return fmt.Errorf("%w: a value of %d bytes, above %d", errDeclared, n, c.limit())
 		default:
 			c.skip, c.bulk = n+2, true
 		}

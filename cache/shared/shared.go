@@ -27,8 +27,10 @@
 // largest value volfs writes for the chunk asked for (envelope.MaxLen of
 // its size, and never more than MaxValue): Redis is asked for that many
 // bytes at most (GETRANGE), and the framing of every reply is checked on
-// the wire (respConn), so that an engine declaring a value of a terabyte
-// costs one refused read, not the process.
+// the wire against the largest of the lookups in flight (respConn), so
+// that an engine declaring a value of a terabyte costs one refused read,
+// not the process; memcached's client checks each item against its own
+// lookup's bound.
 //
 // # Keys
 //
