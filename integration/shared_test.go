@@ -217,9 +217,6 @@ func TestFleetShared(t *testing.T) {
 			delay  time.Duration
 		}{{"128KiB", small, smallWant, fleetChunks, 0}, {"2MiB", big, bigWant, 8, 400 * time.Millisecond}} {
 			t.Run(tc.name+"/"+vol.name, func(t *testing.T) {
-				if tc.name == "redis-cluster" && vol.name == "2MiB" {
-					t.Skip("the cluster's single flight is Redis's; measured at 128 KiB")
-				}
 				origin := newByteOrigin(t, vol.src)
 				origin.delay = vol.delay
 				var args []string
