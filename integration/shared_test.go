@@ -245,8 +245,8 @@ func TestFleetShared(t *testing.T) {
 	}
 }
 
-// TestFleetEngineKilled kills the engine (a redis-server, or one node of a
-// 3-node cluster) while the fleet of four reads, at the origin's GET of
+// TestFleetEngineKilled kills the engine (a redis-server, a memcached, or
+// one node of a 3-node cluster) while the fleet of four reads, at the origin's GET of
 // the 16th chunk: every read still returns the volume's bytes, each process
 // logs the outage at most once, and, with the engine back (restarted, or
 // with the cluster's other nodes), two fresh processes read the volume
@@ -260,6 +260,10 @@ func TestFleetEngineKilled(t *testing.T) {
 		{"redis", func(t *testing.T) (string, func(), func()) {
 			e := testenv.StartRedis(t)
 			return "redis://" + e.Addr, e.Kill, e.Restart
+		}},
+		{"memcache", func(t *testing.T) (string, func(), func()) {
+			e := testenv.StartMemcached(t)
+			return "memcache://" + e.Addr, e.Kill, e.Restart
 		}},
 		{"redis-cluster", func(t *testing.T) (string, func(), func()) {
 			nodes := testenv.StartRedisCluster(t, 3)
@@ -315,6 +319,33 @@ func TestFleetEngineKilled(t *testing.T) {
 			stopVolfs(t, second[0])
 			if got := origin.chunkGets.Load() - before; got > fleetChunks/10 {
 				t.Errorf("chunk GETs of a fresh node after the engine came back: got %d, want about 0 (served by the engine)", got)
+			}
+		})
+	}
+}
+
+// TestFleetEngineFull: four nodes read the 2 MiB volume (16 MiB) through a
+// Redis with room for no value (3 MB, noeviction: every SET fails with
+// OOM) or for a few (12 MB, allkeys-lru, evicting): every read is right, no
+// node waits for a value that cannot be stored, and the origin serves at
+// most what four nodes without the tier would fetch.
+func TestFleetEngineFull(t *testing.T) {
+	src, want := bigFleetVolume(t, 8)
+	for _, tc := range []struct{ policy, room string }{{"noeviction", "3mb"}, {"allkeys-lru", "12mb"}} {
+		policy := tc.policy
+		t.Run(policy, func(t *testing.T) {
+			e := testenv.StartRedis(t, "--maxmemory", tc.room, "--maxmemory-policy", policy)
+			origin := newByteOrigin(t, src)
+			start := time.Now()
+			fleet := startFleet(t, origin.URL, 4, "--shared-cache", "redis://"+e.Addr+loaded)
+			readFleet(t, fleet, want)
+			for _, s := range fleet {
+				stopVolfs(t, s)
+			}
+			ratio := float64(origin.bytes.Load()) / float64(storedBytes(t, src))
+			t.Logf("%s: %.2fx the volume from the origin, %d chunk GETs, in %v", policy, ratio, origin.chunkGets.Load(), time.Since(start).Round(time.Millisecond))
+			if ratio > 4.5 {
+				t.Errorf("origin bytes: %.2fx the volume, want at most 4.5x", ratio)
 			}
 		})
 	}
