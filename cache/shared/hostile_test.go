@@ -43,9 +43,15 @@ func vmHWM(t *testing.T) int64 {
 // engine.
 type fakeEngine struct {
 	addr     string
-	lookups  sync.WaitGroup
 	mu       sync.Mutex
 	declared int // GUARDED_BY(mu); lookups answered
+}
+
+// answered returns the lookups the fake engine answered.
+func (f *fakeEngine) answered() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.declared
 }
 
 // startFake starts a fake engine speaking proto ("redis" or "memcache").
@@ -191,6 +197,9 @@ func TestHugeDeclared(t *testing.T) {
 			}
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("the lookup took %v, want about the tier's deadline at most", d)
+			}
+			if f.answered() < 1 {
+				t.Fatal("the fake engine answered no lookup")
 			}
 			if st := tier.Stats(); st.Refused < 1 || st.ReadBytes != 0 {
 				t.Errorf("stats %+v, want the reply refused and no byte of it read", st)
