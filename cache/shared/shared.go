@@ -55,10 +55,13 @@
 // releases it by compare-and-delete (a Lua script; memcached: cas) and
 // announces the value (Redis: PUBLISH). A node that finds the lease taken
 // waits as long as the lease lives: it reads the value when it is
-// announced (memcached: it polls), and goes to the origin only when the
-// lease lapses or is released without a value (it then tries to take the
-// lease itself) or the engine fails. The wait is bounded by the reader's
-// context only, never by a fixed time shorter than a fetch.
+// announced (memcached: it polls, every 5 ms at first, then up to every
+// 100 ms). It goes to the origin when the holder releases the lease
+// without a value (its load failed, or the value could not be stored) or
+// the engine fails; when the lease lapses (its holder died) it tries to
+// take the lease itself. The wait is bounded by the reader's context and
+// the holder's renewals (at most 10 minutes: maxRenewal), never by a fixed
+// time shorter than a fetch.
 //
 // # Faults
 //
