@@ -219,13 +219,13 @@ func TestDiskCacheHostileDirectory(t *testing.T) {
 		}
 	}
 	// The identity record of chunk 2's genuine entry (key length at 16,
-	// identity length at 20, header of 56 bytes).
+	// identity length at 20, header of 64 bytes: cache/envelope).
 	genuine, err := os.ReadFile(entry(2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	klen, ilen := binary.LittleEndian.Uint32(genuine[16:]), binary.LittleEndian.Uint32(genuine[20:])
-	ident := genuine[56+klen : 56+klen+ilen]
+	ident := genuine[64+klen : 64+klen+ilen]
 	forger, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

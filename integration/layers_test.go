@@ -21,7 +21,8 @@ import (
 //     below them: neither decode nor fetcher imports anything under cache/,
 //     directly or through another package. A tier knows nothing of the
 //     store (it satisfies cache.Tier by its methods); the store adapts the
-//     disk cache (cache.DiskTier), and cmd hands it the shared tier.
+//     disk cache (cache.DiskTier), and cmd hands it the shared tier. Both
+//     tiers keep their values in cache/envelope's format, a leaf.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
 //   - fs is the tree core; its two front ends sit beside each other on it:
 //     serve, the HTTP and WebDAV front end, and fs/fuse, the go-fuse
@@ -30,17 +31,18 @@ import (
 //     for fs/fuse, decode's Array (inode numbers by grid index). Only
 //     fs/fuse and cmd import go-fuse (goFUSE).
 var layers = map[string][]string{
-	"internal/mem": nil,
-	"decode":       {"decode/codec", "internal/mem"},
-	"decode/codec": {"internal/mem"},
-	"fetcher":      {"internal/mem"},
-	"cache":        {"cache/disk"},
-	"cache/disk":   nil,
-	"cache/shared": nil,
-	"fs":           {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
-	"fs/view":      nil,
-	"serve":        {"fs", "fetcher"},
-	"fs/fuse":      {"fs", "fetcher", "decode"},
+	"internal/mem":   nil,
+	"decode":         {"decode/codec", "internal/mem"},
+	"decode/codec":   {"internal/mem"},
+	"fetcher":        {"internal/mem"},
+	"cache":          {"cache/disk"},
+	"cache/disk":     {"cache/envelope"},
+	"cache/shared":   {"cache/envelope"},
+	"cache/envelope": nil,
+	"fs":             {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
+	"fs/view":        nil,
+	"serve":          {"fs", "fetcher"},
+	"fs/fuse":        {"fs", "fetcher", "decode"},
 }
 
 // goFUSE is go-fuse's module path: no ruled package but fs/fuse imports it.

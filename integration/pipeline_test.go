@@ -190,7 +190,8 @@ func TestDiskCacheAcrossRemount(t *testing.T) {
 	filepath.WalkDir(cacheDir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(p, ".vdc") {
 			b, _ := os.ReadFile(p)
-			if len(b) >= 56 && !bytes.Contains(b[56:56+min(int(binary.LittleEndian.Uint32(b[16:])), len(b)-56)], []byte("\x00\x00")) {
+			// The key follows the envelope's 64-byte header.
+			if len(b) >= 64 && !bytes.Contains(b[64:64+min(int(binary.LittleEndian.Uint32(b[16:])), len(b)-64)], []byte("\x00\x00")) {
 				files = append(files, p)
 			}
 		}

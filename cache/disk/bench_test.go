@@ -11,7 +11,11 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/volfs/volfs/cache/envelope"
 )
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // imageChunk returns 1 MiB of uint8 EM-like data: a smooth field plus noise.
 func imageChunk() []byte {
@@ -106,14 +110,14 @@ func BenchmarkDiskHit(b *testing.B) {
 
 // BenchmarkEntryCheck compares, for a 1 MiB payload, what a hit does to
 // check an entry (crc-mac: the CRC-32C of the payload under an
-// HMAC-SHA256 of the header, key and identity; entryMAC) with the CRC-32C
+// HMAC-SHA256 of the header, key and identity; envelope.Header) with the CRC-32C
 // alone that entries carried before they had a MAC (crc) and with an
 // HMAC-SHA256 over the whole payload (hmac-payload), the design the CRC
 // replaced.
 func BenchmarkEntryCheck(b *testing.B) {
 	payload := imageChunk()
 	secret := make([]byte, secretSize)
-	head := make([]byte, macOffset)
+	head := make([]byte, 24)
 	key := []byte("gs://bucket/volume/4_4_40/0-64_0-64_0-64")
 	ident := []byte("gs://bucket/volume/4_4_40/0-64_0-64_0-64\x00g1733000000000000/1048576")
 	for _, bc := range []struct {
@@ -121,7 +125,7 @@ func BenchmarkEntryCheck(b *testing.B) {
 		run  func()
 	}{
 		{"crc", func() { crc32.Checksum(payload, crcTable) }},
-		{"crc-mac", func() { entryMAC(secret, head, key, ident, payload) }},
+		{"crc-mac", func() { envelope.Header(magic, secret, string(key), ident, formStored, payload) }},
 		{"hmac-payload", func() {
 			mac := hmac.New(sha256.New, secret)
 			for _, p := range [][]byte{head, key, ident, payload} {

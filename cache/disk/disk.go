@@ -27,21 +27,11 @@
 //
 // # Files
 //
-// A file is a header, the key, the identity and the payload:
-//
-//	offset size
-//	0      4    magic "VDC2"
-//	4      1    payload form: 0 stored as given, 1 zstd-compressed by Put
-//	5      3    zero
-//	8      8    payload length, little-endian
-//	16     4    key length, little-endian
-//	20     4    identity length, little-endian
-//	24     32   HMAC-SHA256, under the secret, of bytes 0-23, the key,
-//	            the identity and the CRC-32C (Castagnoli) of the payload,
-//	            little-endian
-//	56     k    the key
-//	56+k   i    the identity
-//	56+k+i      the payload
+// A file is an envelope (cache/envelope) of magic "VDC3", signed with the
+// secret: a header stating every length, the key, the identity and the
+// payload, under a checksum and an HMAC-SHA256 of the header, key,
+// identity and the payload's CRC-32C. Files of earlier versions ("VDC2",
+// whose header was shorter) are misses, deleted as corrupt.
 //
 // The identity is the caller's description of what the payload was made
 // from (for volfs, the identity of each source object read: fetcher.Identity).
@@ -94,14 +84,11 @@ package disk
 
 import (
 	"container/list"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -113,27 +100,24 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/volfs/volfs/cache/envelope"
 )
 
 const (
-	magic      = "VDC2"
-	headerSize = 56
-	macOffset  = 24
+	magic      = "VDC3"
+	headerSize = envelope.HeaderSize
 	fileSuffix = ".vdc"
 	tempPrefix = "tmp-"
 	secretName = "secret"
 	secretSize = 32
 
-	formStored = 0
-	formZstd   = 1
+	formStored = envelope.FormStored
+	formZstd   = envelope.FormZstd
 
-	// maxKey and maxIdent bound a key and an identity.
-	maxKey   = 1<<16 - 1
-	maxIdent = 1<<16 - 1
+	maxKey   = envelope.MaxKey
+	maxIdent = envelope.MaxIdent
 )
-
-// The shared decoder: DecodeAll is safe for concurrent use.
-var decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
 
 // ErrStale is what a Get check returns (wrapped or not) for an entry made
 // from something that has changed since: Get then deletes the entry.
@@ -528,16 +512,6 @@ func fileName(key string) string {
 	return h[:2] + "/" + h[2:] + fileSuffix
 }
 
-// payloadBound is the most stored bytes a payload of form may take when it
-// holds size bytes: zstd's worst case is raw blocks, 3 bytes of header per
-// 128 KiB, plus a frame header and checksum.
-func payloadBound(form byte, size int64) int64 {
-	if form == formStored {
-		return size
-	}
-	return size + size>>10 + 64
-}
-
 // Get returns the size bytes stored for key when check accepts the
 // identity stored with them, and false otherwise. A file that is not a
 // regular file of a length that size allows, or whose MAC, key or payload
@@ -617,7 +591,7 @@ var errCorrupt = errors.New("disk: corrupt cache file")
 // it, and returns its identity and stored payload once its MAC and key
 // check out.
 func (c *Cache) read(sfd int, name, key string, size int64) (ident, payload []byte, form byte, err error) {
-	max := int64(headerSize+len(key)+maxIdent) + payloadBound(formZstd, size)
+	max := envelope.MaxLen(key, size)
 	raw, err := readFileAt(sfd, name[3:], max, func(*unix.Stat_t) bool { return true })
 	switch {
 	case err == unix.ELOOP || err == errNotAcceptable:
@@ -628,75 +602,32 @@ func (c *Cache) read(sfd int, name, key string, size int64) (ident, payload []by
 	return parse(c.secret, key, size, raw)
 }
 
-// parse checks a file's header, MAC and key against key and the payload's
-// size, and returns its identity, payload and form.
+// parse checks a file against key and the payload's size (at most
+// size), and returns its identity, payload and form.
 func parse(secret []byte, key string, size int64, raw []byte) (ident, payload []byte, form byte, err error) {
-	if len(raw) < headerSize || string(raw[:4]) != magic {
-		return nil, nil, 0, fmt.Errorf("%w: bad header", errCorrupt)
+	ident, payload, form, err = envelope.Open(magic, secret, key, size, raw)
+	if err != nil {
+		// A file not signed with this cache's secret is as corrupt as a
+		// damaged one: only this user's processes write here.
+		return nil, nil, 0, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	form = raw[4]
-	n := binary.LittleEndian.Uint64(raw[8:])
-	klen := uint64(binary.LittleEndian.Uint32(raw[16:]))
-	ilen := uint64(binary.LittleEndian.Uint32(raw[20:]))
-	if form != formStored && form != formZstd || klen != uint64(len(key)) || ilen > maxIdent ||
-		n > uint64(payloadBound(form, size)) || uint64(len(raw)) != headerSize+klen+ilen+n {
-		return nil, nil, 0, fmt.Errorf("%w: lengths", errCorrupt)
-	}
-	body := raw[headerSize:]
-	if !hmac.Equal(entryMAC(secret, raw[:macOffset], body[:klen+ilen], body[klen+ilen:]), raw[macOffset:headerSize]) {
-		return nil, nil, 0, fmt.Errorf("%w: MAC", errCorrupt)
-	}
-	if string(body[:klen]) != key {
-		// A SHA-256 collision: not this key's.
-		return nil, nil, 0, fmt.Errorf("%w: key", errCorrupt)
-	}
-	return body[klen : klen+ilen], body[klen+ilen:], form, nil
+	return ident, payload, form, nil
 }
-
-// entryMAC returns the MAC of an entry whose header starts with head,
-// whose key and identity are all of parts but the last (in order), and
-// whose payload is the last.
-func entryMAC(secret, head []byte, parts ...[]byte) []byte {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(head)
-	for _, p := range parts[:len(parts)-1] {
-		mac.Write(p)
-	}
-	mac.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(parts[len(parts)-1], crcTable)))
-	return mac.Sum(nil)
-}
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // unpack returns the size bytes that payload of form holds (with size -1,
 // however many it holds, up to bound).
 func unpack(form byte, payload []byte, size, bound int64) ([]byte, error) {
+	var out []byte
+	var err error
 	if size < 0 {
-		return unpackAny(form, payload, bound)
+		out, err = envelope.DecodeUpTo(form, payload, bound)
+	} else {
+		out, err = envelope.Decode(form, payload, size)
 	}
-	switch form {
-	case formStored:
-		if int64(len(payload)) != size {
-			return nil, fmt.Errorf("%w: %d bytes, want %d", errCorrupt, len(payload), size)
-		}
-		return payload, nil
-	case formZstd:
-		// The frame states its size unless it is tiny (klauspost leaves
-		// it out below 256 bytes).
-		var h zstd.Header
-		if err := h.Decode(payload); err != nil || h.HasFCS && h.FrameContentSize != uint64(size) {
-			return nil, fmt.Errorf("%w: zstd frame of another size", errCorrupt)
-		}
-		out, err := decoder.DecodeAll(payload, make([]byte, 0, size))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errCorrupt, err)
-		}
-		if int64(len(out)) != size {
-			return nil, fmt.Errorf("%w: %d bytes decompressed, want %d", errCorrupt, len(out), size)
-		}
-		return out, nil
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	return nil, fmt.Errorf("%w: form %d", errCorrupt, form)
+	return out, nil
 }
 
 // remove deletes the entry name, forgets it and counts it with count.
@@ -735,13 +666,7 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	if size > c.max {
 		return fmt.Errorf("disk: %s: %d bytes do not fit in a cache of %d", key, size, c.max)
 	}
-	var hdr [headerSize]byte
-	copy(hdr[:], magic)
-	hdr[4] = form
-	binary.LittleEndian.PutUint64(hdr[8:], uint64(len(payload)))
-	binary.LittleEndian.PutUint32(hdr[16:], uint32(len(key)))
-	binary.LittleEndian.PutUint32(hdr[20:], uint32(len(ident)))
-	copy(hdr[macOffset:], entryMAC(c.secret, hdr[:macOffset], []byte(key), ident, payload))
+	hdr := envelope.Header(magic, c.secret, key, ident, form, payload)
 
 	name := fileName(key)
 	if !c.fits(name, size) {

@@ -92,15 +92,15 @@ func TestFileFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(raw), 56+4+2+5; got != want {
+	if got, want := len(raw), 64+4+2+5; got != want {
 		t.Fatalf("file of %d bytes, want %d", got, want)
 	}
-	if string(raw[:4]) != "VDC2" || raw[4] != 0 || binary.LittleEndian.Uint64(raw[8:]) != 5 ||
+	if string(raw[:4]) != "VDC3" || raw[4] != 0 || raw[5] != 1 || binary.LittleEndian.Uint64(raw[8:]) != 5 ||
 		binary.LittleEndian.Uint32(raw[16:]) != 4 || binary.LittleEndian.Uint32(raw[20:]) != 2 {
-		t.Errorf("header % x does not match the documented layout", raw[:56])
+		t.Errorf("header % x does not match the documented layout", raw[:64])
 	}
-	if string(raw[56:]) != "1234id56789" {
-		t.Errorf("key, identity and payload %q, want 1234id56789", raw[56:])
+	if string(raw[64:]) != "1234id56789" {
+		t.Errorf("key, identity and payload %q, want 1234id56789", raw[64:])
 	}
 	secret, err := os.ReadFile(filepath.Join(c.Dir(), "secret"))
 	if err != nil || len(secret) != 32 {
@@ -113,10 +113,10 @@ func TestFileFormat(t *testing.T) {
 	}
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(raw[:24])
-	mac.Write(raw[56 : 56+4+2])
-	binary.Write(mac, binary.LittleEndian, crc32.Checksum(raw[56+4+2:], crc32.MakeTable(crc32.Castagnoli)))
-	if !bytes.Equal(mac.Sum(nil), raw[24:56]) {
-		t.Errorf("MAC % x, want HMAC-SHA256 of the header's first 24 bytes, key, identity and the payload's CRC-32C", raw[24:56])
+	mac.Write(raw[64 : 64+4+2])
+	binary.Write(mac, binary.LittleEndian, crc32.Checksum(raw[64+4+2:], crc32.MakeTable(crc32.Castagnoli)))
+	if !bytes.Equal(mac.Sum(nil), raw[32:64]) {
+		t.Errorf("MAC % x, want HMAC-SHA256 of the header's first 24 bytes, key, identity and the payload's CRC-32C", raw[32:64])
 	}
 
 	zstdTool := testenv.LookPath(t, "zstd", "apt-get install zstd; bash .ci/run installs it")
@@ -132,7 +132,7 @@ func TestFileFormat(t *testing.T) {
 		t.Fatalf("form %d, want 1 (zstd)", raw[4])
 	}
 	cmd := exec.Command(zstdTool, "-d", "-c")
-	cmd.Stdin = bytes.NewReader(raw[56+1:])
+	cmd.Stdin = bytes.NewReader(raw[64+1:])
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("zstd -d: %v", err)
@@ -493,5 +493,32 @@ func TestConcurrent(t *testing.T) {
 func TestOpenRefusesZeroSize(t *testing.T) {
 	if _, err := Open(Options{Dir: t.TempDir()}); err == nil {
 		t.Error("a cache of 0 bytes opened")
+	}
+}
+
+// TestOldVersion: an entry of the format before cache/envelope ("VDC2",
+// a 56-byte header) is a miss, deleted, and no error.
+func TestOldVersion(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<20)
+	if err := c.Put("k", []byte("id"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	old := make([]byte, 56+1+2+3)
+	copy(old, "VDC2")
+	binary.LittleEndian.PutUint64(old[8:], 3)
+	binary.LittleEndian.PutUint32(old[16:], 1)
+	binary.LittleEndian.PutUint32(old[20:], 2)
+	copy(old[56:], "kidold")
+	if err := os.WriteFile(path(c, "k"), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := c.Get("k", 3, func([]byte) error { return nil }); ok {
+		t.Fatalf("served %q from an entry of the old format", got)
+	}
+	if _, err := os.Stat(path(c, "k")); !os.IsNotExist(err) {
+		t.Errorf("the old entry is still there: %v", err)
+	}
+	if st := c.Stats(); st.Errors != 0 || st.Misses != 1 {
+		t.Errorf("stats %+v, want one miss and no error", st)
 	}
 }

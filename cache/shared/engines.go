@@ -3,30 +3,32 @@ package shared
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"sync"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 )
 
 // announceChannel is the Redis channel on which a lease's holder announces
 // the key whose value it set.
-const announceChannel = "volfs1:set"
+const announceChannel = "volfs2:set"
 
 // redisEngine is Redis, standalone or a cluster.
 type redisEngine struct {
-	c   redis.UniversalClient
-	sub *redis.PubSub
+	c        redis.UniversalClient
+	sub      *redis.PubSub
+	inFlight *inFlight // the bounds of the lookups in flight, for respConn
 }
 
 // openRedis makes the client of a redis:// (rediss://) or
-// redis+cluster:// (rediss+cluster://) URL. It does not connect.
-func openRedis(u *url.URL, opts Options) (*redisEngine, error) {
+// redis+cluster:// (rediss+cluster://) URL. It does not connect. Its
+// connections refuse a reply that declares a value above maxValue, or
+// above what the lookups in flight may read (respConn).
+func openRedis(u *url.URL, opts Options, maxValue int64) (*redisEngine, error) {
+	f := newInFlight()
 	password := opts.Password
 	if p, ok := u.User.Password(); ok {
 		password = p
@@ -53,7 +55,8 @@ func openRedis(u *url.URL, opts Options) (*redisEngine, error) {
 		if ro.TLSConfig != nil && opts.RootCAs != nil {
 			ro.TLSConfig.RootCAs = opts.RootCAs
 		}
-		return &redisEngine{c: redis.NewClient(ro)}, nil
+		ro.Dialer = dialLimited(redis.NewDialer(ro), maxValue, f)
+		return &redisEngine{c: redis.NewClient(ro), inFlight: f}, nil
 	default: // redis+cluster, rediss+cluster
 		addrs, err := hosts(u, u.Scheme)
 		if err != nil {
@@ -75,7 +78,8 @@ func openRedis(u *url.URL, opts Options) (*redisEngine, error) {
 		if u.Scheme == "rediss+cluster" {
 			co.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: opts.RootCAs}
 		}
-		return &redisEngine{c: redis.NewClusterClient(co)}, nil
+		co.Dialer = dialLimited(redis.NewDialer(&redis.Options{DialTimeout: dialTimeout, TLSConfig: co.TLSConfig}), maxValue, f)
+		return &redisEngine{c: redis.NewClusterClient(co), inFlight: f}, nil
 	}
 }
 
@@ -91,10 +95,13 @@ func (debugLogger) Printf(ctx context.Context, format string, v ...any) {
 
 func (r *redisEngine) name() string { return "redis" }
 
-func (r *redisEngine) get(ctx context.Context, key string) ([]byte, error) {
-	b, err := r.c.Get(ctx, key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, errMiss
+// get reads at most max bytes of key's value (GETRANGE): a longer value,
+// which volfs did not write for this chunk, is not read whole.
+func (r *redisEngine) get(ctx context.Context, key string, max int64) ([]byte, error) {
+	defer r.inFlight.add(max)()
+	b, err := r.c.GetRange(ctx, key, 0, max-1).Bytes()
+	if err == nil && len(b) == 0 {
+		return nil, errMiss // GETRANGE of a missing key
 	}
 	return b, err
 }
@@ -105,16 +112,44 @@ func (r *redisEngine) set(ctx context.Context, key string, val []byte) error {
 
 func leaseKey(key string) string { return key + ":lease" }
 
-func (r *redisEngine) lease(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return r.c.SetNX(ctx, leaseKey(key), 1, ttl).Result()
+func (r *redisEngine) lease(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return r.c.SetNX(ctx, leaseKey(key), token, ttl).Result()
 }
 
-func (r *redisEngine) release(ctx context.Context, key string) error {
-	if err := r.c.Del(ctx, leaseKey(key)).Err(); err != nil {
+// renewScript extends the lease KEYS[1] by ARGV[2] ms if ARGV[1] holds it;
+// releaseScript deletes it if ARGV[1] holds it.
+var (
+	renewScript   = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
+	releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
+)
+
+func (r *redisEngine) renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	n, err := renewScript.Run(ctx, r.c, []string{leaseKey(key)}, token, ttl.Milliseconds()).Int()
+	return n == 1, err
+}
+
+// release deletes the lease if token holds it (compare-and-delete: a
+// lease that lapsed and another node took is left alone), and announces
+// the key, whose value is set or will not be: the waiters look for it,
+// and go to the origin when it is not there.
+func (r *redisEngine) release(ctx context.Context, key, token string, _ bool) error {
+	if err := releaseScript.Run(ctx, r.c, []string{leaseKey(key)}, token).Err(); err != nil {
 		return err
 	}
 	return r.c.Publish(ctx, announceChannel, key).Err()
 }
+
+func (r *redisEngine) leased(ctx context.Context, key string) (leaseState, error) {
+	n, err := r.c.Exists(ctx, leaseKey(key)).Result()
+	if n > 0 {
+		return leaseHeld, err
+	}
+	return leaseNone, err
+}
+
+func (r *redisEngine) announces() bool { return true }
+
+func (r *redisEngine) ping(ctx context.Context) error { return r.c.Ping(ctx).Err() }
 
 // subscribe listens to the announcements on a connection of its own,
 // which go-redis re-establishes after a fault, until close.
@@ -134,39 +169,3 @@ func (r *redisEngine) close() error {
 	}
 	return r.c.Close()
 }
-
-// memcacheEngine is one or more memcached servers; keys are spread over
-// them by gomemcache's ServerList.
-type memcacheEngine struct{ c *memcache.Client }
-
-func openMemcache(u *url.URL, opts Options) (*memcacheEngine, error) {
-	addrs, err := hosts(u, "memcache")
-	if err != nil {
-		return nil, err
-	}
-	c := memcache.New(addrs...)
-	c.Timeout = opts.Timeout
-	c.MaxIdleConns = 16
-	return &memcacheEngine{c}, nil
-}
-
-func (m *memcacheEngine) name() string { return "memcache" }
-
-// get bounds the call by the client's Timeout: gomemcache takes no
-// context.
-func (m *memcacheEngine) get(_ context.Context, key string) ([]byte, error) {
-	it, err := m.c.Get(key)
-	if errors.Is(err, memcache.ErrCacheMiss) {
-		return nil, errMiss
-	}
-	if err != nil {
-		return nil, err
-	}
-	return it.Value, nil
-}
-
-func (m *memcacheEngine) set(_ context.Context, key string, val []byte) error {
-	return m.c.Set(&memcache.Item{Key: key, Value: val})
-}
-
-func (m *memcacheEngine) close() error { return m.c.Close() }

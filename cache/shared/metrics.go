@@ -17,6 +17,10 @@ type stats struct {
 	hitBytes                  atomic.Int64
 	leasesWon, leasesWaited   atomic.Int64
 	leasesTimedOut            atomic.Int64
+	leasesLapsed              atomic.Int64
+	leasesRenewed             atomic.Int64
+	refused                   atomic.Int64
+	notOverwritten            atomic.Int64
 	getLatency                latency
 }
 
@@ -38,8 +42,15 @@ type Stats struct {
 	ReadBytes, WrittenBytes, HitBytes int64
 	// LeasesWon, LeasesWaited and LeasesTimedOut count the fleet's single
 	// flight: leases taken, waits for another node's value, and waits
-	// that ended without it.
+	// that ended without it (its holder gave up, the engine failed, the
+	// reader left). LeasesLapsed counts leases that lapsed under a waiter
+	// (a holder died); LeasesRenewed, renewals of leases held.
 	LeasesWon, LeasesWaited, LeasesTimedOut int64
+	LeasesLapsed, LeasesRenewed             int64
+	// Refused counts replies refused for declaring more than the largest
+	// value volfs writes; NotOverwritten, values not written over a
+	// value this node could not verify (Forged).
+	Refused, NotOverwritten int64
 }
 
 // Stats returns the tier's counters.
@@ -51,7 +62,8 @@ func (t *Tier) Stats() Stats {
 		Corrupt: s.corrupt.Load(), Forged: s.forged.Load(), TooLarge: s.tooLarge.Load(),
 		Puts: s.puts.Load(), ReadBytes: s.readBytes.Load(), WrittenBytes: s.writtenBytes.Load(),
 		HitBytes: s.hitBytes.Load(), LeasesWon: s.leasesWon.Load(), LeasesWaited: s.leasesWaited.Load(),
-		LeasesTimedOut: s.leasesTimedOut.Load(),
+		LeasesTimedOut: s.leasesTimedOut.Load(), LeasesLapsed: s.leasesLapsed.Load(), LeasesRenewed: s.leasesRenewed.Load(),
+		Refused: s.refused.Load(), NotOverwritten: s.notOverwritten.Load(),
 	}
 }
 
@@ -73,7 +85,9 @@ var (
 		{"outages", "Runs of failed calls to the shared engine (each logged once)."},
 		{"skipped", "Calls not made to the shared engine during an outage's back-off."},
 		{"corrupt", "Shared-tier values refused for their checksum, size or codec."},
-		{"forged", "Shared-tier values refused for want of the fleet's HMAC."},
+		{"forged", "Shared-tier values refused for want of the fleet's HMAC (signed with another secret, or not signed): check --shared-cache-secret on every node."},
+		{"not_overwritten", "Chunks not written over a shared value this node could not verify."},
+		{"refused", "Engine replies refused for declaring more than the largest value volfs writes."},
 		{"too_large", "Chunks not stored in the shared tier for being above the engine's item limit."},
 		{"puts", "Chunks stored in the shared tier."},
 		{"read_bytes", "Bytes of values read from the shared engine."},
@@ -82,9 +96,17 @@ var (
 		{"leases_won", "Fleet leases taken before going to the origin."},
 		{"leases_waited", "Waits for another node's value under its lease."},
 		{"leases_timed_out", "Waits for another node's value that ended without it."},
+		{"leases_lapsed", "Leases that lapsed while a node waited under them (their holder died)."},
+		{"leases_renewed", "Renewals of leases held while loading from the origin."},
 		{"get_seconds", "Time spent in lookups of the shared engine."},
 		{"gets", "Lookups of the shared engine."},
 	}
+)
+
+// The gauges of the fleet's health at a glance.
+var (
+	upDesc     = prometheus.NewDesc("volfs_shared_up", "1 while the shared engine answers, 0 during an outage.", []string{"engine"}, nil)
+	signedDesc = prometheus.NewDesc("volfs_shared_signed", "1 when this node signs and checks shared values with a secret.", []string{"engine"}, nil)
 )
 
 func init() {
@@ -93,11 +115,20 @@ func init() {
 	}
 }
 
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Describe implements prometheus.Collector.
 func (t *Tier) Describe(ch chan<- *prometheus.Desc) {
 	for _, h := range help {
 		ch <- descs[h.name]
 	}
+	ch <- upDesc
+	ch <- signedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -109,11 +140,14 @@ func (t *Tier) Collect(ch chan<- prometheus.Metric) {
 		"corrupt": float64(s.Corrupt), "forged": float64(s.Forged), "too_large": float64(s.TooLarge),
 		"puts": float64(s.Puts), "read_bytes": float64(s.ReadBytes), "written_bytes": float64(s.WrittenBytes),
 		"saved_bytes": float64(s.HitBytes), "leases_won": float64(s.LeasesWon), "leases_waited": float64(s.LeasesWaited),
-		"leases_timed_out": float64(s.LeasesTimedOut),
-		"get_seconds":      time.Duration(t.stats.getLatency.nanos.Load()).Seconds(),
-		"gets":             float64(t.stats.getLatency.calls.Load()),
+		"leases_timed_out": float64(s.LeasesTimedOut), "leases_lapsed": float64(s.LeasesLapsed),
+		"leases_renewed": float64(s.LeasesRenewed), "refused": float64(s.Refused), "not_overwritten": float64(s.NotOverwritten),
+		"get_seconds": time.Duration(t.stats.getLatency.nanos.Load()).Seconds(),
+		"gets":        float64(t.stats.getLatency.calls.Load()),
 	}
 	for _, h := range help {
 		ch <- prometheus.MustNewConstMetric(descs[h.name], prometheus.CounterValue, vals[h.name], t.Name())
 	}
+	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, b2f(!t.down.Load()), t.Name())
+	ch <- prometheus.MustNewConstMetric(signedDesc, prometheus.GaugeValue, b2f(t.Signed()), t.Name())
 }

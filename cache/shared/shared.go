@@ -6,33 +6,35 @@
 //
 // # Values
 //
-// A value is the decoded chunk, compressed with zstd level 1 (or raw where
-// that is not smaller), behind a header:
-//
-//	offset size
-//	0      4    magic "VSC1"
-//	4      1    codec: 0 raw, 1 zstd
-//	5      1    flags: 1 the MAC is an HMAC under the fleet's secret
-//	6      2    zero
-//	8      8    decoded size, little-endian
-//	16     4    identity record length, little-endian
-//	20     4    CRC-32C of the key, the header's bytes 0-19, the identity
-//	            record and the payload, little-endian
-//	24     32   HMAC-SHA256 under the secret of the same bytes, or zero
-//	            without a secret
-//	56     i    the identity record (what the chunk was made from)
-//	56+i        the payload
-//
-// A value whose checksum, size, codec or decoded length does not match
-// is corrupt: it is a miss (the store fetches the chunk from the origin
-// and writes it again), never served. With a secret (--shared-cache-secret)
-// a value without the right HMAC is refused as forged, so another client
-// of the engine cannot make the fleet serve bytes of its choosing. Without
+// A value is an envelope (cache/envelope) of magic "VSC2": the decoded
+// chunk, compressed with zstd level 1 (or stored as given where that is
+// not smaller), with the store's key and the identity record of what it
+// was made from, behind a header that states every length and a MAC over
+// the header, key, identity and the payload's CRC-32C. Without a secret
+// the MAC is keyed with nothing: a checksum. With one
+// (--shared-cache-secret), it is keyed with the secret, and a value
+// without the right one is refused as forged, so that another client of
+// the engine cannot make the fleet serve bytes of its choosing; without
 // one, the tier trusts every client that can write to the engine.
+//
+// A value that fails its check is a miss (the store fetches the chunk
+// from the origin), never served. A value refused for its signature is
+// counted (Forged), logged once and then at most once a minute with the
+// fix, and not overwritten by this node: a node whose secret is wrong
+// must not replace the fleet's values with ones the other nodes refuse.
+//
+// A reply is refused before it is read when it declares more than the
+// largest value volfs writes for the chunk asked for (envelope.MaxLen of
+// its size, and never more than MaxValue): Redis is asked for that many
+// bytes at most (GETRANGE), and the framing of every reply is checked on
+// the wire against the largest of the lookups in flight (respConn), so
+// that an engine declaring a value of a terabyte costs one refused read,
+// not the process; memcached's client checks each item against its own
+// lookup's bound.
 //
 // # Keys
 //
-// A chunk's key in the engine is "volfs1:" and the SHA-256 (base64url) of
+// A chunk's key in the engine is "volfs2:" and the SHA-256 (base64url) of
 // the store's key, which names the source and the chunk; the identity
 // record of the source objects (ETag, generation, size and mtime) travels
 // in the value and is checked by the store before the value is served, so
@@ -40,21 +42,26 @@
 //
 // # Sizes
 //
-// A value above the engine's item limit (Options.MaxValue: memcached's
-// 1 MiB less its per-item overhead, 512 MiB for Redis's default
-// proto-max-bulk-len) is not stored, and counted: such a chunk is fetched
-// from the origin by every node. Splitting values is left out on purpose:
-// chunks are rarely that big once compressed, and a split value is a
-// second way to be half written.
+// A value above MaxValue (512 MiB for Redis's default proto-max-bulk-len)
+// is not stored, and counted: such a chunk is fetched from the origin by
+// every node. memcached stores a value above its item limit as several
+// items and a manifest (see memcacheEngine).
 //
-// # Single flight across the fleet (Redis)
+// # Single flight across the fleet
 //
-// A node whose lookup misses takes a lease on the key (SET NX PX
-// LeaseTTL) before it goes to the origin; its Put releases it and
-// announces the value (PUBLISH). A node that finds the lease taken waits
-// for that announcement, for at most LeaseWait, then reads the value, or
-// goes to the origin itself. memcached has no lease: every node that misses
-// goes to the origin.
+// A node whose lookup misses takes a lease on the key (Redis: SET NX PX
+// with a random token; memcached: add) before it goes to the origin, and
+// renews it every LeaseTTL/3 while it fetches and decodes; its Put
+// releases it by compare-and-delete (a Lua script; memcached: cas) and
+// announces the value (Redis: PUBLISH). A node that finds the lease taken
+// waits as long as the lease lives: it reads the value when it is
+// announced (memcached: it polls, every 5 ms at first, then up to every
+// 100 ms). It goes to the origin when the holder releases the lease
+// without a value (its load failed, or the value could not be stored) or
+// the engine fails; when the lease lapses (its holder died) it tries to
+// take the lease itself. The wait is bounded by the reader's context and
+// the holder's renewals (at most 10 minutes: maxRenewal), never by a fixed
+// time shorter than a fetch.
 //
 // # Faults
 //
@@ -69,8 +76,10 @@
 // a lookup costs nothing but the check of a clock.
 //
 // The URL may carry the tier's own settings as query parameters, each a
-// Go duration: timeout, backoff, lease_ttl and lease_wait
-// ("redis://h:6379?timeout=20ms&lease_wait=1s").
+// Go duration: timeout, backoff and lease_ttl
+// ("redis://h:6379?timeout=20ms&lease_ttl=5s"). lease_wait, of earlier
+// versions, is accepted and ignored. The URL is logged and reported in
+// errors without its password (url.URL.Redacted).
 //
 // All methods are safe for concurrent use.
 package shared
@@ -78,14 +87,11 @@ package shared
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"net/url"
 	"os"
@@ -94,7 +100,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/volfs/volfs/cache/envelope"
 )
 
 // Environment variables read when the flags leave them out.
@@ -105,30 +111,17 @@ const (
 
 // Defaults of Options.
 const (
-	DefaultTimeout   = 50 * time.Millisecond
-	DefaultBackoff   = time.Second
-	DefaultLeaseTTL  = 2 * time.Second
-	DefaultLeaseWait = 300 * time.Millisecond
-	// memcacheMaxValue is memcached's default item limit (-I 1m) less
-	// room for its item header and the key.
-	memcacheMaxValue = 1<<20 - 512
-	redisMaxValue    = 512 << 20
+	DefaultTimeout  = 50 * time.Millisecond
+	DefaultBackoff  = time.Second
+	DefaultLeaseTTL = 2 * time.Second
+	redisMaxValue   = 512 << 20
+	// memcacheMaxValue bounds a value stored on memcached, in parts.
+	memcacheMaxValue = 512 << 20
 )
 
 const (
-	magic      = "VSC1"
-	headerSize = 56
-	codecRaw   = 0
-	codecZstd  = 1
-	flagHMAC   = 1
-	keyPrefix  = "volfs1:"
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-var (
-	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true))
+	magic     = "VSC2"
+	keyPrefix = "volfs2:"
 )
 
 // Options configures a Tier.
@@ -151,35 +144,42 @@ type Options struct {
 	// Backoff is how long an outage skips the engine before trying it
 	// again; zero means DefaultBackoff.
 	Backoff time.Duration
-	// LeaseTTL bounds how long a lease lasts when its holder never
-	// releases it; LeaseWait, how long a node waits for another's
-	// value. Zero means the defaults.
-	LeaseTTL, LeaseWait time.Duration
-	// MaxValue bounds a value stored; zero means the engine's default
-	// item limit.
+	// LeaseTTL is how long a lease lasts unless its holder renews it
+	// (every LeaseTTL/3 while it loads): how long the fleet waits for a
+	// node that died holding one. Zero means DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// MaxValue bounds a value stored, and read; zero means the engine's
+	// default.
 	MaxValue int
 	// Log receives one line at the start and at the end of each outage;
 	// nil means slog.Default().
 	Log *slog.Logger
 }
 
-// engine is one distributed key-value engine.
+// engine is one distributed key-value engine with fleet-wide leases.
 type engine interface {
 	name() string
-	// get returns the value of key, or errMiss.
-	get(ctx context.Context, key string) ([]byte, error)
+	// get returns the value of key, refusing one above max bytes
+	// without reading it; errMiss when there is none.
+	get(ctx context.Context, key string, max int64) ([]byte, error)
 	set(ctx context.Context, key string, val []byte) error
-	close() error
-}
-
-// leaser is an engine with fleet-wide leases and announcements (Redis).
-type leaser interface {
-	// lease takes the lease of key for ttl; false when another holds it.
-	lease(ctx context.Context, key string, ttl time.Duration) (bool, error)
-	// release drops the lease of key and announces that its value is set.
-	release(ctx context.Context, key string) error
+	// lease takes the lease of key for ttl under token; false when
+	// another holds it.
+	lease(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	// renew extends the lease of key for ttl if token holds it.
+	renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	// release drops the lease of key if token holds it, and announces
+	// the key; gaveUp says no value was set (the load failed).
+	release(ctx context.Context, key, token string, gaveUp bool) error
+	// leased reports who holds the lease of key.
+	leased(ctx context.Context, key string) (leaseState, error)
+	// announces reports whether subscribe delivers announcements;
+	// without them waiters poll.
+	announces() bool
 	// subscribe calls done with each key announced, until close.
 	subscribe(done func(key string))
+	ping(ctx context.Context) error
+	close() error
 }
 
 // errMiss is an engine's answer for a key it does not hold.
@@ -187,33 +187,34 @@ var errMiss = errors.New("shared: miss")
 
 // Tier is a cache.Tier on a shared engine.
 type Tier struct {
-	eng    engine
-	opts   Options
-	log    *slog.Logger
-	leases leaser // nil without leases
+	eng  engine
+	opts Options
+	url  string // opts.URL without its password, for logs and errors
+	log  *slog.Logger
 
-	downUntil atomic.Int64 // unix nanoseconds; the engine is skipped before it
-	down      atomic.Bool  // an outage is on
-	downSince atomic.Int64 // unix nanoseconds: when the outage began
-	failing   atomic.Int64 // calls failed in a row
-	logged    atomic.Bool  // the outage on was logged
-	lastLog   atomic.Int64 // unix nanoseconds of the last outage logged
+	health
 
-	// LOCK ORDERING: mu is held only to change waiters.
-	mu      sync.Mutex
-	waiters map[string][]chan struct{} // GUARDED_BY(mu); announcements awaited, by engine key
-	held    map[string]time.Time       // GUARDED_BY(mu); leases this process holds, by engine key, and when taken
+	// LOCK ORDERING: mu is held only to change waiters, held and
+	// unverified.
+	mu         sync.Mutex
+	waiters    map[string][]chan struct{} // GUARDED_BY(mu); announcements awaited, by engine key
+	held       map[string]*heldLease      // GUARDED_BY(mu); leases this process holds, by engine key
+	unverified map[string]struct{}        // GUARDED_BY(mu); engine keys whose value failed its signature
 
 	stats stats
 }
 
 // Open connects to the engine opts.URL names (lazily: an engine down at
 // Open is an outage, not an error) and returns the tier. A URL that is not
-// understood is an error.
+// understood is an error, which never shows its password.
 func Open(opts Options) (*Tier, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil {
-		return nil, fmt.Errorf("shared: %q: %w", opts.URL, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password and all
+		}
+		return nil, fmt.Errorf("shared: the engine's URL: %w", err)
 	}
 	// The tier's own settings, taken out of the URL before the engine's
 	// client reads it.
@@ -226,7 +227,7 @@ func Open(opts Options) (*Tier, error) {
 		{"timeout", &opts.Timeout, DefaultTimeout},
 		{"backoff", &opts.Backoff, DefaultBackoff},
 		{"lease_ttl", &opts.LeaseTTL, DefaultLeaseTTL},
-		{"lease_wait", &opts.LeaseWait, DefaultLeaseWait},
+		{"lease_wait", new(time.Duration), time.Second},
 	} {
 		if v := q.Get(p.name); v != "" && *p.d == 0 {
 			d, err := time.ParseDuration(v)
@@ -239,33 +240,34 @@ func Open(opts Options) (*Tier, error) {
 		*p.d = orDefault(*p.d, p.def)
 	}
 	u.RawQuery = q.Encode()
-	t := &Tier{opts: opts, log: opts.Log, waiters: make(map[string][]chan struct{}), held: make(map[string]time.Time)}
+	t := &Tier{opts: opts, url: u.Redacted(), log: opts.Log, waiters: make(map[string][]chan struct{}),
+		held: make(map[string]*heldLease), unverified: make(map[string]struct{})}
 	if t.log == nil {
 		t.log = slog.Default()
 	}
 	switch u.Scheme {
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
-		r, err := openRedis(u, opts)
-		if err != nil {
-			return nil, err
-		}
-		t.eng, t.leases = r, r
 		if t.opts.MaxValue == 0 {
 			t.opts.MaxValue = redisMaxValue
 		}
-		r.subscribe(t.announced)
+		r, err := openRedis(u, opts, int64(t.opts.MaxValue))
+		if err != nil {
+			return nil, err
+		}
+		t.eng = r
 	case "memcache":
-		m, err := openMemcache(u, opts)
+		if t.opts.MaxValue == 0 {
+			t.opts.MaxValue = memcacheMaxValue
+		}
+		m, err := openMemcache(u, func(msg string, args ...any) { t.log.Info(msg, append(args, "engine", t.url)...) })
 		if err != nil {
 			return nil, err
 		}
 		t.eng = m
-		if t.opts.MaxValue == 0 {
-			t.opts.MaxValue = memcacheMaxValue
-		}
 	default:
-		return nil, fmt.Errorf("shared: %q: want redis://, rediss://, redis+cluster:// or memcache://", opts.URL)
+		return nil, fmt.Errorf("shared: %s: want redis://, rediss://, redis+cluster:// or memcache://", u.Redacted())
 	}
+	t.eng.subscribe(t.announced)
 	return t, nil
 }
 
@@ -294,8 +296,31 @@ func hosts(u *url.URL, scheme string) ([]string, error) {
 // Name names the tier by its engine: "redis" or "memcache".
 func (t *Tier) Name() string { return t.eng.name() }
 
-// Close closes the connections to the engine.
-func (t *Tier) Close() error { return t.eng.close() }
+// URL returns the engine's URL without its password.
+func (t *Tier) URL() string { return t.url }
+
+// Signed reports whether the tier signs and checks values with a secret.
+func (t *Tier) Signed() bool { return len(t.opts.Secret) > 0 }
+
+// Ping asks the engine (every server of a memcached pool) whether it
+// answers, within the tier's deadline.
+func (t *Tier) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, max(t.opts.Timeout, time.Second))
+	defer cancel()
+	return t.eng.ping(ctx)
+}
+
+// Close stops the renewal of the leases held and closes the connections
+// to the engine.
+func (t *Tier) Close() error {
+	t.mu.Lock()
+	for ek, l := range t.held {
+		close(l.stop)
+		delete(t.held, ek)
+	}
+	t.mu.Unlock()
+	return t.eng.close()
+}
 
 // engineKey is the key of the store's key in the engine.
 func engineKey(key string) string {
@@ -303,20 +328,27 @@ func engineKey(key string) string {
 	return keyPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
+// readBound is the most bytes the engine may send for a chunk of size.
+func (t *Tier) readBound(key string, size int64) int64 {
+	return min(envelope.MaxLen(key, size), int64(t.opts.MaxValue))
+}
+
 // Get returns the chunk kept under key if the engine has a sound value of
-// size bytes that check accepts. On a miss of a Redis tier it takes the
-// key's lease, or waits (LeaseWait at most) for the node that holds it.
+// size bytes that check accepts. On a miss it takes the key's lease (the
+// store then loads the chunk from the origin, and Put or Release lets the
+// lease go), or waits for the node that holds it (see "Single flight").
 func (t *Tier) Get(ctx context.Context, key string, size int64, check func([]byte) error) ([]byte, []byte, bool) {
 	ek := engineKey(key)
-	raw, ok := t.fetch(ctx, ek)
-	if !ok && t.leases != nil && t.up() {
-		raw, ok = t.awaitLease(ctx, ek)
+	bound := t.readBound(key, size)
+	raw, ok := t.fetch(ctx, ek, bound)
+	if !ok && t.up() {
+		raw, ok = t.awaitLease(ctx, ek, bound)
 	}
 	if !ok {
 		t.stats.misses.Add(1)
 		return nil, nil, false
 	}
-	val, ident, err := t.unpack(key, raw, size)
+	val, ident, err := t.unpack(ek, key, raw, size)
 	if err != nil {
 		t.log.Debug("shared cache: value refused, fetching the chunk from the origin", "key", key, "err", err)
 		t.stats.misses.Add(1)
@@ -332,8 +364,9 @@ func (t *Tier) Get(ctx context.Context, key string, size int64, check func([]byt
 	return val, ident, true
 }
 
-// fetch reads ek from the engine: false on a miss or a fault.
-func (t *Tier) fetch(ctx context.Context, ek string) ([]byte, bool) {
+// fetch reads ek, at most bound bytes, from the engine: false on a miss or
+// a fault.
+func (t *Tier) fetch(ctx context.Context, ek string, bound int64) ([]byte, bool) {
 	if !t.up() {
 		t.stats.skipped.Add(1)
 		return nil, false
@@ -341,13 +374,21 @@ func (t *Tier) fetch(ctx context.Context, ek string) ([]byte, bool) {
 	cctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
 	defer cancel()
 	start := time.Now()
-	raw, err := t.eng.get(cctx, ek)
+	raw, err := t.eng.get(cctx, ek, bound)
 	t.stats.getLatency.observe(time.Since(start))
-	if errors.Is(err, errMiss) {
+	switch {
+	case errors.Is(err, errMiss):
 		t.ok(start)
 		return nil, false
-	}
-	if err != nil {
+	case errors.Is(err, errCorruptValue):
+		t.ok(start)
+		t.stats.corrupt.Add(1)
+		return nil, false
+	case errors.Is(err, errDeclared):
+		t.stats.refused.Add(1)
+		t.fault(ctx, "get", err)
+		return nil, false
+	case err != nil:
 		t.fault(ctx, "get", err)
 		return nil, false
 	}
@@ -356,111 +397,29 @@ func (t *Tier) fetch(ctx context.Context, ek string) ([]byte, bool) {
 	return raw, true
 }
 
-// awaitLease takes ek's lease (the caller then loads from the origin, and
-// Put releases it), or, when another node holds it, waits for its value.
-func (t *Tier) awaitLease(ctx context.Context, ek string) ([]byte, bool) {
-	// Subscribe before asking, so that an announcement between the
-	// lease's refusal and the wait is not lost.
-	ch := make(chan struct{}, 1)
-	t.mu.Lock()
-	t.waiters[ek] = append(t.waiters[ek], ch)
-	t.mu.Unlock()
-	defer t.unwait(ek, ch)
-
-	cctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
-	won, err := t.leases.lease(cctx, ek, t.opts.LeaseTTL)
-	cancel()
-	if err != nil {
-		t.fault(ctx, "lease", err)
-		return nil, false
-	}
-	if won {
-		t.stats.leasesWon.Add(1)
-		t.hold(ek)
-		return nil, false
-	}
-	t.stats.leasesWaited.Add(1)
-	timer := time.NewTimer(t.opts.LeaseWait)
-	defer timer.Stop()
-	select {
-	case <-ch:
-		return t.fetch(ctx, ek)
-	case <-timer.C:
-		// The holder may have finished without an announcement reaching
-		// us (a subscription reconnecting): one last look.
-		if raw, ok := t.fetch(ctx, ek); ok {
-			return raw, true
-		}
-		t.stats.leasesTimedOut.Add(1)
-		return nil, false
-	case <-ctx.Done():
-		return nil, false
-	}
-}
-
-// maxHeld bounds the leases remembered: a load that fails (a missing
-// chunk) never releases its lease, which expires in the engine after
-// LeaseTTL; past maxHeld, those older than that are forgotten.
-const maxHeld = 4096
-
-// hold records that this process holds ek's lease.
-func (t *Tier) hold(ek string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now()
-	if len(t.held) >= maxHeld {
-		for k, at := range t.held {
-			if now.Sub(at) > t.opts.LeaseTTL {
-				delete(t.held, k)
-			}
-		}
-	}
-	t.held[ek] = now
-}
-
-func (t *Tier) unwait(ek string, ch chan struct{}) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ws := t.waiters[ek]
-	for i, w := range ws {
-		if w == ch {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(t.waiters, ek)
-	} else {
-		t.waiters[ek] = ws
-	}
-}
-
-// announced wakes the waiters of ek, whose value another node has set.
-func (t *Tier) announced(ek string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, ch := range t.waiters[ek] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // Put stores val, made from what ident describes, under key, and releases
 // the key's lease if this process holds it. A value above MaxValue is not
-// stored (counted as too large).
+// stored (counted as too large), nor one over a value this node could not
+// verify (a node with a wrong secret must not replace the fleet's values).
 func (t *Tier) Put(key string, ident, val []byte) { _ = t.Keep(key, ident, val) }
 
 // Keep is Put that says why a value was not stored: the engine is in an
-// outage, the value is above MaxValue, or the engine refused the write
-// (cache.Keeper).
+// outage, the value is above MaxValue, the entry there could not be
+// verified by this node, or the engine refused the write (cache.Keeper).
 func (t *Tier) Keep(key string, ident, val []byte) error {
 	ek := engineKey(key)
-	defer t.releaseLease(ek)
+	stored := false
+	defer func() { t.releaseLease(ek, stored) }()
 	if !t.up() {
 		t.stats.skipped.Add(1)
 		return fmt.Errorf("shared: %s is skipped after failed calls", t.eng.name())
+	}
+	t.mu.Lock()
+	_, unverified := t.unverified[ek]
+	t.mu.Unlock()
+	if unverified {
+		t.stats.notOverwritten.Add(1)
+		return errors.New("shared: the entry in the engine could not be verified with this node's secret, so it is left in place")
 	}
 	v := t.pack(key, ident, val)
 	if len(v) > t.opts.MaxValue {
@@ -475,35 +434,79 @@ func (t *Tier) Keep(key string, ident, val []byte) error {
 		return fmt.Errorf("shared: %s: %w", t.eng.name(), err)
 	}
 	t.ok(start)
+	stored = true
 	t.stats.puts.Add(1)
 	t.stats.writtenBytes.Add(int64(len(v)))
 	return nil
 }
 
-// Release drops the lease of key, if this process holds it, when no Put
-// follows the miss that took it (the origin failed, or the chunk is not
-// to be kept): the nodes that wait for the value go to the origin at once
-// instead of at the end of LeaseWait.
-func (t *Tier) Release(key string) { t.releaseLease(engineKey(key)) }
+// pack makes the stored value of val.
+func (t *Tier) pack(key string, ident, val []byte) []byte {
+	form, payload := envelope.Compress(val)
+	return envelope.Seal(magic, t.opts.Secret, key, ident, form, payload)
+}
 
-// releaseLease drops ek's lease if this process holds it, announcing the
-// value to the nodes that wait.
-func (t *Tier) releaseLease(ek string) {
-	if t.leases == nil {
-		return
+// unpack checks the stored value raw of key (engine key ek) and returns
+// its chunk, of size bytes, and identity record.
+func (t *Tier) unpack(ek, key string, raw []byte, size int64) (val, ident []byte, err error) {
+	ident, payload, form, err := envelope.Open(magic, t.opts.Secret, key, size, raw)
+	if err == nil {
+		val, err = envelope.Decode(form, payload, size)
 	}
+	switch {
+	case err == nil:
+		return val, ident, nil
+	case errors.Is(err, envelope.ErrSignature):
+		t.refusedSignature(ek, err)
+	default:
+		t.stats.corrupt.Add(1)
+	}
+	return nil, nil, fmt.Errorf("shared: %w", err)
+}
+
+// maxUnverified bounds the engine keys remembered as not to overwrite.
+const maxUnverified = 1 << 16
+
+// refusedSignature counts a value refused for its signature, remembers
+// not to overwrite it, and logs it once, then at most once a minute.
+func (t *Tier) refusedSignature(ek string, err error) {
+	n := t.stats.forged.Add(1)
 	t.mu.Lock()
-	_, held := t.held[ek]
-	delete(t.held, ek)
+	if len(t.unverified) >= maxUnverified {
+		clear(t.unverified)
+	}
+	t.unverified[ek] = struct{}{}
 	t.mu.Unlock()
-	if !held || !t.up() {
+	now := time.Now().UnixNano()
+	last := t.lastForgedLog.Load()
+	if last != 0 && now-last < int64(logEvery) || !t.lastForgedLog.CompareAndSwap(last, now) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Timeout)
-	defer cancel()
-	if err := t.leases.release(ctx, ek); err != nil {
-		t.fault(context.Background(), "release", err)
+	t.log.Warn("shared cache: values refused as not signed with this node's secret; this node reads them from the origin and leaves them in place: check --shared-cache-secret (or "+EnvSecret+") on every node",
+		"engine", t.url, "refused", n, "signed", t.Signed(), "err", err)
+}
+
+// SecretFrom returns the secret given by flag, else by EnvSecret; nil if
+// neither.
+func SecretFrom(flag string) []byte {
+	if flag == "" {
+		flag = os.Getenv(EnvSecret)
 	}
+	if flag == "" {
+		return nil
+	}
+	return bytes.Clone([]byte(flag))
+}
+
+// health is the tier's record of the engine's faults and outages.
+type health struct {
+	downUntil     atomic.Int64 // unix nanoseconds; the engine is skipped before it
+	down          atomic.Bool  // an outage is on
+	downSince     atomic.Int64 // unix nanoseconds: when the outage began
+	failing       atomic.Int64 // calls failed in a row
+	logged        atomic.Bool  // the outage on was logged
+	lastLog       atomic.Int64 // unix nanoseconds of the last outage logged
+	lastForgedLog atomic.Int64 // unix nanoseconds of the last refused signature logged
 }
 
 // up reports whether the engine may be called: no outage, or the outage's
@@ -540,7 +543,7 @@ func (t *Tier) fault(ctx context.Context, op string, err error) {
 	}
 	t.lastLog.Store(now.UnixNano())
 	t.logged.Store(true)
-	t.log.Warn("shared cache unreachable: reads go to the origin until it answers again", "engine", t.opts.URL, "op", op, "err", err)
+	t.log.Warn("shared cache unreachable: reads go to the origin until it answers again", "engine", t.url, "op", op, "err", err)
 }
 
 // logEvery bounds the outages logged to one a minute.
@@ -559,101 +562,7 @@ func (t *Tier) ok(start time.Time) {
 	if t.down.Swap(false) {
 		t.downUntil.Store(0)
 		if t.logged.Swap(false) {
-			t.log.Warn("shared cache answers again", "engine", t.opts.URL)
+			t.log.Warn("shared cache answers again", "engine", t.url)
 		}
 	}
-}
-
-// pack makes the stored value of val.
-func (t *Tier) pack(key string, ident, val []byte) []byte {
-	payload := encoder.EncodeAll(val, make([]byte, 0, len(val)/2+64))
-	codec := byte(codecZstd)
-	if len(payload) >= len(val) {
-		payload, codec = val, codecRaw
-	}
-	v := make([]byte, headerSize, headerSize+len(ident)+len(payload))
-	copy(v, magic)
-	v[4] = codec
-	if len(t.opts.Secret) > 0 {
-		v[5] = flagHMAC
-	}
-	binary.LittleEndian.PutUint64(v[8:], uint64(len(val)))
-	binary.LittleEndian.PutUint32(v[16:], uint32(len(ident)))
-	v = append(append(v, ident...), payload...)
-	binary.LittleEndian.PutUint32(v[20:], checksum(key, v))
-	if len(t.opts.Secret) > 0 {
-		copy(v[24:56], mac(t.opts.Secret, key, v))
-	}
-	return v
-}
-
-// unpack checks the stored value raw of key and returns its chunk, of
-// size bytes, and identity record.
-func (t *Tier) unpack(key string, raw []byte, size int64) (val, ident []byte, err error) {
-	if len(raw) < headerSize || string(raw[:4]) != magic {
-		t.stats.corrupt.Add(1)
-		return nil, nil, errors.New("shared: not a value of volfs")
-	}
-	if binary.LittleEndian.Uint32(raw[20:]) != checksum(key, raw) {
-		t.stats.corrupt.Add(1)
-		return nil, nil, errors.New("shared: checksum mismatch")
-	}
-	if len(t.opts.Secret) > 0 && (raw[5]&flagHMAC == 0 || !hmac.Equal(raw[24:56], mac(t.opts.Secret, key, raw))) {
-		t.stats.forged.Add(1)
-		return nil, nil, errors.New("shared: value not signed with the fleet's secret")
-	}
-	n := binary.LittleEndian.Uint64(raw[8:])
-	il := uint64(binary.LittleEndian.Uint32(raw[16:]))
-	if n != uint64(size) || il > uint64(len(raw)-headerSize) {
-		t.stats.corrupt.Add(1)
-		return nil, nil, fmt.Errorf("shared: value of %d bytes, want %d", n, size)
-	}
-	ident = raw[headerSize : headerSize+il]
-	payload := raw[headerSize+il:]
-	switch raw[4] {
-	case codecRaw:
-		val = payload
-	case codecZstd:
-		val, err = decoder.DecodeAll(payload, make([]byte, 0, size))
-		if err != nil {
-			t.stats.corrupt.Add(1)
-			return nil, nil, fmt.Errorf("shared: zstd: %w", err)
-		}
-	default:
-		t.stats.corrupt.Add(1)
-		return nil, nil, fmt.Errorf("shared: unknown codec %d", raw[4])
-	}
-	if int64(len(val)) != size {
-		t.stats.corrupt.Add(1)
-		return nil, nil, fmt.Errorf("shared: decoded %d bytes, want %d", len(val), size)
-	}
-	return val, ident, nil
-}
-
-// checksum is the CRC-32C of key and the value v but its checksum and MAC.
-func checksum(key string, v []byte) uint32 {
-	c := crc32.Checksum([]byte(key), castagnoli)
-	c = crc32.Update(c, castagnoli, v[:20])
-	return crc32.Update(c, castagnoli, v[headerSize:])
-}
-
-// mac is the HMAC-SHA256 under secret of key and the value v but its MAC.
-func mac(secret []byte, key string, v []byte) []byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(key))
-	h.Write(v[:24])
-	h.Write(v[headerSize:])
-	return h.Sum(nil)
-}
-
-// SecretFrom returns the secret given by flag, else by EnvSecret; nil if
-// neither.
-func SecretFrom(flag string) []byte {
-	if flag == "" {
-		flag = os.Getenv(EnvSecret)
-	}
-	if flag == "" {
-		return nil
-	}
-	return bytes.Clone([]byte(flag))
 }

@@ -8,13 +8,18 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/volfs/volfs/cache/envelope"
 	"github.com/volfs/volfs/internal/testenv"
 )
 
@@ -195,7 +201,7 @@ func TestCorruptAndForged(t *testing.T) {
 	ctx := context.Background()
 
 	signed.Put("a", []byte("id"), val)
-	raw, err := signed.eng.get(ctx, engineKey("a"))
+	raw, err := signed.eng.get(ctx, engineKey("a"), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +215,7 @@ func TestCorruptAndForged(t *testing.T) {
 			t.Errorf("byte %d flipped: served %d bytes", off, len(got))
 		}
 	}
-	for _, n := range []int{0, 10, headerSize, len(raw) / 2, len(raw) - 1} {
+	for _, n := range []int{0, 10, envelope.HeaderSize, len(raw) / 2, len(raw) - 1} {
 		if err := signed.eng.set(ctx, engineKey("a"), raw[:n]); err != nil {
 			t.Fatal(err)
 		}
@@ -217,8 +223,10 @@ func TestCorruptAndForged(t *testing.T) {
 			t.Errorf("truncated to %d bytes: served %d bytes", n, len(got))
 		}
 	}
-	if st := signed.Stats(); st.Corrupt+st.Forged != 9 {
-		t.Errorf("refused: %+v, want 9 corrupt or forged", st)
+	// The value cut to nothing is a miss (an empty value is no value);
+	// the others are refused.
+	if st := signed.Stats(); st.Corrupt+st.Forged != 8 || st.Misses != 9 {
+		t.Errorf("refused: %+v, want 8 corrupt or forged in 9 misses", st)
 	}
 
 	// A well-formed value with a valid checksum, written without the
@@ -264,17 +272,66 @@ func TestCollector(t *testing.T) {
 	}
 }
 
-// TestTooLarge: a value above memcached's item limit is not stored (and
-// counted), so every node fetches that chunk from the origin.
-func TestTooLarge(t *testing.T) {
-	tier, _ := open(t, Options{URL: "memcache://" + testenv.StartMemcached(t).Addr})
-	val := random(2 << 20)
+// TestMemcacheParts: a value above memcached's item limit is stored as
+// parts and a manifest, and read back whole; a part damaged or evicted is
+// a miss, never wrong bytes.
+func TestMemcacheParts(t *testing.T) {
+	e := testenv.StartMemcached(t)
+	tier, logs := open(t, Options{URL: "memcache://" + e.Addr, Timeout: 5 * time.Second})
+	ctx := context.Background()
+	val := random(5<<20 + 123)
 	tier.Put("big", []byte("id"), val)
-	if _, _, ok := tier.Get(context.Background(), "big", int64(len(val)), accept); ok {
-		t.Error("a 2 MiB value above memcached's 1 MiB limit was served")
+	got, _, ok := tier.Get(ctx, "big", int64(len(val)), accept)
+	if !ok || !bytes.Equal(got, val) {
+		t.Fatalf("a value of 5 MiB: got %d bytes, %v", len(got), ok)
 	}
-	if st := tier.Stats(); st.TooLarge != 1 || st.Errors != 0 {
-		t.Errorf("stats %+v, want 1 too large and no errors", st)
+	if st := tier.Stats(); st.TooLarge != 0 || st.Errors != 0 || st.Puts != 1 {
+		t.Errorf("stats %+v, want 1 put, none too large, no errors", st)
+	}
+	if n := logs.count("item limit read"); n != 1 {
+		t.Errorf("item limit logged %d times, want once\n%s", n, logs.b.String())
+	}
+
+	m := tier.eng.(*memcacheEngine)
+	ek := engineKey("big")
+	man, err := m.get(ctx, ek+"-raw", 1) // nothing there: a miss
+	if !errors.Is(err, errMiss) || man != nil {
+		t.Fatalf("get of a missing key: %v", err)
+	}
+	var manifest []byte
+	m.do(ctx, ek, func(c *mcConn) error {
+		items, err := c.retrieve("get", []string{ek}, func(string, int64) bool { return true })
+		if len(items) == 1 {
+			manifest = items[0].val
+		}
+		return err
+	})
+	if len(manifest) != manifestSize {
+		t.Fatalf("manifest of %d bytes, want %d", len(manifest), manifestSize)
+	}
+	gen := hex.EncodeToString(manifest[20:36])
+	// A part of the right length but other bytes: the envelope's check
+	// refuses the whole.
+	part1 := partKey(ek, gen, 1)
+	var orig []byte
+	m.do(ctx, ek, func(c *mcConn) error {
+		items, err := c.retrieve("get", []string{part1}, func(string, int64) bool { return true })
+		orig = items[0].val
+		return err
+	})
+	bad := bytes.Clone(orig)
+	bad[100] ^= 1
+	m.do(ctx, ek, func(c *mcConn) error { return c.store("set", part1, 0, bad, 0) })
+	if _, _, ok := tier.Get(ctx, "big", int64(len(val)), accept); ok {
+		t.Error("served a value with a damaged part")
+	}
+	// A part of another length is refused before it is read.
+	m.do(ctx, ek, func(c *mcConn) error { return c.store("set", part1, 0, orig[:10], 0) })
+	if _, _, ok := tier.Get(ctx, "big", int64(len(val)), accept); ok {
+		t.Error("served a value with a short part")
+	}
+	if st := tier.Stats(); st.Corrupt != 1 || st.Refused < 1 {
+		t.Errorf("stats %+v, want 1 corrupt (the damaged part), the short one refused", st)
 	}
 }
 
@@ -331,60 +388,129 @@ func TestOutage(t *testing.T) {
 	}
 }
 
-// TestLease: of two nodes that miss the same key, the first takes the
-// lease and the second waits for its value instead of going to the
-// origin; a holder that never writes makes the waiter give up after
-// LeaseWait.
+// TestLease, on Redis and memcached: of two nodes that miss the same key,
+// the first takes the lease and the second waits for its value instead of
+// going to the origin, for as long as the holder works (it renews its
+// lease: the wait here is many times the lease's TTL); a holder whose load
+// fails releases the lease and the waiter goes to the origin at once; a
+// holder that dies lets its lease lapse, and a waiter then takes it.
 func TestLease(t *testing.T) {
-	u := "redis://" + testenv.StartRedis(t).Addr
-	a, _ := open(t, Options{URL: u, LeaseWait: time.Minute})
-	b, _ := open(t, Options{URL: u, LeaseWait: time.Minute})
-	ctx := context.Background()
-	val := random(5000)
-	if _, _, ok := a.Get(ctx, "k", int64(len(val)), accept); ok {
-		t.Fatal("hit in an empty engine")
-	}
-	got := make(chan bool, 1)
-	go func() {
-		_, _, ok := b.Get(ctx, "k", int64(len(val)), accept)
-		got <- ok
-	}()
-	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache/shared.(*Tier).awaitLease", 1)
-	a.Put("k", []byte("id"), val)
-	if !<-got {
-		t.Error("the waiting node did not get the lease holder's value")
-	}
-	if sa, sb := a.Stats(), b.Stats(); sa.LeasesWon != 1 || sb.LeasesWaited != 1 || sb.LeasesTimedOut != 0 || sb.Hits != 1 {
-		t.Errorf("holder %+v, waiter %+v: want 1 lease won, 1 waited, 0 timed out, 1 hit", sa, sb)
-	}
+	for _, kind := range []string{"redis", "memcache"} {
+		t.Run(kind, func(t *testing.T) {
+			var u string
+			if kind == "redis" {
+				u = "redis://" + testenv.StartRedis(t).Addr
+			} else {
+				u = "memcache://" + testenv.StartMemcached(t).Addr
+			}
+			ttl := 300 * time.Millisecond
+			if kind == "memcache" {
+				ttl = time.Second // memcached's expiry counts whole seconds
+			}
+			opts := Options{URL: u, LeaseTTL: ttl, Timeout: time.Second}
+			a, _ := open(t, opts)
+			b, _ := open(t, opts)
+			ctx := context.Background()
+			val := random(5000)
+			if _, _, ok := a.Get(ctx, "k", int64(len(val)), accept); ok {
+				t.Fatal("hit in an empty engine")
+			}
+			got := make(chan bool, 1)
+			go func() {
+				_, _, ok := b.Get(ctx, "k", int64(len(val)), accept)
+				got <- ok
+			}()
+			// The holder works for five times the lease's TTL.
+			select {
+			case ok := <-got:
+				t.Fatalf("the waiter gave up (hit %v) while the holder's lease lived", ok)
+			case <-time.After(5 * ttl):
+			}
+			a.Put("k", []byte("id"), val)
+			if !<-got {
+				t.Error("the waiting node did not get the lease holder's value")
+			}
+			if sa, sb := a.Stats(), b.Stats(); sa.LeasesWon != 1 || sa.LeasesRenewed < 3 || sb.LeasesWaited != 1 || sb.LeasesTimedOut != 0 || sb.Hits != 1 {
+				t.Errorf("holder %+v, waiter %+v: want 1 lease won and renewed, 1 waited, 0 timed out, 1 hit", sa, sb)
+			}
 
-	// A holder whose origin load fails releases the lease without a
-	// value: the waiter goes to the origin at once, not at LeaseWait.
-	if _, _, ok := a.Get(ctx, "failed", 10, accept); ok {
-		t.Fatal("hit in an empty engine")
-	}
-	go func() {
-		_, _, ok := b.Get(ctx, "failed", 10, accept)
-		got <- ok
-	}()
-	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache/shared.(*Tier).awaitLease", 1)
-	a.Release("failed")
-	if <-got {
-		t.Error("a value nobody wrote was served")
-	}
-	if st := b.Stats(); st.LeasesWaited != 2 || st.LeasesTimedOut != 0 {
-		t.Errorf("waiter %+v: want 2 waits, none timed out (LeaseWait is a minute)", st)
-	}
+			// A holder whose origin load fails releases the lease without
+			// a value: the waiter goes to the origin at once.
+			if _, _, ok := a.Get(ctx, "failed", 10, accept); ok {
+				t.Fatal("hit in an empty engine")
+			}
+			go func() {
+				_, _, ok := b.Get(ctx, "failed", 10, accept)
+				got <- ok
+			}()
+			testenv.WaitBlocked(t, "github.com/volfs/volfs/cache/shared.(*Tier).waitValue", 1)
+			start := time.Now()
+			a.Release("failed")
+			if <-got {
+				t.Error("a value nobody wrote was served")
+			}
+			if d := time.Since(start); d > ttl {
+				t.Errorf("the waiter went to the origin %v after the release, want less than the lease's TTL", d)
+			}
+			if st := b.Stats(); st.LeasesWaited != 2 || st.LeasesTimedOut != 1 || st.LeasesWon != 0 {
+				t.Errorf("waiter %+v: want 2 waits, 1 without a value, no lease", st)
+			}
 
-	c, _ := open(t, Options{URL: u, LeaseWait: 50 * time.Millisecond})
-	if _, _, ok := a.Get(ctx, "lost", 10, accept); ok {
-		t.Fatal("hit in an empty engine")
+			// A holder that dies (closed without releasing): its lease
+			// lapses and the waiter takes it.
+			c, _ := open(t, opts)
+			if _, _, ok := c.Get(ctx, "lost", 10, accept); ok {
+				t.Fatal("hit in an empty engine")
+			}
+			c.Close()
+			start = time.Now()
+			if _, _, ok := b.Get(ctx, "lost", 10, accept); ok {
+				t.Fatal("a value nobody wrote was served")
+			}
+			if st := b.Stats(); st.LeasesLapsed != 1 || st.LeasesWon != 1 {
+				t.Errorf("waiter %+v: want 1 lease lapsed, then won", st)
+			}
+			if d := time.Since(start); d > 3*ttl+time.Second {
+				t.Errorf("the lapsed lease took %v to notice", d)
+			}
+			b.Release("lost")
+		})
 	}
-	if _, _, ok := c.Get(ctx, "lost", 10, accept); ok {
-		t.Fatal("a value nobody wrote was served")
-	}
-	if st := c.Stats(); st.LeasesTimedOut != 1 {
-		t.Errorf("timed out: got %d, want 1", st.LeasesTimedOut)
+}
+
+// TestLeaseToken: a release by a node whose lease lapsed and was taken by
+// another leaves the other's lease alone (compare-and-delete).
+func TestLeaseToken(t *testing.T) {
+	for _, kind := range []string{"redis", "memcache"} {
+		t.Run(kind, func(t *testing.T) {
+			var u string
+			if kind == "redis" {
+				u = "redis://" + testenv.StartRedis(t).Addr
+			} else {
+				u = "memcache://" + testenv.StartMemcached(t).Addr
+			}
+			tier, _ := open(t, Options{URL: u, Timeout: time.Second})
+			ctx := context.Background()
+			ek := engineKey("k")
+			if won, err := tier.eng.lease(ctx, ek, "first", time.Minute); !won || err != nil {
+				t.Fatalf("lease: %v, %v", won, err)
+			}
+			if err := tier.eng.release(ctx, ek, "second", false); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := tier.eng.leased(ctx, ek); st != leaseHeld || err != nil {
+				t.Errorf("after another token's release: %v, %v; want the lease held", st, err)
+			}
+			if ok, err := tier.eng.renew(ctx, ek, "second", time.Minute); ok || err != nil {
+				t.Errorf("another token renewed the lease: %v, %v", ok, err)
+			}
+			if err := tier.eng.release(ctx, ek, "first", false); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := tier.eng.leased(ctx, ek); st != leaseNone || err != nil {
+				t.Errorf("after its holder's release: %v, %v; want no lease", st, err)
+			}
+		})
 	}
 }
 
@@ -393,3 +519,57 @@ var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // discardLog drops what the tier logs.
 var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestPasswordRedacted: the engine's password appears in no log line and
+// no error, whether the URL cannot be parsed, names an unknown scheme, or
+// names an engine that refuses the password or is down.
+func TestPasswordRedacted(t *testing.T) {
+	const pw = "hunter2secret"
+	for _, u := range []string{"redis://:" + pw + "@127.0.0.1:6379/%zz", "redis://:" + pw + "@127.0.0.1:6379/?timeout=bad", "ftp://:" + pw + "@host/"} {
+		if _, err := Open(Options{URL: u}); err == nil || strings.Contains(err.Error(), pw) {
+			t.Errorf("%s: error %v, want one without the password", u, err)
+		}
+	}
+	live := testenv.StartRedis(t, "--requirepass", "other")
+	for _, u := range []string{"redis://:" + pw + "@" + live.Addr, "redis://:" + pw + "@" + testenv.FreeAddr(t)} {
+		tier, logs := open(t, Options{URL: u, Backoff: time.Nanosecond})
+		for range 5 {
+			tier.Get(context.Background(), "k", 10, accept)
+			tier.Put("k", nil, []byte("x"))
+		}
+		err := tier.Ping(context.Background())
+		if logs.count("shared cache unreachable") != 1 || logs.count(pw) != 0 || err == nil || strings.Contains(err.Error(), pw) || strings.Contains(tier.URL(), pw) {
+			t.Errorf("%s: ping %v, URL %s, logs:\n%s", u, err, tier.URL(), logs.b.String())
+		}
+	}
+}
+
+// TestRendezvous: one server joining a pool of N moves at most 1/N + 1%
+// of the keys (rendezvous hashing moves 1/(N+1) of them, those the new
+// server wins), and none between the old servers.
+func TestRendezvous(t *testing.T) {
+	const keys = 100000
+	for n := 1; n <= 10; n++ {
+		var nodes []string
+		for i := range n {
+			nodes = append(nodes, fmt.Sprintf("10.0.0.%d:11211", i+1))
+		}
+		grown := append(slices.Clone(nodes), "10.0.1.1:11211")
+		moved, strayed := 0, 0
+		for k := range keys {
+			key := engineKey(strconv.Itoa(k))
+			before, after := rendezvous(nodes, key), rendezvous(grown, key)
+			switch {
+			case before == after:
+			case after == n:
+				moved++
+			default:
+				strayed++
+			}
+		}
+		if frac := float64(moved) / keys; frac > 1/float64(n)+0.01 || strayed != 0 {
+			t.Errorf("%d servers and one more: %.2f%% of the keys moved to it (want at most %.2f%%), %d between the old ones",
+				n, 100*frac, 100/float64(n)+1, strayed)
+		}
+	}
+}
