@@ -343,7 +343,7 @@ func (t *Tree) warmChunk(ctx context.Context, a *decode.Array, c []int64, dryRun
 		r.Status = WarmWouldFetch
 		return r
 	}
-	_, err := t.store.Get(ctx, key, t.loader(a, key, c))
+	_, err := t.store.Get(ctx, memKey(a, key), t.loader(a, key, c))
 	switch {
 	case err == nil:
 		r.Status = WarmFetched
@@ -366,7 +366,7 @@ func (t *Tree) onDisk(ctx context.Context, a *decode.Array, key string, c []int6
 	}
 	check := func(rec []byte) error { return t.ids.check(ctx, rec) }
 	for _, tier := range t.tiers {
-		if _, _, ok := tier.Get(ctx, t.tierKey(key), a.ChunkSize(c), check); !ok {
+		if _, _, ok := tier.Get(ctx, t.tierKey(a, key), a.ChunkSize(c), check); !ok {
 			return false
 		}
 	}

@@ -265,8 +265,8 @@ func TestFleetEngineKilled(t *testing.T) {
 
 // engineKey is the key of a chunk in the engine, as cache/shared
 // documents it.
-func engineKey(origin, key string) string {
-	sum := sha256.Sum256([]byte(origin + "\x00" + key))
+func engineKey(t *testing.T, dir, origin, key string) string {
+	sum := sha256.Sum256([]byte(tierKeyOf(t, dir, origin, key)))
 	return "volfs1:" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
@@ -291,12 +291,12 @@ func TestSharedCorruptAndForged(t *testing.T) {
 	}{
 		{"corrupt", nil, func(t *testing.T) {
 			for _, k := range keys {
-				v, err := rdb.Get(ctx, engineKey(origin.URL, k)).Bytes()
+				v, err := rdb.Get(ctx, engineKey(t, src, origin.URL, k)).Bytes()
 				if err != nil {
 					t.Fatalf("%s: %v", k, err)
 				}
 				v[len(v)-1] ^= 0x01
-				if err := rdb.Set(ctx, engineKey(origin.URL, k), v, 0).Err(); err != nil {
+				if err := rdb.Set(ctx, engineKey(t, src, origin.URL, k), v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -308,13 +308,13 @@ func TestSharedCorruptAndForged(t *testing.T) {
 			}
 			defer forger.Close()
 			for _, k := range keys {
-				v, err := rdb.Get(ctx, engineKey(origin.URL, k)).Bytes()
+				v, err := rdb.Get(ctx, engineKey(t, src, origin.URL, k)).Bytes()
 				if err != nil {
 					t.Fatalf("%s: %v", k, err)
 				}
 				il := binary.LittleEndian.Uint32(v[16:])
 				ident := v[56 : 56+il]
-				forger.Put(origin.URL+"\x00"+k, ident, bytes.Repeat([]byte{0x66}, hostileChunk))
+				forger.Put(tierKeyOf(t, src, origin.URL, k), ident, bytes.Repeat([]byte{0x66}, hostileChunk))
 			}
 		}},
 	} {

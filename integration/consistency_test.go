@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/volfs/volfs/internal/testenv"
+)
+
+// The cases of issue 28 ("one version per read") that this file holds,
+// each through a volfs process mounted for real and read by a subprocess:
+// a metadata edit between two mounts that share a disk cache or a shared
+// tier (the recipe fingerprint), and a shard rewritten during a mount
+// (memoised indexes pinned to the object's version).
+
+// deltaArray writes a Zarr v2 array of four uint8 whose one chunk "0"
+// stores 01 01 01 01 (zlib-compressed, so that the chunk is decoded and
+// kept by the tiers rather than passed through), with filters (a JSON
+// value) as given: with a delta filter it decodes to 01 02 03 04, without
+// one to 01 01 01 01. The chunk is written only when absent: its identity
+// stays the same across edits of the metadata.
+func deltaArray(t *testing.T, dir, filters string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, ".zarray"), []byte(`{"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "|u1", "compressor": {"id": "zlib", "level": 1}, "fill_value": 0, "order": "C", "filters": `+filters+`}`))
+	if _, err := os.Stat(filepath.Join(dir, "0")); err == nil {
+		return
+	}
+	var b bytes.Buffer
+	w := zlib.NewWriter(&b)
+	if _, err := w.Write([]byte{1, 1, 1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "0"), b.Bytes())
+}
+
+// TestRecipeEditBetweenMounts: a Zarr v2 array's delta filter removed from
+// its .zarray between two mounts that share a disk cache (--cache-dir) or
+// a shared tier (redis-server) reads as the new metadata decodes it,
+// 01 01 01 01, not as the chunk decoded under the old metadata and kept
+// by the tier, 01 02 03 04 (issue 28, item 1).
+func TestRecipeEditBetweenMounts(t *testing.T) {
+	for _, tier := range []string{"disk", "shared"} {
+		t.Run(tier, func(t *testing.T) {
+			src := t.TempDir()
+			deltaArray(t, src, `[{"id": "delta", "dtype": "|u1"}]`)
+			var args []string
+			switch tier {
+			case "disk":
+				args = []string{"--cache-dir", t.TempDir()}
+			case "shared":
+				args = []string{"--shared-cache", "redis://" + testenv.StartRedis(t).Addr + loaded}
+			}
+			mount := func() *serving { return startVolfs(t, append(append([]string{"mount"}, args...), src)...) }
+			s := mount()
+			if got := run(t, "cat", filepath.Join(s.mnt, "0")); got != "\x01\x02\x03\x04" {
+				t.Fatalf("with the delta filter: got % x, want 01 02 03 04", got)
+			}
+			stopVolfs(t, s)
+
+			deltaArray(t, src, `null`)
+			s = mount()
+			if got := run(t, "cat", filepath.Join(s.mnt, "0")); got != "\x01\x01\x01\x01" {
+				t.Errorf("after the filter was removed, through the %s tier: got % x, want 01 01 01 01", tier, got)
+			}
+			stopVolfs(t, s)
+		})
+	}
+}
+
+// oneShard writes a Zarr v3 array of four uint8 stored as one shard
+// "c/0" of two inner chunks of two, with the index (crc32c) at its end:
+// inner chunk i holds chunks[i] at offset offs[i].
+func oneShard(t *testing.T, dir string, data []byte, offs [2]uint64) {
+	t.Helper()
+	writeFileAll(t, filepath.Join(dir, "zarr.json"), []byte(`{"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint8",
+  "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+  "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}}, "fill_value": 0,
+  "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "codecs": [{"name": "bytes"}],
+    "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}], "index_location": "end"}}]}`))
+	shard := append([]byte(nil), data...)
+	var index []byte
+	for _, off := range offs {
+		index = binary.LittleEndian.AppendUint64(index, off)
+		index = binary.LittleEndian.AppendUint64(index, 2)
+	}
+	shard = append(shard, index...)
+	shard = binary.LittleEndian.AppendUint32(shard, crc32.Checksum(index, crc32.MakeTable(crc32.Castagnoli)))
+	writeFileAll(t, filepath.Join(dir, "c", "0"), shard)
+}
+
+// TestShardRewrittenDuringMount: a Zarr v3 shard holding inner chunks
+// [10 11] at offset 0 and [20 21] at 2, whose index the mount memoised
+// when inner chunk 0 was read, is rewritten in place (same size) with
+// chunk 1 = [40 41] at 0 and chunk 0 = [30 31] at 2: inner chunk 1 then
+// reads [40 41] (or ESTALE), never [30 31], which neither version holds
+// (issue 28, item 2).
+func TestShardRewrittenDuringMount(t *testing.T) {
+	src := t.TempDir()
+	oneShard(t, src, []byte{10, 11, 20, 21}, [2]uint64{0, 2})
+	s := startVolfs(t, "mount", "--read-ahead", "0", src)
+	if got := run(t, "cat", filepath.Join(s.mnt, "c", "0")); got != "\x0a\x0b" {
+		t.Fatalf("inner chunk 0: got % x, want 0a 0b", got)
+	}
+	time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
+	oneShard(t, src, []byte{40, 41, 30, 31}, [2]uint64{2, 0})
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "c", "1"))
+	switch {
+	case err != nil && strings.Contains(out+err.Error(), "Stale file handle"):
+		t.Logf("inner chunk 1 after the rewrite: ESTALE")
+	case err != nil:
+		t.Errorf("inner chunk 1 after the rewrite: %v (%q), want 28 29 or ESTALE", err, out)
+	case out != "\x28\x29":
+		t.Errorf("inner chunk 1 after the rewrite: got % x, want 28 29 (the new version's), never 1e 1f (the old index over the new bytes)", out)
+	}
+	stopVolfs(t, s)
+}
