@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,4 +127,82 @@ func TestShardRewrittenDuringMount(t *testing.T) {
 		t.Errorf("inner chunk 1 after the rewrite: got % x, want 28 29 (the new version's), never 1e 1f (the old index over the new bytes)", out)
 	}
 	stopVolfs(t, s)
+}
+
+// shardBytes is the object oneShard writes: data, then the index of two
+// inner chunks of two bytes at offs, then its crc32c.
+func shardBytes(data []byte, offs [2]uint64) []byte {
+	shard := append([]byte(nil), data...)
+	var index []byte
+	for _, off := range offs {
+		index = binary.LittleEndian.AppendUint64(index, off)
+		index = binary.LittleEndian.AppendUint64(index, 2)
+	}
+	shard = append(shard, index...)
+	return binary.LittleEndian.AppendUint32(shard, crc32.Checksum(index, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestShardSwappedBetweenRequests: an HTTP origin whose shard c/0 (strong
+// ETags, If-Match honoured by net/http) is replaced right after volfs read
+// its index, before it reads the inner chunk: the chunk request carries
+// If-Match, the origin answers 412, and inner chunk 1 reads as the new
+// version's [40 41], never [30 31] (the old index over the new bytes).
+// When the shard changes after every index read, the read fails with
+// ESTALE (issue 28, item 4).
+func TestShardSwappedBetweenRequests(t *testing.T) {
+	for _, mode := range []string{"once", "always"} {
+		t.Run(mode, func(t *testing.T) {
+			src := t.TempDir()
+			oneShard(t, src, []byte{10, 11, 20, 21}, [2]uint64{0, 2})
+			meta, err := os.ReadFile(filepath.Join(src, "zarr.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			versions := [][]byte{shardBytes([]byte{10, 11, 20, 21}, [2]uint64{0, 2}), shardBytes([]byte{40, 41, 30, 31}, [2]uint64{2, 0})}
+			var mu sync.Mutex
+			current, swaps, refused := 0, 0, 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/zarr.json":
+					http.ServeContent(w, r, "zarr.json", time.Time{}, bytes.NewReader(meta))
+				case "/c/0":
+					mu.Lock()
+					v := current
+					index := strings.HasPrefix(r.Header.Get("Range"), "bytes=4-")
+					if index && (mode == "always" || swaps == 0) {
+						current, swaps = 1-current, swaps+1 // after this reply
+					}
+					if m := r.Header.Get("If-Match"); m != "" && m != fmt.Sprintf(`"v%d"`, v) {
+						refused++
+					}
+					mu.Unlock()
+					w.Header().Set("ETag", fmt.Sprintf(`"v%d"`, v))
+					http.ServeContent(w, r, "0", time.Time{}, bytes.NewReader(versions[v]))
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			t.Cleanup(srv.Close)
+
+			s := startVolfs(t, "mount", "--read-ahead", "0", srv.URL)
+			out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "c", "1"))
+			stopVolfs(t, s)
+			mu.Lock()
+			t.Logf("%s: %d swaps, %d requests refused by If-Match", mode, swaps, refused)
+			if refused == 0 {
+				t.Errorf("no chunk request carried an If-Match of the version whose index was read")
+			}
+			mu.Unlock()
+			switch mode {
+			case "once":
+				if err != nil || out != "\x28\x29" {
+					t.Errorf("inner chunk 1, the shard replaced once: %v, % x; want 28 29 (the new version's)", err, out)
+				}
+			case "always":
+				if err == nil || !strings.Contains(out+err.Error(), "Stale file handle") {
+					t.Errorf("inner chunk 1, the shard replaced at every read of its index: %v, % x; want ESTALE", err, out)
+				}
+			}
+		})
+	}
 }
