@@ -91,42 +91,46 @@ func oneShard(t *testing.T, dir string, data []byte, offs [2]uint64) {
   "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}}, "fill_value": 0,
   "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "codecs": [{"name": "bytes"}],
     "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}], "index_location": "end"}}]}`))
-	shard := append([]byte(nil), data...)
-	var index []byte
-	for _, off := range offs {
-		index = binary.LittleEndian.AppendUint64(index, off)
-		index = binary.LittleEndian.AppendUint64(index, 2)
-	}
-	shard = append(shard, index...)
-	shard = binary.LittleEndian.AppendUint32(shard, crc32.Checksum(index, crc32.MakeTable(crc32.Castagnoli)))
-	writeFileAll(t, filepath.Join(dir, "c", "0"), shard)
+	writeFileAll(t, filepath.Join(dir, "c", "0"), shardBytes(data, offs))
 }
 
 // TestShardRewrittenDuringMount: a Zarr v3 shard holding inner chunks
 // [10 11] at offset 0 and [20 21] at 2, whose index the mount memoised
-// when inner chunk 0 was read, is rewritten in place (same size) with
-// chunk 1 = [40 41] at 0 and chunk 0 = [30 31] at 2: inner chunk 1 then
-// reads [40 41] (or ESTALE), never [30 31], which neither version holds
-// (issue 28, item 2).
+// when inner chunk 0 was read, is rewritten (same size) with chunk 1 =
+// [40 41] at 0 and chunk 0 = [30 31] at 2: inner chunk 1 then reads
+// [40 41] (or ESTALE), never [30 31], which neither version holds; for a
+// local directory (rewritten in place) and a gs:// bucket (a new
+// generation, on fake-gcs-server) (issue 28, item 2).
 func TestShardRewrittenDuringMount(t *testing.T) {
-	src := t.TempDir()
-	oneShard(t, src, []byte{10, 11, 20, 21}, [2]uint64{0, 2})
-	s := startVolfs(t, "mount", "--read-ahead", "0", src)
-	if got := run(t, "cat", filepath.Join(s.mnt, "c", "0")); got != "\x0a\x0b" {
-		t.Fatalf("inner chunk 0: got % x, want 0a 0b", got)
+	for _, kind := range []string{"file", "gs"} {
+		t.Run(kind, func(t *testing.T) {
+			src := t.TempDir()
+			oneShard(t, src, []byte{10, 11, 20, 21}, [2]uint64{0, 2})
+			source, rewrite := src, func() { oneShard(t, src, []byte{40, 41, 30, 31}, [2]uint64{2, 0}) }
+			if kind == "gs" {
+				e := startGCSEmulator(t)
+				putLayer(t, e, "bkt", "vol", src, false)
+				source = "gs://bkt/vol"
+				rewrite = func() { e.Put("bkt", "vol/c/0", shardBytes([]byte{40, 41, 30, 31}, [2]uint64{2, 0}), "") }
+			}
+			s := startVolfs(t, "mount", "--read-ahead", "0", source)
+			if got := run(t, "cat", filepath.Join(s.mnt, "c", "0")); got != "\x0a\x0b" {
+				t.Fatalf("inner chunk 0: got % x, want 0a 0b", got)
+			}
+			time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
+			rewrite()
+			out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "c", "1"))
+			switch {
+			case err != nil && strings.Contains(out+err.Error(), "Stale file handle"):
+				t.Logf("inner chunk 1 after the rewrite: ESTALE")
+			case err != nil:
+				t.Errorf("inner chunk 1 after the rewrite: %v (%q), want 28 29 or ESTALE", err, out)
+			case out != "\x28\x29":
+				t.Errorf("inner chunk 1 after the rewrite: got % x, want 28 29 (the new version's), never 1e 1f (the old index over the new bytes)", out)
+			}
+			stopVolfs(t, s)
+		})
 	}
-	time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
-	oneShard(t, src, []byte{40, 41, 30, 31}, [2]uint64{2, 0})
-	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "c", "1"))
-	switch {
-	case err != nil && strings.Contains(out+err.Error(), "Stale file handle"):
-		t.Logf("inner chunk 1 after the rewrite: ESTALE")
-	case err != nil:
-		t.Errorf("inner chunk 1 after the rewrite: %v (%q), want 28 29 or ESTALE", err, out)
-	case out != "\x28\x29":
-		t.Errorf("inner chunk 1 after the rewrite: got % x, want 28 29 (the new version's), never 1e 1f (the old index over the new bytes)", out)
-	}
-	stopVolfs(t, s)
 }
 
 // shardBytes is the object oneShard writes: data, then the index of two
