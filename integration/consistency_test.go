@@ -210,3 +210,55 @@ func TestShardSwappedBetweenRequests(t *testing.T) {
 		})
 	}
 }
+
+// precomputedShard writes a precomputed layer of one sharded scale s0 of
+// 4 x 1 x 1 uint8 voxels in chunks of two (chunk ids 0 and 1), one shard
+// "s0/0.shard" of one minishard: data, then the minishard index that puts
+// chunk i at offs[i] (two bytes each, offsets increasing with the id).
+func precomputedShard(t *testing.T, dir string, data []byte, offs [2]uint64) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "info"), []byte(`{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
+ "scales": [{"key": "s0", "size": [4, 1, 1], "resolution": [1, 1, 1], "chunk_sizes": [[2, 1, 1]], "encoding": "raw",
+  "sharding": {"@type": "neuroglancer_uint64_sharded_v1", "hash": "identity", "preshift_bits": 0, "minishard_bits": 0, "shard_bits": 0,
+   "minishard_index_encoding": "raw", "data_encoding": "raw"}}]}`))
+	// Minishard index: ids (delta), offsets (the first from the end of the
+	// shard index, the next from the end of the previous chunk), sizes.
+	idx := make([]byte, 48)
+	binary.LittleEndian.PutUint64(idx[0:], 0)
+	binary.LittleEndian.PutUint64(idx[8:], 1)
+	binary.LittleEndian.PutUint64(idx[16:], offs[0])
+	binary.LittleEndian.PutUint64(idx[24:], offs[1]-offs[0]-2)
+	binary.LittleEndian.PutUint64(idx[32:], 2)
+	binary.LittleEndian.PutUint64(idx[40:], 2)
+	shardIndex := make([]byte, 16)
+	binary.LittleEndian.PutUint64(shardIndex[0:], uint64(len(data)))
+	binary.LittleEndian.PutUint64(shardIndex[8:], uint64(len(data)+len(idx)))
+	writeFileAll(t, filepath.Join(dir, "s0", "0.shard"), append(append(shardIndex, data...), idx...))
+}
+
+// TestPrecomputedShardRewrittenDuringMount: the precomputed form of
+// TestShardRewrittenDuringMount. A shard with chunk 0 = [10 11] at 0 and
+// chunk 1 = [20 21] at 2, whose shard and minishard indexes the mount
+// memoised when chunk 0 was read, is rewritten with chunk 0 = [30 31] at
+// 2 and chunk 1 = [40 41] at 4: chunk 1 reads [40 41] (or ESTALE), never
+// [30 31], the old index over the new bytes (issue 28, item 2).
+func TestPrecomputedShardRewrittenDuringMount(t *testing.T) {
+	src := t.TempDir()
+	precomputedShard(t, src, []byte{10, 11, 20, 21}, [2]uint64{0, 2})
+	s := startVolfs(t, "mount", "--read-ahead", "0", src)
+	if got := run(t, "cat", filepath.Join(s.mnt, "s0", "0-2_0-1_0-1")); got != "\x0a\x0b" {
+		t.Fatalf("chunk 0: got % x, want 0a 0b", got)
+	}
+	time.Sleep(10 * time.Millisecond)
+	precomputedShard(t, src, []byte{99, 98, 30, 31, 40, 41}, [2]uint64{2, 4})
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "s0", "2-4_0-1_0-1"))
+	switch {
+	case err != nil && strings.Contains(out+err.Error(), "Stale file handle"):
+		t.Logf("chunk 1 after the rewrite: ESTALE")
+	case err != nil:
+		t.Errorf("chunk 1 after the rewrite: %v (%q), want 28 29 or ESTALE", err, out)
+	case out != "\x28\x29":
+		t.Errorf("chunk 1 after the rewrite: got % x, want 28 29 (the new version's), never 1e 1f (the old index over the new bytes)", out)
+	}
+	stopVolfs(t, s)
+}
