@@ -262,3 +262,66 @@ func TestPrecomputedShardRewrittenDuringMount(t *testing.T) {
 	}
 	stopVolfs(t, s)
 }
+
+// largeIndexChunks is the inner chunk count of largeShard: an index of
+// more than 1 MiB, which volfs reads in blocks of 4096 entries with its
+// crc32c checked once over the whole (decode's large-index path).
+const largeIndexChunks = 70000
+
+// largeShard writes a Zarr v3 array of largeIndexChunks uint8 in one
+// shard "c/0" of one-byte inner chunks, index (crc32c) at the end: inner
+// chunk i at offset i holding byte i%200+1, except that chunks 0 and 1
+// hold first[0] and first[1] and, when swapped, sit at offsets 1 and 0.
+func largeShard(t *testing.T, dir string, first [2]byte, swapped bool) {
+	t.Helper()
+	const n = largeIndexChunks
+	writeFileAll(t, filepath.Join(dir, "zarr.json"), []byte(fmt.Sprintf(`{"zarr_format": 3, "node_type": "array", "shape": [%d], "data_type": "uint8",
+  "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [%d]}},
+  "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}}, "fill_value": 0,
+  "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1], "codecs": [{"name": "bytes"}],
+    "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}], "index_location": "end"}}]}`, n, n)))
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i%200 + 1)
+	}
+	data[0], data[1] = first[0], first[1]
+	index := make([]byte, 16*n)
+	for i := range n {
+		binary.LittleEndian.PutUint64(index[16*i:], uint64(i))
+		binary.LittleEndian.PutUint64(index[16*i+8:], 1)
+	}
+	if swapped {
+		data[0], data[1] = data[1], data[0]
+		binary.LittleEndian.PutUint64(index[0:], 1)
+		binary.LittleEndian.PutUint64(index[16:], 0)
+	}
+	shard := append(data, index...)
+	shard = binary.LittleEndian.AppendUint32(shard, crc32.Checksum(index, crc32.MakeTable(crc32.Castagnoli)))
+	writeFileAll(t, filepath.Join(dir, "c", "0"), shard)
+}
+
+// TestLargeIndexShardRewrittenDuringMount: TestShardRewrittenDuringMount
+// on decode's large-index path (an index of more than 1 MiB, memoised in
+// blocks after one crc32c check). Inner chunks 0 and 1 ([0a], [14]) swap
+// places and take new bytes ([1e] at 1, [28] at 0) after chunk 0 was
+// read: chunk 1 reads [28] (or ESTALE), never [1e].
+func TestLargeIndexShardRewrittenDuringMount(t *testing.T) {
+	src := t.TempDir()
+	largeShard(t, src, [2]byte{10, 20}, false)
+	s := startVolfs(t, "mount", "--read-ahead", "0", src)
+	if got := run(t, "cat", filepath.Join(s.mnt, "c", "0")); got != "\x0a" {
+		t.Fatalf("inner chunk 0: got % x, want 0a", got)
+	}
+	time.Sleep(10 * time.Millisecond)
+	largeShard(t, src, [2]byte{30, 40}, true)
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "c", "1"))
+	switch {
+	case err != nil && strings.Contains(out+err.Error(), "Stale file handle"):
+		t.Logf("inner chunk 1 after the rewrite: ESTALE")
+	case err != nil:
+		t.Errorf("inner chunk 1 after the rewrite: %v (%q), want 28 or ESTALE", err, out)
+	case out != "\x28":
+		t.Errorf("inner chunk 1 after the rewrite: got % x, want 28 (the new version's), never 1e (the old index over the new bytes)", out)
+	}
+	stopVolfs(t, s)
+}
