@@ -191,28 +191,30 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 // the reply must carry to reach the range's end: the range's length, or
 // offset plus length for a 200, never the object limit.
 //
-// A read pinned to a version (WithVersion) of a strong ETag identity sends
+// A read pinned to a version (WithVersion) of an ETag identity sends
 // If-Match. A 412 is asked again without it: a reply of the pinned
 // version means the server compares If-Match in a way that never matches
-// (a weak ETag, or one its gzip form changes), and h stops sending it; a
-// reply of another version is ErrChanged.
+// (a weak ETag, or one its gzip form changes), and h stops sending it.
+// Either way a reply of another version than the pinned one is ErrChanged.
 func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
 	id, ok := pinned(ctx, key)
-	etag, strong := strings.CutPrefix(string(id), "etag:")
-	if !ok || !strong || h.noIfMatch.Load() {
-		return h.getRange(ctx, key, offset, length, "")
+	ifMatch := ""
+	if etag, isETag := strings.CutPrefix(string(id), "etag:"); ok && isETag && !h.noIfMatch.Load() {
+		ifMatch = etag
 	}
-	data, got, err := h.getRange(ctx, key, offset, length, etag)
-	if !errors.Is(err, errPreconditionFailed) {
-		return data, got, err
+	data, got, err := h.getRange(ctx, key, offset, length, ifMatch)
+	if errors.Is(err, errPreconditionFailed) {
+		data, got, err = h.getRange(ctx, key, offset, length, "")
+		if err == nil && got == id {
+			h.noIfMatch.Store(true)
+		}
 	}
-	if data, got, err = h.getRange(ctx, key, offset, length, ""); err != nil {
+	if err != nil {
 		return nil, "", err
 	}
-	if got != id {
+	if ok && got.Known() && got != id {
 		return nil, "", fmt.Errorf("fetcher: %s: %s, the read was pinned to %s: %w", h.url(key).Redacted(), got, id, ErrChanged)
 	}
-	h.noIfMatch.Store(true)
 	return data, got, nil
 }
 
