@@ -99,21 +99,34 @@ func oneShard(t *testing.T, dir string, data []byte, offs [2]uint64) {
 // when inner chunk 0 was read, is rewritten (same size) with chunk 1 =
 // [40 41] at 0 and chunk 0 = [30 31] at 2: inner chunk 1 then reads
 // [40 41] (or ESTALE), never [30 31], which neither version holds; for a
-// local directory (rewritten in place) and a gs:// bucket (a new
-// generation, on fake-gcs-server) (issue 28, item 2).
+// local directory (rewritten in place), a gs:// bucket (a new
+// generation, on fake-gcs-server) and an s3:// bucket (a new ETag, on
+// SeaweedFS's S3 gateway) (issue 28, items 2 and 4).
 func TestShardRewrittenDuringMount(t *testing.T) {
-	for _, kind := range []string{"file", "gs"} {
+	for _, kind := range []string{"file", "gs", "s3"} {
 		t.Run(kind, func(t *testing.T) {
 			src := t.TempDir()
 			oneShard(t, src, []byte{10, 11, 20, 21}, [2]uint64{0, 2})
 			source, rewrite := src, func() { oneShard(t, src, []byte{40, 41, 30, 31}, [2]uint64{2, 0}) }
-			if kind == "gs" {
+			args := []string{"mount", "--read-ahead", "0", "--log-level", "debug"}
+			switch kind {
+			case "gs":
 				e := startGCSEmulator(t)
 				putLayer(t, e, "bkt", "vol", src, false)
 				source = "gs://bkt/vol"
 				rewrite = func() { e.Put("bkt", "vol/c/0", shardBytes([]byte{40, 41, 30, 31}, [2]uint64{2, 0}), "") }
+			case "s3":
+				requireBoto3(t)
+				w := startWeed(t, "pub")
+				s3Env(t, "", "")
+				w.s3put(t, "put", "pub", "vol", src)
+				source, args = "s3://pub/vol", append(args, "--endpoint-url", w.Endpoint)
+				rewrite = func() {
+					oneShard(t, src, []byte{40, 41, 30, 31}, [2]uint64{2, 0})
+					w.s3put(t, "put", "pub", "vol", src)
+				}
 			}
-			s := startVolfs(t, "mount", "--read-ahead", "0", source)
+			s := startVolfs(t, append(args, source)...)
 			if got := run(t, "cat", filepath.Join(s.mnt, "c", "0")); got != "\x0a\x0b" {
 				t.Fatalf("inner chunk 0: got % x, want 0a 0b", got)
 			}
@@ -129,6 +142,11 @@ func TestShardRewrittenDuringMount(t *testing.T) {
 				t.Errorf("inner chunk 1 after the rewrite: got % x, want 28 29 (the new version's), never 1e 1f (the old index over the new bytes)", out)
 			}
 			stopVolfs(t, s)
+			for _, line := range strings.Split(s.stderr.String(), "\n") {
+				if strings.Contains(line, "loading it again") {
+					t.Log(line) // says whether the source refused (a 412) or the reply's identity told
+				}
+			}
 		})
 	}
 }
