@@ -57,7 +57,12 @@
 // and keeps what it loaded from the origin in them (cache's "Tiers"; the
 // tree supplies only the origin load, Tree.loader), with the identities of
 // the source objects it was made from, checked before an entry is served
-// (identity.go says what is re-checked and when).
+// (identity.go says what is re-checked and when). Every kept chunk is
+// named with its array's recipe fingerprint (decode.Array.Recipe) besides
+// its key, in memory and below, so metadata edited between or during
+// mounts never serves a chunk decoded under the old metadata; and a load
+// reads each object from one version, loading again (or answering ESTALE)
+// when it meets two (Tree.load). docs/CONSISTENCY.md gives the rules.
 //
 // # Read-ahead and file handles
 //
@@ -104,7 +109,8 @@
 // # Errors
 //
 // Every failure reaches the kernel through one function, errno: not found
-// is ENOENT, a cancelled request EINTR, anything else EIO with one log line
+// is ENOENT, a cancelled request EINTR, an object that changed twice under
+// one load ESTALE (logged), anything else EIO with one log line
 // that names the path and the cause (the object, its source and why). A
 // corrupt chunk is an EIO for that chunk only: the error is not cached, its
 // neighbours read normally, and the mount stays up. A panic in a handler is
