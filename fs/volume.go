@@ -433,9 +433,7 @@ func (s *treeSource) saw(key string, id fetcher.Identity) error {
 	}
 	s.pinned[key] = id
 	s.seen = append(s.seen, seen{key, id})
-	if id != absent {
-		s.t.ids.learn(key, id)
-	}
+	s.t.ids.learn(key, id)
 	return nil
 }
 
