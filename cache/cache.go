@@ -486,6 +486,22 @@ func (c *Cache) evictPrefetched() {
 	c.stats.Evictions++
 }
 
+// Remove forgets the value kept for key, if any, so that the next Get
+// loads it again. A load of key in flight is not affected: its value is
+// kept when it finishes.
+func (c *Cache) Remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.main.Peek(key); ok {
+		c.main.Remove(key)
+		c.mainUsed -= e.cost()
+	}
+	if e, ok := c.prob.Peek(key); ok {
+		c.prob.Remove(key)
+		c.probUsed -= e.cost()
+	}
+}
+
 // memHeadroom is the memory beyond the cache that MemoryLimit leaves for
 // loads in flight, the idle buffers of internal/mem (at most 32 MiB), HTTP
 // buffers and go-fuse's request buffers. Loads in flight are few since

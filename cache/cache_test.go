@@ -67,6 +67,34 @@ func TestOversizedValueNotKept(t *testing.T) {
 	}
 }
 
+// TestRemove: a removed value is loaded again at the next Get, and its
+// bytes are no longer counted; other values stay.
+func TestRemove(t *testing.T) {
+	c := New(Options{MaxBytes: 1 << 20})
+	ctx := context.Background()
+	var loads atomic.Int64
+	counting := func(context.Context) ([]byte, error) { loads.Add(1); return make([]byte, 100), nil }
+	for _, k := range []string{"a", "b", "p"} {
+		if _, err := c.Get(ctx, k, counting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Remove("a")
+	c.Remove("p")
+	c.Remove("never")
+	if got, want := c.Stats().Bytes, int64(100+1+entryCost); got != want {
+		t.Errorf("after removing two of three values: %d bytes held, want %d", got, want)
+	}
+	for _, k := range []string{"a", "b", "p"} {
+		if _, err := c.Get(ctx, k, counting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := loads.Load(); got != 5 {
+		t.Errorf("loads: got %d, want 5 (a and p again, b kept)", got)
+	}
+}
+
 func TestConcurrentLoadsShareOneFlight(t *testing.T) {
 	c := New(Options{MaxBytes: 1 << 20})
 	var loads atomic.Int64

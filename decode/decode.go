@@ -176,6 +176,9 @@ type Array struct {
 	Describe [][2]string
 
 	keys keyTree
+	// recipe is the array's recipe fingerprint (Recipe), set once by
+	// its format's parser (setRecipe).
+	recipe string
 	// storedExtra is added to the stored-size bound of every chunk: what a
 	// container stores besides compressed data (a shard index).
 	storedExtra int64

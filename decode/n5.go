@@ -114,6 +114,7 @@ func ParseN5(dir string, meta []byte) (*Volume, error) {
 	if err != nil {
 		return nil, fail("", err)
 	}
+	a.setRecipe("n5", []map[string]json.RawMessage{top}, func(name string) bool { return n5Members[name] })
 	return &Volume{Format: "n5", Dir: dir, MetaName: "attributes.json", Original: meta, Rewritten: rewritten, Arrays: []*Array{a}}, nil
 }
 
@@ -226,3 +227,8 @@ func copyBox(dst []byte, dstExt []int64, src []byte, srcExt []int64, elemSize in
 		}
 	}
 }
+
+// n5Members are the members of an N5 dataset's attributes.json that decide
+// how its blocks decode; the others are the user's attributes, not part of
+// the array's recipe.
+var n5Members = map[string]bool{"dimensions": true, "blockSize": true, "dataType": true, "compression": true, "compressionType": true}

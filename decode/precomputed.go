@@ -117,6 +117,7 @@ func ParsePrecomputed(dir string, info []byte) (*Volume, error) {
 		if err != nil {
 			return nil, fail(where+": "+f, err)
 		}
+		a.setRecipe("precomputed", []map[string]json.RawMessage{top, s}, func(name string) bool { return !precomputedNotRecipe[name] })
 		v.Arrays = append(v.Arrays, a)
 		served = append(served, s)
 	}
@@ -424,3 +425,8 @@ func decodeRaw(_, stored []byte, _ []int64, size int) ([]byte, error) {
 	}
 	return stored, nil
 }
+
+// precomputedNotRecipe are the members of an info file that do not decide
+// how a scale's chunks decode (the scales, each hashed with its own
+// array, and references to other layers' data).
+var precomputedNotRecipe = map[string]bool{"scales": true, "mesh": true, "skeletons": true, "segment_properties": true}

@@ -29,7 +29,11 @@ type Source interface {
 	// Memo returns the value that load produces for key, from a
 	// byte-bounded cache shared by every load of the mount, with one load
 	// in flight per key (shard and minishard indexes). Keys must be unique
-	// to what they name: use the object key plus a suffix.
+	// to what they name within the array: use the object key plus a
+	// suffix (the source adds the array's recipe). A value made from
+	// another version of an object than the one this load reads is never
+	// returned with it: the call fails, and the caller of the load drops
+	// the memo and loads again (fs.Tree.load).
 	Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error)
 	// Release tells the source that b, a value its Get returned, is no
 	// longer referred to by anyone: the source may reuse its memory. Load

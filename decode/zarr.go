@@ -119,6 +119,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 	if err != nil {
 		return nil, fail("", err)
 	}
+	a.setRecipe("zarr2", []map[string]json.RawMessage{top}, nil)
 	return &Volume{Format: "zarr2", Dir: dir, MetaName: ".zarray", Original: meta, Rewritten: rewritten, Arrays: []*Array{a}}, nil
 }
 

@@ -178,6 +178,7 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	if err != nil {
 		return nil, fail("", err)
 	}
+	a.setRecipe("zarr3", []map[string]json.RawMessage{top}, func(name string) bool { return name != "attributes" })
 	return &Volume{Format: "zarr3", Dir: dir, MetaName: "zarr.json", Original: meta, Rewritten: rewritten, Arrays: []*Array{a}}, nil
 }
 

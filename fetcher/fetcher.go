@@ -28,6 +28,10 @@
 //   - ErrTooLarge: the object is larger than the caller's limit (Get). Never
 //     retried: the bytes past the limit are never read, so a hostile source
 //     cannot make a reader buffer more than the metadata allows.
+//   - ErrChanged: the object is no longer the version the read was pinned
+//     to (WithVersion): an HTTP or S3 412 to If-Match, a failed GCS
+//     generation precondition. Never retried here: the caller decides
+//     whether to load again from the start.
 //
 // # Concurrency
 //
@@ -50,6 +54,7 @@ var (
 	ErrInvalidKey   = errors.New("fetcher: invalid key")
 	ErrNotSupported = errors.New("fetcher: operation not supported by this source")
 	ErrTooLarge     = errors.New("fetcher: object larger than allowed")
+	ErrChanged      = errors.New("fetcher: object changed during the read")
 	// ErrOutsideSource is the ErrPermission of an object that a local
 	// source reaches only through a symbolic link it does not follow
 	// (FileOptions.FollowSymlinks). The fetcher logs the first; callers

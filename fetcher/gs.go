@@ -319,14 +319,30 @@ func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) (d
 	bound := g.callBound(length)
 	cctx, cancel := g.call(ctx, bound)
 	defer cancel()
-	data, id, err = g.getRange(cctx, g.prefix+key, offset, length)
+	data, id, err = g.getRange(cctx, g.prefix+key, offset, length, pinnedGeneration(ctx, key))
 	if err != nil {
 		return nil, "", g.error(ctx, cctx, bound, "read", key, err)
 	}
 	return data, id, nil
 }
 
-func (g *GCS) getRange(ctx context.Context, name string, offset, length int64) ([]byte, Identity, error) {
+// pinnedGeneration returns the generation ctx pins key to (WithVersion),
+// or 0.
+func pinnedGeneration(ctx context.Context, key string) int64 {
+	id, ok := pinned(ctx, key)
+	if !ok {
+		return 0
+	}
+	var gen, size int64
+	if _, err := fmt.Sscanf(string(id), "generation:%d:%d", &gen, &size); err != nil {
+		return 0
+	}
+	return gen
+}
+
+// getRange reads the range of the object name; a generation other than 0
+// is sent as an ifGenerationMatch condition, whose failure is ErrChanged.
+func (g *GCS) getRange(ctx context.Context, name string, offset, length, generation int64) ([]byte, Identity, error) {
 	a, err := g.attrsOf(ctx, name)
 	if err != nil {
 		return nil, "", err
@@ -345,7 +361,15 @@ func (g *GCS) getRange(ctx context.Context, name string, offset, length int64) (
 		}
 		return bytes.Clone(whole.data[offset:min(offset+n, int64(len(whole.data)))]), whole.id, nil
 	}
-	r, err := g.bucket.Object(name).NewRangeReader(ctx, offset, n)
+	obj := g.bucket.Object(name)
+	if generation != 0 {
+		obj = obj.If(storage.Conditions{GenerationMatch: generation})
+	}
+	r, err := obj.NewRangeReader(ctx, offset, n)
+	var gerr *googleapi.Error
+	if generation != 0 && errors.As(err, &gerr) && gerr.Code == http.StatusPreconditionFailed {
+		return nil, "", fmt.Errorf("%v: %w", err, ErrChanged)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -557,7 +581,7 @@ func (g *GCS) error(ctx, cctx context.Context, bound time.Duration, op, key stri
 		// Whatever broke, the caller's ending context is the cause that
 		// matters, and it is never retried.
 		return fmt.Errorf("%s: %w", where, ctx.Err())
-	case errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist):
+	case errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist) || errors.Is(err, ErrChanged):
 		return fmt.Errorf("%s: %w", where, err)
 	case errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist):
 		return fmt.Errorf("%s: %v: %w", where, err, ErrNotExist)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/volfs/volfs/internal/mem"
@@ -105,6 +106,9 @@ type HTTP struct {
 	client *http.Client // the session's transport with h's redirect policy
 
 	refused sync.Map // origins whose redirects were refused and logged
+	// noIfMatch is set once the server refused If-Match with the ETag of
+	// the version it then served (GetRange): it is not sent again.
+	noIfMatch atomic.Bool
 
 	m Metrics // Conns: the session's dials
 }
@@ -186,7 +190,39 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 // to it. An attempt's deadline (HTTPOptions.MinRate) is set by the bytes
 // the reply must carry to reach the range's end: the range's length, or
 // offset plus length for a 200, never the object limit.
+//
+// A read pinned to a version (WithVersion) of an ETag identity sends
+// If-Match. A 412 is asked again without it: a reply of the pinned
+// version means the server compares If-Match in a way that never matches
+// (a weak ETag, or one its gzip form changes), and h stops sending it.
+// Either way a reply of another version than the pinned one is ErrChanged.
 func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
+	id, ok := pinned(ctx, key)
+	ifMatch := ""
+	if etag, isETag := strings.CutPrefix(string(id), "etag:"); ok && isETag && !h.noIfMatch.Load() {
+		ifMatch = etag
+	}
+	data, got, err := h.getRange(ctx, key, offset, length, ifMatch)
+	if errors.Is(err, errPreconditionFailed) {
+		data, got, err = h.getRange(ctx, key, offset, length, "")
+		if err == nil && got == id {
+			h.noIfMatch.Store(true)
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if ok && got.Known() && got != id {
+		return nil, "", fmt.Errorf("fetcher: %s: %s, the read was pinned to %s: %w", h.url(key).Redacted(), got, id, ErrChanged)
+	}
+	return data, got, nil
+}
+
+// errPreconditionFailed is a 412 reply to If-Match.
+var errPreconditionFailed = errors.New("fetcher: precondition failed (412)")
+
+// getRange is GetRange with ifMatch, when not empty, sent as If-Match.
+func (h *HTTP) getRange(ctx context.Context, key string, offset, length int64, ifMatch string) ([]byte, Identity, error) {
 	if err := checkRange(offset, length); err != nil {
 		return nil, "", err
 	}
@@ -200,6 +236,9 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 	header := http.Header{
 		"Accept-Encoding": {"identity"},
 		"Range":           {fmt.Sprintf("bytes=%d-%d", offset, last)},
+	}
+	if ifMatch != "" {
+		header["If-Match"] = []string{ifMatch}
 	}
 	limit := min(length, h.opts.MaxObjectSize)
 	expect := func(resp *http.Response) int64 {
@@ -215,6 +254,8 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 		case http.StatusRequestedRangeNotSatisfiable:
 			data = []byte{} // offset at or past the end
 			return nil
+		case http.StatusPreconditionFailed:
+			return errPreconditionFailed
 		case http.StatusPartialContent, http.StatusOK:
 		default:
 			return statusError(resp)

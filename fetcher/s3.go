@@ -238,15 +238,26 @@ func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) ([]
 	}
 	var data []byte
 	var id Identity
+	// A read pinned to a version (WithVersion) is sent with If-Match: a
+	// 412 is ErrChanged.
+	var ifMatch *string
+	if pin, ok := pinned(ctx, key); ok {
+		if etag, ok := strings.CutPrefix(string(pin), "etag:"); ok {
+			ifMatch = &etag
+		}
+	}
 	err := s.do(ctx, "read", key, length, func(ctx context.Context, c *s3.Client) error {
 		out, err := c.GetObject(ctx, &s3.GetObjectInput{
 			Bucket: &s.bucket, Key: aws.String(s.prefix + key), RequestPayer: s.payer(),
-			Range: aws.String(fmt.Sprintf("bytes=%d-%d", offset, last)),
+			Range: aws.String(fmt.Sprintf("bytes=%d-%d", offset, last)), IfMatch: ifMatch,
 		})
 		if err != nil {
 			if code, ok := apiCode(err); ok && code == "InvalidRange" {
 				data = []byte{}
 				return nil
+			}
+			if code, _ := apiCode(err); ifMatch != nil && (code == "PreconditionFailed" || httpStatus(err) == http.StatusPreconditionFailed) {
+				return fmt.Errorf("%s: %w", apiText(err), ErrChanged)
 			}
 			return err
 		}
@@ -461,7 +472,7 @@ func (s *S3) backoff(n int) time.Duration {
 // and how to change them.
 func (s *S3) classify(cctx context.Context, bound time.Duration, st *s3State, err error) error {
 	err = withoutURL(err)
-	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist) || errors.Is(err, ErrPermission) {
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist) || errors.Is(err, ErrPermission) || errors.Is(err, ErrChanged) {
 		return err
 	}
 	var (

@@ -61,7 +61,12 @@
 // and keeps what it loaded from the origin in them (cache's "Tiers"; the
 // tree supplies only the origin load, Tree.loader), with the identities of
 // the source objects it was made from, checked before an entry is served
-// (identity.go says what is re-checked and when).
+// (identity.go says what is re-checked and when). Every kept chunk is
+// named with its array's recipe fingerprint (decode.Array.Recipe) besides
+// its key, in memory and below, so metadata edited between or during
+// mounts never serves a chunk decoded under the old metadata; and a load
+// reads each object from one version, loading again (or answering ESTALE)
+// when it meets two (Tree.load). docs/CONSISTENCY.md gives the rules.
 //
 // # Handles and read-ahead
 //
@@ -105,7 +110,8 @@
 //
 // Every failure reaches a front end's caller through one function,
 // Tree.Errno (errno.go): not found is ENOENT, a refusal EACCES, a request
-// cancelled by its caller EINTR, anything else EIO with one log line that
+// cancelled by its caller EINTR, an object that changed twice under one
+// load ESTALE (logged), anything else EIO with one log line that
 // names the path and the cause (the object, its source and why), at most
 // one per path every few seconds. serve maps the errno to an HTTP status,
 // so both front ends agree. A corrupt chunk is an EIO for that chunk

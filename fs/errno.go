@@ -39,6 +39,12 @@ func (r *errorReport) errno(ctx context.Context, err error, op, path string) sys
 		// advice (which credentials were used and how to change that).
 		r.repeat.log(r.logger(), fmt.Sprintf("%s %s: %v", op, path, err), path)
 		return syscall.EACCES
+	case errors.Is(err, fetcher.ErrChanged):
+		// An object changed under a load twice in a row: the reader gets
+		// neither version, and is told that what it reads is going
+		// stale, as an NFS client is.
+		r.repeat.log(r.logger(), fmt.Sprintf("%s %s: %v", op, path, err), path)
+		return syscall.ESTALE
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return syscall.EINTR
 	}

@@ -28,9 +28,15 @@ import (
 // learnt less than Options.MetadataTTL ago (at any time with a TTL of 0:
 // once per object per mount), else from one Stat of the object (a HEAD, a
 // GCS metadata request, a stat). An entry that differs is deleted and the
-// chunk fetched again. A load whose reads of one object saw two
-// identities (it changed while read), or an unknown one (an HTTP server
-// without ETag or Last-Modified), is not kept on disk.
+// chunk fetched again. A load that read an object of unknown identity (an
+// HTTP server without ETag or Last-Modified) is not kept on disk. A load
+// never completes with two identities of one object: treeSource pins each
+// object to the first version it saw and Tree.load loads again, or fails
+// with ESTALE, when it meets another (docs/CONSISTENCY.md); record still
+// refuses such a load, as a second line of defence.
+//
+// The record names the objects, not the metadata that decoded them: that
+// is the recipe fingerprint in the entry's key (Tree.tierKey).
 
 // absent is the identity recorded for a key with no object.
 const absent fetcher.Identity = "absent"

@@ -266,15 +266,17 @@ func (r *reader) apply(adv cache.Advice) {
 	}
 	a := r.seq.array()
 	keys := make([]string, 0, len(adv.Prefetch))
+	mkeys := make([]string, 0, len(adv.Prefetch))
 	coords := make([][]int64, 0, len(adv.Prefetch))
 	for _, p := range adv.Prefetch {
 		for _, c := range r.seq.chunks(p) {
 			keys = append(keys, a.ChunkKey(c))
+			mkeys = append(mkeys, memKey(a, keys[len(keys)-1]))
 			coords = append(coords, c)
 		}
 	}
 	t := r.rs.t
-	t.store.Prefetch(ctx, keys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
+	t.store.Prefetch(ctx, mkeys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
 }
 
 // stop stops r, cancelling its prefetches, and forgets it. A touch that

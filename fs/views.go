@@ -234,11 +234,12 @@ func (c *viewChunks) Fill() []byte {
 // cancels the loads only this batch waits for (a load shared with another
 // reader goes on for it) and is returned.
 func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([][]byte, error) {
-	keys := make([]string, len(coords))
+	keys, mkeys := make([]string, len(coords)), make([]string, len(coords))
 	for i, c := range coords {
 		keys[i] = a.ChunkKey(c)
+		mkeys[i] = memKey(a, keys[i])
 	}
-	res, err := t.store.GetBatch(ctx, keys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
+	res, err := t.store.GetBatch(ctx, mkeys, func(i int) cache.Loader { return t.loader(a, keys[i], coords[i]) })
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -145,7 +146,7 @@ func (d *keyDir) Lookup(_ context.Context, name string) (Node, error) {
 		return &keyDir{t: d.t, a: d.a, node: sub, key: path.Join(d.key, name)}, nil
 	}
 	key := d.a.ChunkKey(c)
-	return &chunkFile{t: d.t, a: d.a, c: c, key: key, size: d.a.ChunkSize(c), dir: d, name: name, load: d.t.loader(d.a, key, c)}, nil
+	return &chunkFile{t: d.t, a: d.a, c: c, key: key, mkey: memKey(d.a, key), size: d.a.ChunkSize(c), dir: d, name: name, load: d.t.loader(d.a, key, c)}, nil
 }
 
 func (d *keyDir) List(context.Context) (Listing, error) { return d.listing(), nil }
@@ -191,13 +192,13 @@ func (l concatListing) Entry(i int64) (string, bool) {
 // chunk returns the decoded bytes of the chunk through the chunk store. A
 // chunk the source does not have is an error for which isMissing holds.
 func (f *chunkFile) chunk(ctx context.Context) ([]byte, error) {
-	return f.t.store.Get(ctx, f.key, f.load)
+	return f.t.store.Get(ctx, f.mkey, f.load)
 }
 
 // chunkHit is chunk that also reports whether the chunk was in memory (the
 // reader did not wait), for read-ahead.
 func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
-	return f.t.store.GetHit(ctx, f.key, f.load)
+	return f.t.store.GetHit(ctx, f.mkey, f.load)
 }
 
 // loader returns the load of the chunk at c of a, whose key is key, through
@@ -235,7 +236,7 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 // tiers see it: what a read (loader) and a warm (warmChunk) both walk.
 func (t *Tree) tierChunk(a *decode.Array, key string, c []int64) cache.Chunk {
 	return cache.Chunk{
-		Key:      t.tierKey(key),
+		Key:      t.tierKey(a, key),
 		Size:     a.ChunkSize(c),
 		Check:    t.ids.check,
 		CPUBound: t.local,
@@ -248,8 +249,35 @@ func (t *Tree) tierChunk(a *decode.Array, key string, c []int64) cache.Chunk {
 // load loads the chunk at c of a from the origin: the body of loader's
 // origin load. It returns the chunk's bytes and, when they can be kept
 // in the tiers, the identity record of the objects it read.
+//
+// Every object the load reads is pinned to the first version it sees of
+// it (treeSource.pin), memoised indexes included. A load that meets a
+// second version (a shard rewritten between its index and its chunk, or
+// an index memoised from a version the object no longer is) drops the
+// memos it used and runs once more from the start; a second change
+// answers ESTALE (an error wrapping fetcher.ErrChanged). A reader so gets
+// the chunk of the old version, of the new one, or an error, never bytes
+// that mix them.
 func (t *Tree) load(ctx context.Context, l *cache.Load, a *decode.Array, key string, c []int64) ([]byte, []byte, error) {
-	src := &treeSource{t: t, last: key, l: l}
+	for attempt := 1; ; attempt++ {
+		src := &treeSource{t: t, last: key, l: l, recipe: a.Recipe()}
+		b, rec, err := t.loadOnce(ctx, src, a, key, c)
+		if !errors.Is(err, fetcher.ErrChanged) {
+			return b, rec, err
+		}
+		for _, m := range src.memos {
+			t.memo.Remove(m)
+		}
+		if attempt == 2 {
+			return nil, nil, err
+		}
+		t.log.Debug("an object changed while a chunk was loaded: loading it again", "chunk", key, "err", err)
+	}
+}
+
+// loadOnce is one attempt of load, through src.
+func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, key string, c []int64) ([]byte, []byte, error) {
+	l := src.l
 	// The clock starts here: a wait for the slot before it (a local
 	// source's) is not part of the time, so it is not taken off it.
 	waited := l.Waited()
@@ -281,24 +309,60 @@ func (t *Tree) load(ctx context.Context, l *cache.Load, a *decode.Array, key str
 	return b, rec, nil
 }
 
-// tierKey names a chunk in the store's tiers: the source, then the chunk's
-// key, so that one cache directory or shared engine can serve several
-// sources.
-func (t *Tree) tierKey(key string) string { return t.src.String() + "\x00" + key }
+// tierKey names a chunk of a in the store's tiers below memory: the
+// source, the array's recipe (decode.Array.Recipe) and the chunk's key, so
+// that one cache directory or shared engine can serve several sources,
+// and an entry decoded under other metadata (a filter or codec edited
+// between mounts) is never found.
+func (t *Tree) tierKey(a *decode.Array, key string) string {
+	return t.src.String() + "\x00" + a.Recipe() + "\x00" + key
+}
+
+// memKey names the chunk at key of a in the chunk store's memory: the
+// array's recipe, then the key, so that a volume whose metadata changed
+// during the mount never reads chunks decoded under the old one.
+func memKey(a *decode.Array, key string) string { return a.Recipe() + "/" + key }
 
 // treeSource is the decode.Source of one chunk load: the tree's fetcher,
 // with transport gzip removed, and its memo cache. It records the identity
-// of every object the load reads, memoised reads included. It is used by
-// one goroutine.
+// of every object the load reads, memoised reads included, and pins each
+// object to the first version it saw of it: a request for an object
+// already seen carries that version as a precondition
+// (fetcher.WithVersion), and a read or memo of another version fails with
+// an error wrapping fetcher.ErrChanged. It is used by one goroutine.
 type treeSource struct {
-	t    *Tree
-	seen []seen      // the objects read, with their identities
-	last string      // the key of the object fetched last, for error messages
-	l    *cache.Load // the load's CPU slot
+	t      *Tree
+	seen   []seen                      // the objects read, with their identities
+	pinned map[string]fetcher.Identity // the version each object is pinned to
+	memos  []string                    // the memo keys used, to drop on a change
+	last   string                      // the key of the object fetched last, for error messages
+	l      *cache.Load                 // the load's CPU slot
+	recipe string                      // the array's recipe, part of every memo key
+}
+
+// errChanged is the error of a load that saw two versions of one object.
+type errChanged struct {
+	key      string
+	was, now fetcher.Identity
+}
+
+func (e *errChanged) Error() string {
+	return fmt.Sprintf("fs: %s changed while a chunk was read from it (%s, then %s)", e.key, e.was, e.now)
+}
+
+func (e *errChanged) Unwrap() error { return fetcher.ErrChanged }
+
+// pin returns ctx pinned to the version of key this load saw first, if
+// it saw one.
+func (s *treeSource) pin(ctx context.Context, key string) context.Context {
+	if id, ok := s.pinned[key]; ok && id != absent {
+		return fetcher.WithVersion(ctx, key, id)
+	}
+	return ctx
 }
 
 func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
-	obj, objKey, err := s.t.fetchBy(ctx, key, limit, s.t.getChunk)
+	obj, objKey, err := s.t.fetchBy(s.pin(ctx, key), key, limit, s.t.getChunk)
 	s.last = objKey
 	if err != nil {
 		return nil, err
@@ -306,9 +370,15 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 	if objKey != key {
 		// Read from the ".gz" sibling: the plain key appearing would
 		// change what the chunk reads.
-		s.saw(key, absent)
+		err = s.saw(key, absent)
 	}
-	s.saw(objKey, obj.ID)
+	if err == nil {
+		err = s.saw(objKey, obj.ID)
+	}
+	if err != nil {
+		mem.Put(obj.Data)
+		return nil, err
+	}
 	gz, err := decode.TransportGzip(obj.ContentEncoding, objKey)
 	if err != nil {
 		mem.Put(obj.Data)
@@ -333,11 +403,13 @@ func (s *treeSource) Release(b []byte) { mem.Put(b) }
 
 func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	s.last = key
-	b, id, err := s.t.src.GetRange(ctx, key, off, n)
+	b, id, err := s.t.src.GetRange(s.pin(ctx, key), key, off, n)
 	if err != nil {
 		return nil, err
 	}
-	s.saw(key, id)
+	if err := s.saw(key, id); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -347,26 +419,42 @@ func (s *treeSource) Stat(ctx context.Context, key string) (int64, error) {
 	s.last = key
 	n, id, err := s.t.src.Stat(ctx, key)
 	if err == nil {
-		s.saw(key, id)
+		err = s.saw(key, id)
 	}
 	return n, err
 }
 
-// saw records that the load read the version id of the object at key, and
-// tells the tree's identities.
-func (s *treeSource) saw(key string, id fetcher.Identity) {
-	s.seen = append(s.seen, seen{key, id})
-	if id.Known() {
-		s.t.ids.learn(key, id)
+// saw records that the load read the version id of the object at key,
+// and tells the tree's identities. It fails with an *errChanged when the
+// load saw another version of the object before.
+func (s *treeSource) saw(key string, id fetcher.Identity) error {
+	if !id.Known() {
+		s.seen = append(s.seen, seen{key, id})
+		return nil
 	}
+	if was, ok := s.pinned[key]; ok && was != id {
+		return &errChanged{key, was, id}
+	}
+	if s.pinned == nil {
+		s.pinned = make(map[string]fetcher.Identity, 2)
+	}
+	s.pinned[key] = id
+	s.seen = append(s.seen, seen{key, id})
+	s.t.ids.learn(key, id)
+	return nil
 }
 
 // Memo keeps, with each value, the identity record of the objects its
 // load read, and records them in every load that uses the value: a chunk
-// read with a memoised shard index is made from the index's version too.
-// Each stored value is the record's length (4 bytes), the record, then
-// the value, which Memo returns.
+// read with a memoised shard index is made from the index's version too,
+// and a memo made from another version of an object than the load reads
+// fails it (saw), so that load drops it. Each stored value is the
+// record's length (4 bytes), the record, then the value, which Memo
+// returns. The memo key is the array's recipe, then key: an index is
+// parsed as the metadata says.
 func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	key = s.recipe + "/" + key
+	s.memos = append(s.memos, key)
 	stored, err := s.t.memo.Get(ctx, key, func(ctx context.Context) ([]byte, error) {
 		mark := len(s.seen)
 		b, err := load(ctx)
@@ -389,7 +477,11 @@ func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Con
 	if !ok {
 		return nil, fmt.Errorf("fs: memo %s: malformed identity record", key)
 	}
-	s.seen = append(s.seen, objs...)
+	for _, o := range objs {
+		if err := s.saw(o.key, o.id); err != nil {
+			return nil, err
+		}
+	}
 	return stored[n:], nil
 }
 
@@ -399,6 +491,7 @@ type chunkFile struct {
 	a    *decode.Array
 	c    []int64
 	key  string // the chunk's key, made once rather than at every read
+	mkey string // its name in the chunk store's memory (memKey)
 	size int64
 	dir  *keyDir // the key directory that holds it, for read-ahead
 	name string  // its name in dir
@@ -446,7 +539,7 @@ func (f *chunkFile) fill(ctx context.Context, off, n int64) ([]byte, error) {
 	if f.a.FillIsZero() && f.a.HeaderSize(f.c) == 0 {
 		return zeros(n), nil
 	}
-	key := fmt.Sprintf("%s#fill%v", f.a.Key, f.a.Extent(f.c))
+	key := fmt.Sprintf("%s#fill%v#%s", f.a.Key, f.a.Extent(f.c), f.a.Recipe())
 	b, err := f.t.memo.Get(ctx, key, func(context.Context) ([]byte, error) { return f.a.FillChunk(f.c), nil })
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/decode"
 )
 
 // The disk cache's cases of the integrity issue (15.1: an entry made from
@@ -173,9 +174,26 @@ func TestDiskCacheSourceRewritten(t *testing.T) {
 	}
 }
 
-// diskKeyOf is the disk cache key of a chunk of a local source, as the fs
-// package makes it: the source's name, NUL, the chunk key.
-func diskKeyOf(src, key string) string { return "file://" + src + "\x00" + key }
+// diskKeyOf is the disk cache key of a chunk of the layer writeLayer wrote
+// in the local source src, as the fs package makes it (its tierKey).
+func diskKeyOf(t *testing.T, src, key string) string { return tierKeyOf(t, src, "file://"+src, key) }
+
+// tierKeyOf is the name in the tiers below memory (disk, shared) of the
+// chunk at key of the layer writeLayer wrote in dir, served from origin,
+// as the fs package makes it: the source's name, NUL, the scale's recipe
+// fingerprint (decode.Array.Recipe), NUL, the chunk key.
+func tierKeyOf(t *testing.T, dir, origin, key string) string {
+	t.Helper()
+	info, err := os.ReadFile(filepath.Join(dir, "info"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := decode.ParsePrecomputed("", info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return origin + "\x00" + v.Arrays[0].Recipe() + "\x00" + key
+}
 
 // entryPath returns the path of the entry of dkey in the cache's own
 // directory own, as the disk package's documentation lays it out.
@@ -212,7 +230,7 @@ func TestDiskCacheHostileDirectory(t *testing.T) {
 	if fi, err := os.Lstat(own); err != nil || fi.Mode().Perm() != 0o700 || !fi.IsDir() {
 		t.Fatalf("the cache's own directory %s: %v, %v; want a directory of mode 0700", own, fi.Mode(), err)
 	}
-	entry := func(i int) string { return entryPath(own, diskKeyOf(src, keys[i])) }
+	entry := func(i int) string { return entryPath(own, diskKeyOf(t, src, keys[i])) }
 	for i := range keys {
 		if _, err := os.Lstat(entry(i)); err != nil {
 			t.Fatalf("no disk entry for %s: %v", keys[i], err)
@@ -230,10 +248,10 @@ func TestDiskCacheHostileDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := forger.Put(diskKeyOf(src, keys[2]), ident, bytes.Repeat([]byte{0x66}, hostileChunk)); err != nil {
+	if err := forger.Put(diskKeyOf(t, src, keys[2]), ident, bytes.Repeat([]byte{0x66}, hostileChunk)); err != nil {
 		t.Fatal(err)
 	}
-	forged, err := os.ReadFile(entryPath(forger.Dir(), diskKeyOf(src, keys[2])))
+	forged, err := os.ReadFile(entryPath(forger.Dir(), diskKeyOf(t, src, keys[2])))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -353,8 +353,8 @@ func TestFleetEngineFull(t *testing.T) {
 
 // engineKey is the key of a chunk in the engine, as cache/shared
 // documents it.
-func engineKey(origin, key string) string {
-	sum := sha256.Sum256([]byte(origin + "\x00" + key))
+func engineKey(t *testing.T, dir, origin, key string) string {
+	sum := sha256.Sum256([]byte(tierKeyOf(t, dir, origin, key)))
 	return "volfs2:" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
@@ -379,12 +379,12 @@ func TestSharedCorruptAndForged(t *testing.T) {
 	}{
 		{"corrupt", nil, func(t *testing.T) {
 			for _, k := range keys {
-				v, err := rdb.Get(ctx, engineKey(origin.URL, k)).Bytes()
+				v, err := rdb.Get(ctx, engineKey(t, src, origin.URL, k)).Bytes()
 				if err != nil {
 					t.Fatalf("%s: %v", k, err)
 				}
 				v[len(v)-1] ^= 0x01
-				if err := rdb.Set(ctx, engineKey(origin.URL, k), v, 0).Err(); err != nil {
+				if err := rdb.Set(ctx, engineKey(t, src, origin.URL, k), v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -396,7 +396,7 @@ func TestSharedCorruptAndForged(t *testing.T) {
 			}
 			defer forger.Close()
 			for _, k := range keys {
-				v, err := rdb.Get(ctx, engineKey(origin.URL, k)).Bytes()
+				v, err := rdb.Get(ctx, engineKey(t, src, origin.URL, k)).Bytes()
 				if err != nil {
 					t.Fatalf("%s: %v", k, err)
 				}
@@ -405,7 +405,7 @@ func TestSharedCorruptAndForged(t *testing.T) {
 				kl := binary.LittleEndian.Uint32(v[16:])
 				il := binary.LittleEndian.Uint32(v[20:])
 				ident := v[64+kl : 64+kl+il]
-				forger.Put(origin.URL+"\x00"+k, ident, bytes.Repeat([]byte{0x66}, hostileChunk))
+				forger.Put(tierKeyOf(t, src, origin.URL, k), ident, bytes.Repeat([]byte{0x66}, hostileChunk))
 			}
 		}},
 	} {

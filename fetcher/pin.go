@@ -1,0 +1,54 @@
+package fetcher
+
+import "context"
+
+// Pinning a read to one version
+//
+// A load that reads one object in several requests (a shard's index, then
+// a chunk inside it) must read them all from one version of the object.
+// The caller pins each later request to the identity the first one
+// returned with WithVersion; a fetcher that can make the source refuse
+// another version does so, and answers ErrChanged:
+//
+//   - HTTP: If-Match with the ETag of a strong "etag:" identity (a weak
+//     ETag or a Last-Modified identity cannot be a precondition: RFC 9110
+//     compares If-Match strongly).
+//   - S3: IfMatch with the ETag.
+//   - GCS: the generation as an ifGenerationMatch condition.
+//
+// The precondition is the source's half of the check. The caller still
+// compares the identity each call returns with the one it pinned (a local
+// file's identity is taken before and after its bytes are read, and
+// sources without preconditions answer with their current version), so a
+// mix of versions is never served whether or not the source honours the
+// precondition. A context is the carrier because the pin must pass through
+// every wrapper of a Fetcher (retries, metrics, keeping) untouched, as a
+// deadline does.
+
+type versionKey struct{}
+
+// WithVersion returns ctx carrying id as the version that reads of key
+// under it must be: a fetcher asked for key under it sends the
+// precondition its source supports and answers ErrChanged when the source
+// holds another version. Reads of other keys ignore it. An unknown id
+// pins nothing.
+func WithVersion(ctx context.Context, key string, id Identity) context.Context {
+	if !id.Known() {
+		return ctx
+	}
+	return context.WithValue(ctx, versionKey{}, pin{key, id})
+}
+
+type pin struct {
+	key string
+	id  Identity
+}
+
+// pinned returns the version ctx pins key to, if any (WithVersion).
+func pinned(ctx context.Context, key string) (Identity, bool) {
+	p, ok := ctx.Value(versionKey{}).(pin)
+	if !ok || p.key != key {
+		return "", false
+	}
+	return p.id, true
+}

@@ -1,0 +1,76 @@
+package fetcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestHTTPPinnedRange: a range read pinned to a version (WithVersion)
+// sends its ETag as If-Match, on a loopback server that net/http's
+// ServeContent answers: the pinned version reads; another version is
+// ErrChanged. A server whose ETags are weak, which RFC 9110's If-Match
+// never matches (412 every time), is asked once more without If-Match,
+// served, and not sent If-Match again; an object of another version is
+// still ErrChanged there, by the ETag of the reply.
+func TestHTTPPinnedRange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		etag string
+	}{
+		{"strong", `"v1"`},
+		{"weak", `W/"v1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			etag, body := tc.etag, []byte("0123456789")
+			var ifMatch []string
+			srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				e, b := etag, body
+				ifMatch = append(ifMatch, r.Header.Get("If-Match"))
+				mu.Unlock()
+				w.Header().Set("ETag", e)
+				http.ServeContent(w, r, "o", time.Time{}, bytes.NewReader(b))
+			})
+			h := newHTTP(t, srv.URL, HTTPOptions{})
+			ctx := context.Background()
+			b, id, err := h.GetRange(ctx, "o", 2, 3)
+			if err != nil || string(b) != "234" {
+				t.Fatalf("unpinned: %q, %v; want 234", b, err)
+			}
+			b, got, err := h.GetRange(WithVersion(ctx, "o", id), "o", 5, 3)
+			if err != nil || string(b) != "567" || got != id {
+				t.Errorf("pinned to the current version: %q, %s, %v; want 567, %s", b, got, err, id)
+			}
+			mu.Lock()
+			etag, body = tc.etag[:len(tc.etag)-2]+`2"`, []byte("abcdefghij")
+			mu.Unlock()
+			if b, got, err := h.GetRange(WithVersion(ctx, "o", id), "o", 5, 3); !errors.Is(err, ErrChanged) {
+				t.Errorf("pinned to a version the object no longer is: %q, %s, %v; want ErrChanged", b, got, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// The change is a 412, asked again without If-Match to tell a
+			// change from a weak comparison.
+			want := []string{"", `"v1"`, `"v1"`, ""}
+			if tc.name == "weak" {
+				// A 412, then without; then no If-Match any more.
+				want = []string{"", `"v1"`, "", ""}
+			}
+			if len(ifMatch) != len(want) {
+				t.Fatalf("If-Match of each request: %q, want %q", ifMatch, want)
+			}
+			for i := range want {
+				if ifMatch[i] != want[i] {
+					t.Errorf("If-Match of each request: %q, want %q", ifMatch, want)
+					break
+				}
+			}
+		})
+	}
+}
