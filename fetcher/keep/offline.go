@@ -141,8 +141,9 @@ func (s *Source) isOffline(ctx context.Context, key string, err error) bool {
 		return true
 	}
 	s.stats.Requests.Add(1)
+	// Not taken as an answer that clears the failing keys: they are
+	// evidence across keys whatever their directory says.
 	_, perr := s.src.List(context.WithoutCancel(ctx), dir)
-	s.answered(ctx, dir, perr)
 	if !errors.Is(perr, fetcher.ErrTransient) {
 		o.mu.Lock()
 		if o.probed == nil {
