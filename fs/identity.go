@@ -8,13 +8,10 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fetcher/keep"
 )
 
 // How the disk cache stays consistent with the source
@@ -24,27 +21,23 @@ import (
 // and bytes it came from, and the plain key that was absent when the chunk
 // was read from its ".gz" sibling. Before a disk entry is served, each of
 // those identities is compared with the object's current identity, as the
-// tree knows it (identities.current): what a fetch or a Stat of this mount
-// learnt less than Options.MetadataTTL ago (at any time with a TTL of 0:
-// once per object per mount), else from one Stat of the object (a HEAD, a
-// GCS metadata request, a stat). An entry that differs is deleted and the
-// chunk fetched again. A load that read an object of unknown identity (an
-// HTTP server without ETag or Last-Modified) is not kept on disk. A load
-// never completes with two identities of one object: treeSource pins each
-// object to the first version it saw and Tree.load loads again, or fails
-// with ESTALE, when it meets another (docs/CONSISTENCY.md); record still
-// refuses such a load, as a second line of defence.
+// keeping source knows it (keep.Source.Current): what a fetch or a Stat of
+// this mount learnt less than Options.MetadataTTL ago (at any time with a
+// TTL of 0: once per object per mount), else from one Stat of the object
+// (a HEAD, a GCS metadata request, a stat). An entry that differs is
+// deleted and the chunk fetched again. A load that read an object of
+// unknown identity (an HTTP server without ETag or Last-Modified) is not
+// kept on disk. A load never completes with two identities of one object:
+// treeSource pins each object to the first version it saw and Tree.load
+// loads again, or fails with ESTALE, when it meets another
+// (docs/CONSISTENCY.md); record still refuses such a load, as a second
+// line of defence.
 //
 // The record names the objects, not the metadata that decoded them: that
 // is the recipe fingerprint in the entry's key (Tree.tierKey).
 
 // absent is the identity recorded for a key with no object.
-const absent fetcher.Identity = "absent"
-
-// identityEntries bounds the identities a tree remembers. Forgetting one
-// costs a Stat at the next disk hit of its object, never a wrong answer.
-// About 150 bytes each: 2.4 MiB.
-const identityEntries = 1 << 14
+const absent = keep.Absent
 
 // seen is one object a load read, with the identity of the version read.
 type seen struct {
@@ -52,86 +45,37 @@ type seen struct {
 	id  fetcher.Identity
 }
 
-// identities is what the tree knows of its objects' identities. It is
-// safe for concurrent use.
+// identities checks and makes the identity records of the tiers' entries;
+// what the tree knows of its objects' identities, and whether the origin
+// can be asked, is the keeping source's (Tree.origin). It is safe for
+// concurrent use.
 type identities struct {
 	t      *Tree
-	known  *lru.Cache[string, learnt] // object key -> its identity, and when learnt
-	flight singleflight.Group         // Stats in flight, by key
-	warned atomic.Bool                // the unknown identity has been logged
-	// offline serves entries unchecked while the origin is unreachable.
-	offline offline
+	warned atomic.Bool // the unknown identity has been logged
 }
 
-type learnt struct {
-	id fetcher.Identity
-	at time.Time
-}
-
-func (ids *identities) init(t *Tree) {
-	ids.t = t
-	ids.known, _ = lru.New[string, learnt](identityEntries)
-}
+func (ids *identities) init(t *Tree) { ids.t = t }
 
 // learn records that the object at key is, as of now, the version id.
-func (ids *identities) learn(key string, id fetcher.Identity) {
-	ids.known.Add(key, learnt{id, time.Now()})
-}
+func (ids *identities) learn(key string, id fetcher.Identity) { ids.t.origin.Learn(key, id) }
 
-// current returns the identity of the object at key as the source holds it:
-// learnt within MetadataTTL (or ever, with 0), or else from a Stat shared by
-// every caller that asks meanwhile. A key with no object is absent.
-func (ids *identities) current(ctx context.Context, key string) (fetcher.Identity, error) {
-	ttl := ids.t.opts.MetadataTTL
-	if l, ok := ids.known.Get(key); ok && (ttl <= 0 || time.Since(l.at) < ttl) {
-		return l.id, nil
-	}
-	ch := ids.flight.DoChan(key, func() (any, error) {
-		// Not cancelled with the caller that started it: others may wait,
-		// and the fetcher's deadlines bound it.
-		_, id, err := ids.t.src.Stat(context.WithoutCancel(ctx), key)
-		if errors.Is(err, fetcher.ErrNotExist) {
-			id, err = absent, nil
-		}
-		if err != nil {
-			return fetcher.Identity(""), err
-		}
-		ids.learn(key, id)
-		return id, nil
-	})
-	select {
-	case <-ctx.Done():
-		return "", ctx.Err()
-	case r := <-ch:
-		return r.Val.(fetcher.Identity), r.Err
-	}
-}
-
-// check is the disk cache's check of an entry whose identity record is
-// rec (encodeSeen): nil when every object it was made from is still the
-// version it read, an error wrapping cache.ErrStale when one is not, and
-// another error when the source could not tell (the entry is then kept),
-// except that an origin that cannot be reached accepts the entry (see
-// offline).
+// check is the tiers' check of an entry whose identity record is rec
+// (encodeSeen): nil when every object it was made from is still the
+// version it read (keep.Source.Check: while the origin is offline, every
+// entry), an error wrapping cache.ErrStale when one is not, and another
+// error when the origin could not tell (the entry is then kept).
 func (ids *identities) check(ctx context.Context, rec []byte) error {
 	objs, ok := decodeSeen(rec)
 	if !ok || len(objs) == 0 {
 		return fmt.Errorf("fs: unreadable identity record: %w", cache.ErrStale)
 	}
-	if ids.offline.active() {
-		return nil
-	}
 	for _, o := range objs {
-		cur, err := ids.current(ctx, o.key)
-		if err != nil && ctx.Err() == nil && ids.failed(err) {
-			return nil
+		err := ids.t.origin.Check(ctx, o.key, o.id)
+		if errors.Is(err, keep.ErrChanged) {
+			return fmt.Errorf("fs: tier entry: %w: %w", err, cache.ErrStale)
 		}
 		if err != nil {
 			return err
-		}
-		if cur != o.id || !cur.Known() {
-			ids.t.log.Debug("disk cache entry made from another version of its object: fetching it again", "object", o.key, "now", cur, "entry", o.id)
-			return fmt.Errorf("fs: %s is now %q, the entry was made from %q: %w", o.key, cur, o.id, cache.ErrStale)
 		}
 	}
 	return nil

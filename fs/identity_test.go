@@ -79,6 +79,10 @@ func TestDiskIdentityTTL(t *testing.T) {
 			if got := counted.stats.Load(); got != tc.wantStats {
 				t.Errorf("Stats: got %d, want %d", got, tc.wantStats)
 			}
+			// Every Stat was a check's (volfs_keep_check_requests_total).
+			if got := tree.origin.Stats().CheckRequests.Load(); got != tc.wantStats {
+				t.Errorf("check requests counted: got %d, want %d", got, tc.wantStats)
+			}
 			if s := d.Stats(); s.Hits < 1 {
 				t.Errorf("disk cache: %+v, want a hit", s)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fetcher/keep"
 )
 
 // loadStats counts chunk loads from the origin by the array's encoding.
@@ -113,6 +114,9 @@ func (t *Tree) Collectors() []prometheus.Collector {
 	if s, ok := t.src.(fetcher.Statser); ok {
 		cols = append(cols, fetchCollector{s})
 	}
+	if t.origin != nil {
+		cols = append(cols, keepCollector{t.origin.Stats()})
+	}
 	for _, tier := range t.tiers {
 		if c, ok := tier.(prometheus.Collector); ok {
 			cols = append(cols, c)
@@ -151,6 +155,34 @@ func (c fetchCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(fetchErrorsDesc, s.NotFound, "not_found")
 	counter(fetchErrorsDesc, s.GaveUp, "gave_up")
 	counter(fetchErrorsDesc, s.Failed, "other")
+}
+
+// keepCollector exposes the keeping source's counters: with the chunk
+// store's reads, the origin requests a chunk read costs to check the
+// tiers' entries (check_requests per read).
+type keepCollector struct{ s *keep.Stats }
+
+var (
+	keepChecksDesc        = prometheus.NewDesc("volfs_keep_checks_total", "Identity checks of kept copies (tier entries) against the origin's objects.", nil, nil)
+	keepCheckRequestsDesc = prometheus.NewDesc("volfs_keep_check_requests_total", "Identity checks that asked the origin (a Stat): the rest were answered within --metadata-ttl or while offline.", nil, nil)
+	keepKeptServedDesc    = prometheus.NewDesc("volfs_keep_kept_served_total", "Kept answers (metadata, listings, absences) served from disk while the origin was offline.", nil, nil)
+	keepOfflineDesc       = prometheus.NewDesc("volfs_keep_offline_spells_total", "Times the origin was taken as offline.", nil, nil)
+)
+
+func (c keepCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{keepChecksDesc, keepCheckRequestsDesc, keepKeptServedDesc, keepOfflineDesc} {
+		ch <- d
+	}
+}
+
+func (c keepCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	counter(keepChecksDesc, c.s.Checks.Load())
+	counter(keepCheckRequestsDesc, c.s.CheckRequests.Load())
+	counter(keepKeptServedDesc, c.s.KeptServed.Load())
+	counter(keepOfflineDesc, c.s.OfflineSpells.Load())
 }
 
 // StoreStats returns the counters of the chunk cache, for tests and

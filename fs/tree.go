@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +15,32 @@ import (
 	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fetcher/keep"
 )
+
+// getMeta is the keeping source's Get of a metadata object: kept on disk,
+// and served from there while the origin is offline.
+func (t *Tree) getMeta(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
+	return t.origin.Get(ctx, key, limit)
+}
+
+// getChunk is the keeping source's Get of a chunk object (or shard); a
+// warm (Tree.warming) keeps the answer that one does not exist, for reads
+// while the origin is offline.
+func (t *Tree) getChunk(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
+	return t.origin.GetChunk(ctx, key, limit, t.warming.Load())
+}
+
+// listMeta is the keeping source's List of a directory: kept on disk, and
+// served from there while the origin is offline.
+func (t *Tree) listMeta(ctx context.Context, key string) ([]fetcher.Entry, error) {
+	return t.origin.List(ctx, key)
+}
+
+// TouchMetadata marks every metadata entry the tree has kept on disk as
+// just used, so that the chunks a warm wrote after them do not push them
+// out of the disk cache first (it evicts the least recently used).
+func (t *Tree) TouchMetadata() { t.origin.Touch() }
 
 // Missing says what a chunk that the source does not have reads as.
 type Missing int
@@ -91,8 +115,12 @@ type Tree struct {
 	budget  *cache.Budget
 	readers readers
 	loads   loadStats
-	// ids is what the tree knows of its objects' identities, for the
-	// checks of the tiers' entries.
+	// origin is the keeping source around src: every request of the
+	// tree to the origin goes through it, and it owns what is kept of
+	// the origin (identities, metadata and listings on disk, absences)
+	// and whether the origin is offline.
+	origin *keep.Source
+	// ids checks and makes the identity records of the tiers' entries.
 	ids identities
 	// tiers are the chunk store's tiers below memory: Options.Disk,
 	// then Options.Tiers.
@@ -111,9 +139,6 @@ type Tree struct {
 	// named lists the directories of consolidated groups on a source
 	// that cannot list them.
 	named consolidatedNames
-	// metaKept holds the disk-cache keys of the metadata kept on disk
-	// (string to struct{}): see "Metadata on disk".
-	metaKept sync.Map
 	// warming is set while a warm runs: missing chunk objects are kept
 	// on disk as such (getChunk).
 	warming atomic.Bool
@@ -141,11 +166,16 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 		t.tiers = append(t.tiers, cache.DiskTier(opts.Disk))
 	}
 	t.tiers = append(t.tiers, opts.Tiers...)
+	kopts := keep.Options{TTL: opts.MetadataTTL, MaxKept: maxMetadataBytes, Log: t.log}
+	if opts.Disk != nil {
+		kopts.Store = opts.Disk
+	}
+	t.origin = keep.New(src, kopts)
 	t.store = cache.NewStore(cache.Options{
 		MaxBytes: opts.CacheBytes,
 		// A missing chunk is a stable answer: keep it, so that every read
 		// of a hole does not cost a round trip.
-		KeepError: isMissing,
+		KeepError: isStableMissing,
 		Workers:   opts.Workers,
 		CPUSlots:  opts.CPUSlots,
 		Tiers:     t.tiers,
@@ -153,7 +183,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	t.budget = cache.NewBudget(opts.ReadAhead).DrawFrom(t.store.MemBudget())
 	t.readers.init(t)
 	t.ids.init(t)
-	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isMissing})
+	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isStableMissing})
 	t.lists = newListBudget(max(opts.CacheBytes/8, 8<<20))
 	root, err := t.openDir(ctx, "", true)
 	if err != nil {
@@ -177,6 +207,14 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 // it reads as the fill value.
 func isMissing(err error) bool {
 	return errors.Is(err, fetcher.ErrNotExist) || errors.Is(err, decode.ErrMissing)
+}
+
+// isStableMissing reports whether err is a missing chunk as the origin
+// answered it, to be kept by the memory caches: not one that a kept
+// absence answered while the origin is offline (keep.ErrKept), which the
+// origin's return must be able to undo.
+func isStableMissing(err error) bool {
+	return isMissing(err) && !errors.Is(err, keep.ErrKept)
 }
 
 // Close stops the chunk store's workers and any read-ahead, and waits for

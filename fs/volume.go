@@ -13,6 +13,7 @@ import (
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fetcher/keep"
 	"github.com/volfs/volfs/internal/mem"
 )
 
@@ -25,6 +26,12 @@ const OrigSuffix = ".orig"
 // a sparse volume keeps cost no memory each. The chunk file names the key
 // where it reports one.
 var errChunkMissing = fmt.Errorf("fs: chunk missing: %w", fetcher.ErrNotExist)
+
+// errChunkMissingKept is errChunkMissing as a kept absence answered it
+// while the origin is offline: it reads as missing, but is not kept by the
+// chunk store (isStableMissing), so that the origin answers again once it
+// is back.
+var errChunkMissingKept = fmt.Errorf("fs: chunk missing: %w (%w)", fetcher.ErrNotExist, keep.ErrKept)
 
 // volumeDir is a directory that holds a volume: its rewritten metadata, the
 // original metadata, one key directory per array (or the chunk keys of an
@@ -291,6 +298,9 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 		b, err = a.DecodeFrom(src, stored, c)
 	}
 	t.loads.observe(a.Encoding, time.Since(start)-(l.Waited()-waited), err)
+	if isMissing(err) && errors.Is(err, keep.ErrKept) {
+		return nil, nil, errChunkMissingKept
+	}
 	if isMissing(err) {
 		// Kept by the cache for every hole of a sparse volume: one
 		// shared error, not the fetcher's of each chunk.
@@ -403,7 +413,7 @@ func (s *treeSource) Release(b []byte) { mem.Put(b) }
 
 func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	s.last = key
-	b, id, err := s.t.src.GetRange(s.pin(ctx, key), key, off, n)
+	b, id, err := s.t.origin.GetRange(s.pin(ctx, key), key, off, n)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +427,7 @@ func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]
 // its end), and records the version it saw.
 func (s *treeSource) Stat(ctx context.Context, key string) (int64, error) {
 	s.last = key
-	n, id, err := s.t.src.Stat(ctx, key)
+	n, id, err := s.t.origin.Stat(ctx, key)
 	if err == nil {
 		err = s.saw(key, id)
 	}

@@ -185,7 +185,7 @@ func TestDiskCacheAcrossRemount(t *testing.T) {
 
 	// Damage one chunk's cache file's last byte (its payload). The
 	// others hold the metadata and listings the tree read, keyed
-	// SOURCE NUL NUL KIND NUL KEY (fs: "Metadata on disk").
+	// SOURCE NUL NUL KIND NUL KEY (fetcher/keep: "Kept answers").
 	var files []string
 	filepath.WalkDir(cacheDir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(p, ".vdc") {

@@ -5,7 +5,7 @@ package disk
 // accepts the identity stored with them. An entry larger than bound is a
 // miss, deleted as Get deletes an entry of another size. It serves small
 // objects of unknown size, such as the metadata and listings a tree keeps
-// for an origin that cannot be reached (fs: "Metadata on disk").
+// for an origin that cannot be reached (fetcher/keep: "Kept answers").
 func (c *Cache) GetUpTo(key string, bound int64, check func(ident []byte) error) ([]byte, bool) {
 	if bound < 0 {
 		return nil, false
