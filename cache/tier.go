@@ -269,6 +269,27 @@ func (s *Store) TierStats() []TierStats {
 // collects them without knowing which tier is which.
 func DiskTier(c *disk.Cache) Tier { return diskTier{c, disk.NewCollector(c)} }
 
+// Disk is a disk cache as the layers above the store hold it: the cache
+// itself, for the values that are not chunks (the metadata, listings and
+// absences a keeping source keeps, a warm's hold on what it keeps), and
+// its chunk tier (Tier). It lets the tree use a disk cache without
+// importing the tier's package.
+type Disk struct {
+	*disk.Cache
+	tier Tier
+}
+
+// NewDisk returns c as a Disk; nil for a nil c.
+func NewDisk(c *disk.Cache) *Disk {
+	if c == nil {
+		return nil
+	}
+	return &Disk{Cache: c, tier: DiskTier(c)}
+}
+
+// Tier returns the disk cache as the chunk store's tier (DiskTier).
+func (d *Disk) Tier() Tier { return d.tier }
+
 type diskTier struct {
 	c *disk.Cache
 	*disk.Collector

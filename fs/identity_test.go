@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/fetcher"
 )
@@ -52,7 +53,7 @@ func TestDiskIdentityTTL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fill, err := New(context.Background(), src, Options{Disk: d, CacheBytes: 1})
+			fill, err := New(context.Background(), src, Options{Disk: cache.NewDisk(d), CacheBytes: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +63,7 @@ func TestDiskIdentityTTL(t *testing.T) {
 			fill.Close() // waits for the disk write
 
 			counted := &statCounter{Fetcher: src}
-			tree, err := New(context.Background(), counted, Options{Disk: d, CacheBytes: 1, MetadataTTL: tc.ttl})
+			tree, err := New(context.Background(), counted, Options{Disk: cache.NewDisk(d), CacheBytes: 1, MetadataTTL: tc.ttl})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/fetcher"
 )
@@ -54,7 +55,7 @@ func TestMetadataOnDisk(t *testing.T) {
 	}
 	open := func() (*Tree, *syncBuf, error) {
 		log := &syncBuf{}
-		tr, err := New(ctx, src1, Options{Disk: d, Log: slog.New(slog.NewTextHandler(log, nil))})
+		tr, err := New(ctx, src1, Options{Disk: cache.NewDisk(d), Log: slog.New(slog.NewTextHandler(log, nil))})
 		return tr, log, err
 	}
 	tr, _, err := open()

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/volfs/volfs/cache"
-	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fetcher/keep"
@@ -91,7 +90,7 @@ type Options struct {
 	// Disk, when not nil, keeps decoded chunks across restarts: the
 	// chunk store's first tier below memory (see Tree.loader). The tree
 	// does not close it.
-	Disk *disk.Cache
+	Disk *cache.Disk
 	// Tiers are the chunk store's tiers after Disk (a shared cache of a
 	// fleet), asked in order before the origin. The tree does not close
 	// them.
@@ -163,7 +162,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	}
 	t.errs.log = t.log
 	if opts.Disk != nil {
-		t.tiers = append(t.tiers, cache.DiskTier(opts.Disk))
+		t.tiers = append(t.tiers, opts.Disk.Tier())
 	}
 	t.tiers = append(t.tiers, opts.Tiers...)
 	kopts := keep.Options{TTL: opts.MetadataTTL, MaxKept: maxMetadataBytes, Log: t.log}

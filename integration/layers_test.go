@@ -23,6 +23,10 @@ import (
 //     store (it satisfies cache.Tier by its methods); the store adapts the
 //     disk cache (cache.DiskTier), and cmd hands it the shared tier. Both
 //     tiers keep their values in cache/envelope's format, a leaf.
+//   - fetcher/keep, the keeping source, wraps a fetcher: what volfs keeps of
+//     the origin (metadata, listings, absences, identities, the offline
+//     state); it keeps them in a disk cache through its own Store interface
+//     and knows no tier package, no tree and no front end.
 //   - fs/view, the stitched views, knows only its own Grid and Chunks.
 //   - fs is the tree core; its two front ends sit beside each other on it:
 //     serve, the HTTP and WebDAV front end, and fs/fuse, the go-fuse
@@ -35,11 +39,12 @@ var layers = map[string][]string{
 	"decode":         {"decode/codec", "internal/mem"},
 	"decode/codec":   {"internal/mem"},
 	"fetcher":        {"internal/mem"},
+	"fetcher/keep":   {"cache", "fetcher"},
 	"cache":          {"cache/disk"},
 	"cache/disk":     {"cache/envelope"},
 	"cache/shared":   {"cache/envelope"},
 	"cache/envelope": nil,
-	"fs":             {"cache", "cache/disk", "internal/mem", "decode", "fetcher", "fs/view"},
+	"fs":             {"cache", "internal/mem", "decode", "fetcher", "fetcher/keep", "fs/view"},
 	"fs/view":        nil,
 	"serve":          {"fs", "fetcher"},
 	"fs/fuse":        {"fs", "fetcher", "decode"},

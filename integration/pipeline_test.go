@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/fs"
 	"github.com/volfs/volfs/internal/testenv"
@@ -152,7 +153,7 @@ func TestDiskCacheAcrossRemount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return mountTree(t, origin.URL, fs.Options{Disk: d})
+		return mountTree(t, origin.URL, fs.Options{Disk: cache.NewDisk(d)})
 	}
 	catAll := func(m *mounted) []byte {
 		cmd := exec.Command("sh", "-c", `cat "$1"/s0/0-*`, "sh", m.mnt)

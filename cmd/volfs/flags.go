@@ -252,10 +252,12 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 	}
 	opts.Workers = c.Int("workers")
 	if dir := c.String("cache-dir"); dir != "" {
-		if opts.Disk, err = disk.Open(disk.Options{Dir: dir, MaxBytes: diskBytes}); err != nil {
+		d, err := disk.Open(disk.Options{Dir: dir, MaxBytes: diskBytes})
+		if err != nil {
 			return nil, fmt.Errorf("--cache-dir: %w", err)
 		}
-		slog.Debug("disk cache", "dir", opts.Disk.Dir(), "bytes", opts.Disk.Stats().Bytes, "files", opts.Disk.Stats().Files)
+		opts.Disk = cache.NewDisk(d)
+		slog.Debug("disk cache", "dir", d.Dir(), "bytes", d.Stats().Bytes, "files", d.Stats().Files)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 	defer cancel()
