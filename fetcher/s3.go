@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -395,65 +394,42 @@ func s3Identity(etag, version *string) Identity {
 // s3Call is one attempt of an operation, sent with c.
 type s3Call func(ctx context.Context, c *s3.Client) error
 
-// do runs call until it succeeds, fails with an error that is not
-// transient, or MaxAttempts attempts have failed, within the call's bound
-// (callBound of n bytes). Errors are classified, prefixed with op and the
-// object, and counted.
+// do runs call under the retry policy (see retryPolicy), within the
+// call's bound (callBound of n bytes), which is also the policy's budget.
+// Errors are classified, prefixed with op and the object, and counted.
 func (s *S3) do(ctx context.Context, op, key string, n int64, call s3Call) error {
 	bound := min(s.opts.CallTimeout, time.Duration(s.opts.MaxAttempts)*attemptBound(s.opts.StallTimeout, s.opts.MinRate, n)+
 		time.Duration(s.opts.MaxAttempts-1)*s.opts.MaxBackoff)
 	cctx, cancel := context.WithTimeout(withMetrics(ctx, &s.m), bound)
 	defer cancel()
-	where := fmt.Sprintf("fetcher: %s %s/%s", op, s, strings.TrimSuffix(key, "/"))
+	where := fmt.Sprintf("%s %s/%s", op, s, strings.TrimSuffix(key, "/"))
 	if op == "list" {
-		where = fmt.Sprintf("fetcher: list %s/%s", s, strings.TrimPrefix(key, "/"))
+		where = fmt.Sprintf("list %s/%s", s, strings.TrimPrefix(key, "/"))
 	}
-	fail := func(err error) error {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		s.m.Done(err)
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	for attempt := 1; ; attempt++ {
+	policy := retryPolicy{attempts: s.opts.MaxAttempts, base: s.opts.BaseBackoff, max: s.opts.MaxBackoff}
+	err := policy.run(cctx, &s.m, func() error {
 		// Settled inside the loop: a failure to settle (the endpoint
-		// down) is retried like any other.
-		// Its errors are classified already.
+		// down) is retried like any other. Its errors are classified
+		// already.
 		st, err := s.conn.settle(cctx)
 		if err == nil {
-			if err = call(cctx, st.client); err == nil {
-				s.m.Done(nil)
-				return nil
+			if err = call(cctx, st.client); err != nil {
+				err = s.classify(cctx, bound, st, err)
 			}
-			err = s.classify(cctx, bound, st, err)
 		}
-		if ctx.Err() != nil {
-			return fail(err)
-		}
-		if !errors.Is(err, ErrTransient) || attempt >= s.opts.MaxAttempts || cctx.Err() != nil {
-			return fail(err)
-		}
-		s.m.Retry()
-		t := time.NewTimer(s.backoff(attempt - 1))
-		select {
-		case <-t.C:
-		case <-cctx.Done():
-			t.Stop()
-			if ctx.Err() != nil {
-				return fail(ctx.Err())
-			}
-			return fail(fmt.Errorf("not done within %v: %w: %w", bound, err, ErrTransient))
-		}
+		return err
+	})
+	switch {
+	case err == nil:
+		s.m.Done(nil)
+		return nil
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case cctx.Err() != nil && !errors.Is(err, ErrTransient):
+		err = fmt.Errorf("not done within %v: %w: %w", bound, err, ErrTransient)
 	}
-}
-
-// backoff is HTTP.backoff: full jitter, at most MaxBackoff.
-func (s *S3) backoff(n int) time.Duration {
-	ceiling := s.opts.MaxBackoff
-	if n < 62 && s.opts.BaseBackoff <= ceiling>>n {
-		ceiling = s.opts.BaseBackoff << n
-	}
-	return rand.N(ceiling)
+	s.m.Done(err)
+	return fmt.Errorf("%s: %w", where, err)
 }
 
 // classify maps an error of the SDK, or of reading a reply's body, to the
@@ -483,7 +459,7 @@ func (s *S3) classify(cctx context.Context, bound time.Duration, st *s3State, er
 		return fmt.Errorf("%w: %s; this used %s: %s", ErrPermission, apiText(err), st.auth, st.hint)
 	case status == http.StatusTooManyRequests || status >= 500 || code == "SlowDown" || code == "InternalError" ||
 		code == "ServiceUnavailable" || code == "RequestTimeout":
-		return fmt.Errorf("%s: %w", apiText(err), ErrTransient)
+		return withRetryAfter(fmt.Errorf("%s: %w", apiText(err), ErrTransient), status, httpHeader(err))
 	case status == http.StatusMovedPermanently || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed":
 		return fmt.Errorf("%s (the bucket is in another region than %s: pass its --region): %w", apiText(err), st.region, ErrPermission)
 	case status != 0:
@@ -520,6 +496,15 @@ func apiText(err error) string {
 		text = fmt.Sprintf("%d %s", re.HTTPStatusCode(), text)
 	}
 	return text
+}
+
+// httpHeader is the header of the reply that err comes from, or nil.
+func httpHeader(err error) http.Header {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.Response.Header
+	}
+	return nil
 }
 
 // httpStatus is the HTTP status of the reply that err comes from, or 0.

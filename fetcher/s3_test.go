@@ -32,6 +32,8 @@ type fakeS3 struct {
 	private  bool
 	fail     atomic.Int64
 	requests atomic.Int64
+	// retryAfter, when set, is the Retry-After of each 503 SlowDown.
+	retryAfter atomic.Pointer[string]
 }
 
 func startFakeS3(t testing.TB, private bool) *fakeS3 {
@@ -42,6 +44,9 @@ func startFakeS3(t testing.TB, private bool) *fakeS3 {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
 		if f.fail.Add(-1) >= 0 {
+			if ra := f.retryAfter.Load(); ra != nil {
+				w.Header().Set("Retry-After", *ra)
+			}
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
 			return
@@ -332,6 +337,57 @@ func TestS3Retry(t *testing.T) {
 	}
 	if n := f.requests.Load() - before; n != 6 {
 		t.Errorf("%d requests, want 6 (MaxAttempts)", n)
+	}
+	f.fail.Store(0)
+}
+
+// TestS3RetryAfter checks that the retry policy of every source applies to
+// S3: a 503 SlowDown with Retry-After waits what the server asks (in
+// seconds or as an HTTP date), not the back-off's microseconds, and a
+// Retry-After that the call's budget cannot hold gives up at once.
+func TestS3RetryAfter(t *testing.T) {
+	s3Env(t, "")
+	f := startFakeS3(t, false)
+	f.put(t, "ra", "k", seq(5000), nil)
+	opts := S3Options{BaseBackoff: time.Microsecond, MaxBackoff: 10 * time.Second}
+	s := s3Fetcher(t, f, "s3://ra", opts)
+	ctx := context.Background()
+	if _, _, err := s.Stat(ctx, "k"); err != nil { // settles the region
+		t.Fatal(err)
+	}
+	for _, ra := range []string{"1", "date"} {
+		if ra == "date" {
+			ra = time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
+		}
+		f.retryAfter.Store(&ra)
+		f.fail.Store(1)
+		start := time.Now()
+		got, _, err := s.GetRange(ctx, "k", 100, 50)
+		if err != nil || !bytes.Equal(got, seq(5000)[100:150]) {
+			t.Fatalf("Retry-After %q: GetRange: got %d bytes, %v", ra, len(got), err)
+		}
+		// An HTTP date has one-second resolution: at least 1s is left.
+		if d := time.Since(start); d < 900*time.Millisecond {
+			t.Errorf("Retry-After %q: the retry came after %v, want about 1s or more", ra, d)
+		}
+	}
+
+	// A Retry-After longer than the call may last: no wait at all.
+	ra := "3600"
+	f.retryAfter.Store(&ra)
+	f.fail.Store(1000)
+	short := s3Fetcher(t, f, "s3://ra", S3Options{BaseBackoff: time.Microsecond, MaxBackoff: time.Hour, CallTimeout: 5 * time.Second})
+	start := time.Now()
+	before := f.requests.Load()
+	_, err := short.Get(ctx, "k", 1<<20)
+	if !errors.Is(err, ErrTransient) || !strings.Contains(err.Error(), "SlowDown") {
+		t.Errorf("Get while every reply asks for an hour: got %v, want %v", err, ErrTransient)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("gave up after %v, want at once (the wait exceeds the call's budget)", d)
+	}
+	if n := f.requests.Load() - before; n != 1 {
+		t.Errorf("%d requests, want 1", n)
 	}
 	f.fail.Store(0)
 }
