@@ -256,10 +256,12 @@ func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) ([]
 			size = *out.ContentLength
 		}
 		if cr := aws.ToString(out.ContentRange); cr != "" {
-			first, _, err := parseContentRange(cr)
-			if err != nil || first != offset {
-				return fmt.Errorf("reply to range %d-%d has Content-Range %q", offset, last, cr)
+			n, _, err := checkRangeReply(cr, size, offset, last)
+			if err != nil {
+				return err
 			}
+			data, err = readExactly(out.Body, n)
+			return err
 		} else if offset > 0 {
 			// A whole object in reply to a range: some stores send a 200
 			// for a range that covers the object; skip to offset.
