@@ -311,10 +311,24 @@ func (s *S3) Stat(ctx context.Context, key string) (int64, Identity, error) {
 // s3PageSize is the listing page size asked for; S3 serves at most 1000.
 const s3PageSize = 1000
 
+// S3MaxListPages and S3MaxListEntries bound one List: a directory of more
+// than a million entries, or a server that keeps saying "truncated", is
+// refused with an error after at most S3MaxListPages pages (or
+// S3MaxListBytes of names), instead of
+// growing for ever. A continuation token that comes back a second time ends
+// the listing at once with an error. A key directory of a volume holds one
+// entry per chunk or shard: a million is 2^20 chunks in one directory.
+const (
+	S3MaxListPages   = 2000
+	S3MaxListEntries = 1 << 20
+	S3MaxListBytes   = 64 << 20 // of names
+)
+
 // List lists the prefix with ListObjectsV2 and the delimiter "/", page by
 // page (one page's reply held at a time): objects are files with their
 // stored size, common prefixes are directories. Names that are not clean
-// keys are left out. A prefix under which nothing is stored returns
+// keys are left out. A listing is bounded (S3MaxListPages,
+// S3MaxListEntries). A prefix under which nothing is stored returns
 // ErrNotExist, except the root; a bucket that does not exist returns
 // ErrNotExist for the root too.
 func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
@@ -328,6 +342,8 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 	var entries []Entry
 	dirs := make(map[string]bool) // a prefix may come again on a later page
 	var token *string
+	seen := make(map[string]bool) // the continuation tokens sent so far
+	pages, names := 0, 0
 	for {
 		var page *s3.ListObjectsV2Output
 		err := s.do(ctx, "list", prefix+"/", 0, func(ctx context.Context, c *s3.Client) error {
@@ -349,6 +365,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 			if name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
 				dirs[name] = true
 				entries = append(entries, Entry{Name: name, IsDir: true, Size: -1})
+				names += len(name)
 			}
 		}
 		for _, o := range page.Contents {
@@ -357,10 +374,20 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 				continue // the folder marker, or a name no key can reach
 			}
 			entries = append(entries, Entry{Name: name, Size: aws.ToInt64(o.Size)})
+			names += len(name)
 		}
 		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {
 			break
 		}
+		next := aws.ToString(page.NextContinuationToken)
+		pages++
+		switch {
+		case seen[next]:
+			return nil, fmt.Errorf("list %s/%s/: the server sent continuation token %.40q again after %d pages: a listing that would never end", s, prefix, next, pages)
+		case pages >= S3MaxListPages || len(entries) > S3MaxListEntries || names > S3MaxListBytes:
+			return nil, fmt.Errorf("list %s/%s/: more than %d pages, %d entries or %d bytes of names: listing refused", s, prefix, S3MaxListPages, S3MaxListEntries, S3MaxListBytes)
+		}
+		seen[next] = true
 		token = page.NextContinuationToken
 	}
 	if entries == nil && prefix != "" {

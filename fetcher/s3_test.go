@@ -442,3 +442,45 @@ func TestS3Stream(t *testing.T) {
 		t.Errorf("Stream of a missing object: got %v, want %v", err, ErrNotExist)
 	}
 }
+
+// TestS3ListEndless checks that a server that always answers "truncated"
+// ends the listing with an error, quickly: with the same continuation
+// token, at once; with a new token each time, after S3MaxListPages pages.
+func TestS3ListEndless(t *testing.T) {
+	s3Env(t, "")
+	for _, fresh := range []bool{false, true} {
+		var pages atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "HEAD" {
+				return
+			}
+			n := pages.Add(1)
+			token := "same"
+			if fresh {
+				token = fmt.Sprint("t", n)
+			}
+			w.Header().Set("Content-Type", "application/xml")
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>%s</NextContinuationToken><Contents><Key>k%d</Key><Size>1</Size></Contents></ListBucketResult>`, token, n)
+		}))
+		t.Cleanup(srv.Close)
+		s, err := NewS3("s3://b", S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = s.List(context.Background(), "")
+		if err == nil || !strings.Contains(err.Error(), "s3://b") {
+			t.Errorf("fresh tokens %v: got %v, want an error naming the listing", fresh, err)
+		}
+		want := int64(2)
+		if fresh {
+			want = S3MaxListPages
+		}
+		if n := pages.Load(); n != want {
+			t.Errorf("fresh tokens %v: %d pages asked for, want %d", fresh, n, want)
+		}
+		if d := time.Since(start); d > 60*time.Second {
+			t.Errorf("fresh tokens %v: listing took %v", fresh, d)
+		}
+	}
+}
