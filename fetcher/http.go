@@ -128,6 +128,9 @@ func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return nil, fmt.Errorf("fetcher: %q: a base URL cannot have a query or a fragment", u.Redacted())
 	}
+	if err := checkPort(u); err != nil {
+		return nil, err
+	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 		if u.RawPath != "" {
@@ -139,6 +142,17 @@ func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 	h.client = &http.Client{Transport: h.sess.transport, CheckRedirect: h.checkRedirect}
 	h.m.ConnsFrom(h.sess.dials.Load)
 	return h, nil
+}
+
+// checkPort refuses a URL whose port no server can listen on, before any
+// request: such a URL is a typo, and no retry can fix it.
+func checkPort(u *url.URL) error {
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%s: port %s is not a port (1 to 65535)", u.Redacted(), p)
+		}
+	}
+	return nil
 }
 
 // String returns the base URL without its trailing slash and password.

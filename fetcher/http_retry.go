@@ -75,7 +75,7 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		return fmt.Errorf("fetcher: %w", wd.ended())
 	}
 	if err != nil {
-		return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), err)
+		return fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	return nil
 }
@@ -121,6 +121,9 @@ func transportError(err error) error {
 	}
 	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok && dnsErr.IsNotFound {
 		return err
+	}
+	if _, ok := errors.AsType[*net.AddrError](err); ok {
+		return err // an address that cannot be dialled, such as port 99999
 	}
 	return fmt.Errorf("%w: %w", err, ErrTransient)
 }

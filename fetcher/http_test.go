@@ -111,7 +111,7 @@ func TestHTTPErrorMessage(t *testing.T) {
 	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
 	h := newHTTP(t, srv.URL, HTTPOptions{MaxAttempts: 1})
 	_, err := h.Get(context.Background(), "a b", 1<<30)
-	want := "fetcher: GET " + srv.URL + "/a%20b: 503 Service Unavailable: fetcher: transient failure (gave up after 1 attempts)"
+	want := "GET " + srv.URL + "/a%20b: 503 Service Unavailable: transient failure (gave up after 1 attempts)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %v", err, want)
 	}

@@ -142,6 +142,9 @@ func NewS3(source string, opts S3Options) (*S3, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 			return nil, fmt.Errorf("fetcher: s3: bad endpoint URL %q: want http(s)://HOST[:PORT][/PATH]", opts.Endpoint)
 		}
+		if err := checkPort(u); err != nil {
+			return nil, fmt.Errorf("s3: bad endpoint URL: %w", err)
+		}
 	}
 	s := &S3{bucket: bucket, prefix: prefix, opts: opts, conn: s3ConnFor(bucket, opts)}
 	s.m.ConnsFrom(s.conn.sess.dials.Load)
