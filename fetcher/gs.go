@@ -703,7 +703,11 @@ type stallTransport struct {
 func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The object, without the query: a listing's fills lines of a terminal.
 	what := req.Method + " " + req.URL.Scheme + "://" + req.URL.Host + req.URL.EscapedPath()
-	ctx, wd := newWatchdog(req.Context(), what, t.timeout)
+	timeout, minRate := t.timeout, t.minRate
+	if o, ok := req.Context().Value(stallKey{}).(stallOptions); ok {
+		timeout, minRate = o.timeout, o.minRate
+	}
+	ctx, wd := newWatchdog(req.Context(), what, timeout)
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		wd.stop()
@@ -716,9 +720,26 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if n < 0 {
 		n = rangeLength(req.Header.Get("Range"))
 	}
-	wd.limit(n, t.minRate)
+	wd.limit(n, minRate)
 	resp.Body = wd.body(resp.Body, metricsFrom(ctx), true)
 	return resp, nil
+}
+
+// stallOptions are the stall timeout and minimum rate of the fetcher that
+// sends a request, carried by its context (withStall) so that fetchers
+// sharing one client and transport each get their own: the transport's
+// are only the default.
+type stallOptions struct {
+	timeout time.Duration
+	minRate int64
+}
+
+type stallKey struct{}
+
+// withStall returns ctx carrying the stall options of one fetcher for
+// stallTransport.
+func withStall(ctx context.Context, timeout time.Duration, minRate int64) context.Context {
+	return context.WithValue(ctx, stallKey{}, stallOptions{timeout, minRate})
 }
 
 // rangeLength returns the length of a "bytes=first-last" Range header, or

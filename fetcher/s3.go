@@ -26,7 +26,7 @@ type S3Options struct {
 	// Conns bounds the connections to the S3 endpoint, busy and idle alike
 	// (default 16, at least 8). The first s3:// fetcher of the process for
 	// an endpoint and credential choice sets the bound of the client that
-	// later ones share.
+	// later ones share; their StallTimeout and MinRate stay each its own.
 	Conns int
 	// Anonymous sends unsigned requests, for public buckets, even when
 	// credentials are found. Without it the standard AWS credential chain
@@ -432,7 +432,7 @@ type s3Call func(ctx context.Context, c *s3.Client) error
 func (s *S3) do(ctx context.Context, op, key string, n int64, call s3Call) error {
 	bound := min(s.opts.CallTimeout, time.Duration(s.opts.MaxAttempts)*attemptBound(s.opts.StallTimeout, s.opts.MinRate, n)+
 		time.Duration(s.opts.MaxAttempts-1)*s.opts.MaxBackoff)
-	cctx, cancel := context.WithTimeout(withMetrics(ctx, &s.m), bound)
+	cctx, cancel := context.WithTimeout(withStall(withMetrics(ctx, &s.m), s.opts.StallTimeout, s.opts.MinRate), bound)
 	defer cancel()
 	where := fmt.Sprintf("%s %s/%s", op, s, strings.TrimSuffix(key, "/"))
 	if op == "list" {

@@ -484,3 +484,49 @@ func TestS3ListEndless(t *testing.T) {
 		}
 	}
 }
+
+// TestS3StallOptionsPerFetcher checks that two s3:// fetchers sharing one
+// client (same endpoint and bucket) each keep their own stall timeout: the
+// first one's does not win for the second.
+func TestS3StallOptionsPerFetcher(t *testing.T) {
+	s3Env(t, "")
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "HEAD" && r.URL.Path == "/b" {
+			return // the bucket's region probe
+		}
+		// Half a reply, then nothing: the call's bound (its size at
+		// MinRate) is far off, so only the stall timeout ends it.
+		w.Header().Set("Content-Range", "bytes 0-104857599/104857600")
+		w.Header().Set("Content-Length", "104857600")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(seq(10))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	opts := S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true, MaxAttempts: 1}
+	slow := opts
+	slow.StallTimeout = time.Hour
+	if _, err := NewS3("s3://b", slow); err != nil {
+		t.Fatal(err)
+	}
+	quick := opts
+	quick.StallTimeout = 300 * time.Millisecond
+	s, err := NewS3("s3://b", quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err = s.GetRange(context.Background(), "k", 0, 100<<20)
+	if !errors.Is(err, ErrTransient) {
+		t.Errorf("got %v, want a stall (%v)", err, ErrTransient)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the stall was seen after %v, want about 300ms (the second fetcher's StallTimeout)", d)
+	}
+}
