@@ -47,19 +47,22 @@ import (
 )
 
 // Sentinel errors; see the package documentation for when each is returned.
+// Their texts carry no package prefix: they end the lines a user reads
+// ("GET https://host/k: 503 Service Unavailable: transient failure"),
+// whose start already names the operation and the object.
 var (
-	ErrNotExist     = errors.New("fetcher: object does not exist")
-	ErrPermission   = errors.New("fetcher: permission denied")
-	ErrTransient    = errors.New("fetcher: transient failure")
-	ErrInvalidKey   = errors.New("fetcher: invalid key")
-	ErrNotSupported = errors.New("fetcher: operation not supported by this source")
-	ErrTooLarge     = errors.New("fetcher: object larger than allowed")
-	ErrChanged      = errors.New("fetcher: object changed during the read")
+	ErrNotExist     = errors.New("object does not exist")
+	ErrPermission   = errors.New("permission denied")
+	ErrTransient    = errors.New("transient failure")
+	ErrInvalidKey   = errors.New("invalid key")
+	ErrNotSupported = errors.New("operation not supported by this source")
+	ErrTooLarge     = errors.New("object larger than allowed")
+	ErrChanged      = errors.New("object changed during the read")
 	// ErrOutsideSource is the ErrPermission of an object that a local
 	// source reaches only through a symbolic link it does not follow
 	// (FileOptions.FollowSymlinks). The fetcher logs the first; callers
 	// need not log each.
-	ErrOutsideSource = fmt.Errorf("fetcher: a symbolic link leaves the source: %w", ErrPermission)
+	ErrOutsideSource = fmt.Errorf("a symbolic link leaves the source: %w", ErrPermission)
 )
 
 // Object is the body of an object as stored.

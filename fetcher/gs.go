@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
-	"github.com/googleapis/gax-go/v2"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
@@ -118,8 +117,9 @@ const gcsWholeCacheBytes = 64 << 20
 // Objects are assumed not to change while the fetcher lives: sizes and
 // encodings learned from listings and reads are remembered.
 //
-// Requests, retries and back-off are the storage library's, configured by
-// GCSOptions; a whole-object read checks the CRC32C that GCS sends.
+// Requests, retries and back-off are the storage library's, configured
+// from the retry policy of every source (retryPolicy.gax), so that a read
+// cut off mid-body resumes from the bytes it has; a whole-object read checks the CRC32C that GCS sends.
 type GCS struct {
 	bucketName string
 	prefix     string // "" or ends with "/"
@@ -180,6 +180,7 @@ func NewGCS(source string, opts GCSOptions) (*GCS, error) {
 	}
 	m := new(Metrics)
 	m.ConnsFrom(client.sess.dials.Load)
+	policy := retryPolicy{attempts: opts.MaxAttempts, base: opts.BaseBackoff, max: opts.MaxBackoff}
 	// The library asks retryable only when it may send the request
 	// again, so a true answer is one retry (but for a caller's context
 	// that ends during the back-off).
@@ -196,8 +197,8 @@ func NewGCS(source string, opts GCSOptions) (*GCS, error) {
 		opts:       opts,
 		client:     client,
 		bucket: client.client.Bucket(bucket).Retryer(
-			storage.WithBackoff(gax.Backoff{Initial: opts.BaseBackoff, Max: opts.MaxBackoff, Multiplier: 2}),
-			storage.WithMaxAttempts(opts.MaxAttempts),
+			storage.WithBackoff(policy.gax()),
+			storage.WithMaxAttempts(policy.attempts),
 			// Every call of this fetcher reads, and reads are idempotent.
 			storage.WithPolicy(storage.RetryAlways),
 			storage.WithErrorFunc(retryable),
@@ -726,7 +727,11 @@ type stallTransport struct {
 func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The object, without the query: a listing's fills lines of a terminal.
 	what := req.Method + " " + req.URL.Scheme + "://" + req.URL.Host + req.URL.EscapedPath()
-	ctx, wd := newWatchdog(req.Context(), what, t.timeout)
+	timeout, minRate := t.timeout, t.minRate
+	if o, ok := req.Context().Value(stallKey{}).(stallOptions); ok {
+		timeout, minRate = o.timeout, o.minRate
+	}
+	ctx, wd := newWatchdog(req.Context(), what, timeout)
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		wd.stop()
@@ -739,9 +744,26 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if n < 0 {
 		n = rangeLength(req.Header.Get("Range"))
 	}
-	wd.limit(n, t.minRate)
+	wd.limit(n, minRate)
 	resp.Body = wd.body(resp.Body, metricsFrom(ctx), true)
 	return resp, nil
+}
+
+// stallOptions are the stall timeout and minimum rate of the fetcher that
+// sends a request, carried by its context (withStall) so that fetchers
+// sharing one client and transport each get their own: the transport's
+// are only the default.
+type stallOptions struct {
+	timeout time.Duration
+	minRate int64
+}
+
+type stallKey struct{}
+
+// withStall returns ctx carrying the stall options of one fetcher for
+// stallTransport.
+func withStall(ctx context.Context, timeout time.Duration, minRate int64) context.Context {
+	return context.WithValue(ctx, stallKey{}, stallOptions{timeout, minRate})
 }
 
 // rangeLength returns the length of a "bytes=first-last" Range header, or

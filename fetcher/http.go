@@ -132,6 +132,9 @@ func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return nil, fmt.Errorf("fetcher: %q: a base URL cannot have a query or a fragment", u.Redacted())
 	}
+	if err := checkPort(u); err != nil {
+		return nil, err
+	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 		if u.RawPath != "" {
@@ -143,6 +146,17 @@ func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 	h.client = &http.Client{Transport: h.sess.transport, CheckRedirect: h.checkRedirect}
 	h.m.ConnsFrom(h.sess.dials.Load)
 	return h, nil
+}
+
+// checkPort refuses a URL whose port no server can listen on, before any
+// request: such a URL is a typo, and no retry can fix it.
+func checkPort(u *url.URL) error {
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%s: port %s is not a port (1 to 65535)", u.Redacted(), p)
+		}
+	}
+	return nil
 }
 
 // String returns the base URL without its trailing slash and password.
@@ -265,11 +279,16 @@ func (h *HTTP) getRange(ctx context.Context, key string, offset, length int64, i
 		}
 		size := resp.ContentLength
 		if resp.StatusCode == http.StatusPartialContent {
-			first, total, err := parseContentRange(resp.Header.Get("Content-Range"))
-			if err != nil || first != offset {
-				return fmt.Errorf("reply to range %d-%d has Content-Range %q", offset, last, resp.Header.Get("Content-Range"))
+			n, total, err := checkRangeReply(resp.Header.Get("Content-Range"), resp.ContentLength, offset, last)
+			if err != nil {
+				return err
+			}
+			if n > limit {
+				return fmt.Errorf("range of %d bytes: %w (limit %d)", n, ErrTooLarge, limit)
 			}
 			id = httpIdentity(resp.Header, total)
+			data, err = readExactly(resp.Body, n)
+			return err
 		} else {
 			id = httpIdentity(resp.Header, size)
 			if size >= 0 && size <= offset {
@@ -488,6 +507,67 @@ func contentEncoding(resp *http.Response) string {
 		return ""
 	}
 	return enc
+}
+
+// checkRangeReply checks a 206 reply to the range offset-last: its
+// Content-Range (cr) must start at offset and end at last, or before last
+// exactly where the object ends, and its Content-Length (-1 when absent)
+// must be the length of that range. It returns that length and the
+// object's size (-1 when the server wrote "*"). A reply that breaks the
+// rule is a transient failure: another attempt may be answered right, and
+// a reader never gets the wrong bytes or a short read in mid-file.
+func checkRangeReply(cr string, contentLength, offset, last int64) (n, total int64, err error) {
+	first, end, total, err := parseContentRangeFull(cr)
+	bad := func(why string) error {
+		return fmt.Errorf("reply to range %d-%d has Content-Range %q and Content-Length %d: %s: %w", offset, last, cr, contentLength, why, ErrTransient)
+	}
+	switch {
+	case err != nil || first < 0:
+		return 0, 0, bad("not a range")
+	case first != offset:
+		return 0, 0, bad("another range")
+	case end > last || end < first:
+		return 0, 0, bad("another range")
+	case end < last && (total < 0 || end != total-1):
+		return 0, 0, bad("shorter than asked for, yet not at the object's end")
+	case total >= 0 && end >= total:
+		return 0, 0, bad("past the object's end")
+	}
+	n = end - first + 1
+	if contentLength >= 0 && contentLength != n {
+		return 0, 0, bad("a body of another length than the range")
+	}
+	return n, total, nil
+}
+
+// readExactly reads n bytes of r and checks that r ends there: fewer
+// bytes, or more, is a transient failure.
+func readExactly(r io.Reader, n int64) ([]byte, error) {
+	data := mem.Get(int(n))
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, bodyError(err)
+	}
+	var one [1]byte
+	if k, _ := io.ReadFull(r, one[:]); k > 0 {
+		return nil, fmt.Errorf("reply has more bytes than its range (%d): %w", n, ErrTransient)
+	}
+	return data, nil
+}
+
+// parseContentRangeFull parses "bytes first-last/total" and "bytes
+// */total"; first and last are -1 in the second form and total is -1 when
+// the server wrote "*".
+func parseContentRangeFull(s string) (first, last, total int64, err error) {
+	first, total, err = parseContentRange(s)
+	if err != nil || first < 0 {
+		return first, -1, total, err
+	}
+	rng, _, _ := strings.Cut(strings.TrimPrefix(s, "bytes "), "/")
+	_, l, _ := strings.Cut(rng, "-")
+	if last, err = strconv.ParseInt(l, 10, 64); err != nil {
+		return -1, -1, -1, fmt.Errorf("bad Content-Range %q", s)
+	}
+	return first, last, total, nil
 }
 
 // parseContentRange parses "bytes first-last/total" and "bytes */total";

@@ -5,42 +5,31 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 )
 
-// do sends a request and hands the reply to read until read succeeds,
-// fails with an error that does not wrap ErrTransient, or MaxAttempts
-// attempts have failed. The body is drained and closed after read returns.
-// expect tells, from the reply's status and headers, the most body bytes
-// read consumes, which sets the attempt's deadline when the reply's
-// Content-Length is larger or absent (see HTTPOptions.MinRate). Errors are
-// prefixed with the method and URL.
+// do sends a request and hands the reply to read until read succeeds, or
+// fails in a way the retry policy does not repeat (see retryPolicy). The
+// body is drained and closed after read returns. expect tells, from the
+// reply's status and headers, the most body bytes read consumes, which sets
+// the attempt's deadline when the reply's Content-Length is larger or
+// absent (see HTTPOptions.MinRate). Errors are prefixed with the method and
+// URL.
 func (h *HTTP) do(ctx context.Context, method string, u *url.URL, header http.Header, expect expectFunc, read func(*http.Response) error) error {
-	for attempt := 1; ; attempt++ {
-		err := h.try(ctx, method, u, header, expect, read)
-		if err == nil || !errors.Is(err, ErrTransient) || errors.Is(err, ErrNotExist) {
-			h.m.Done(err)
-			return err
-		}
-		if attempt == h.opts.MaxAttempts {
-			err = fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
-			h.m.Done(err)
-			return err
-		}
-		h.m.Retry()
-		t := time.NewTimer(h.backoff(attempt-1, err))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), ctx.Err())
-		case <-t.C:
-		}
+	err := h.policy().run(ctx, &h.m, func() error { return h.try(ctx, method, u, header, expect, read) })
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%s %s: %w", method, u.Redacted(), ctx.Err())
 	}
+	h.m.Done(err)
+	return err
+}
+
+// policy returns h's retry policy.
+func (h *HTTP) policy() retryPolicy {
+	return retryPolicy{attempts: h.opts.MaxAttempts, base: h.opts.BaseBackoff, max: h.opts.MaxBackoff}
 }
 
 // expectFunc tells how many body bytes an operation reads from a reply.
@@ -86,7 +75,7 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		return fmt.Errorf("fetcher: %w", wd.ended())
 	}
 	if err != nil {
-		return fmt.Errorf("fetcher: %s %s: %w", method, u.Redacted(), err)
+		return fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	return nil
 }
@@ -104,31 +93,6 @@ func attemptBound(stall time.Duration, minRate, n int64) time.Duration {
 	return min(stall+time.Duration(min(transfer, float64(maxAttemptBound))), maxAttemptBound)
 }
 
-// backoff returns the wait after failed attempt n (from 0). Full jitter
-// spreads out clients that failed together (Brooker, "Exponential Backoff
-// and Jitter", AWS 2015).
-func (h *HTTP) backoff(n int, err error) time.Duration {
-	if ra, ok := errors.AsType[*retryAfterError](err); ok {
-		return min(ra.delay, h.opts.MaxBackoff)
-	}
-	ceiling := h.opts.MaxBackoff
-	if n < 62 && h.opts.BaseBackoff <= ceiling>>n {
-		ceiling = h.opts.BaseBackoff << n
-	}
-	return rand.N(ceiling)
-}
-
-// retryAfterError is a transient error whose server asked for a delay
-// before the next attempt.
-type retryAfterError struct {
-	err   error
-	delay time.Duration
-}
-
-func (e *retryAfterError) Error() string { return e.err.Error() }
-
-func (e *retryAfterError) Unwrap() error { return e.err }
-
 // statusError classifies a reply that the operation cannot use.
 func statusError(resp *http.Response) error {
 	switch code := resp.StatusCode; {
@@ -137,14 +101,7 @@ func statusError(resp *http.Response) error {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return fmt.Errorf("%s: %w", resp.Status, ErrPermission)
 	case code == http.StatusTooManyRequests || code >= 500 && code < 600:
-		err := fmt.Errorf("%s: %w", resp.Status, ErrTransient)
-		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			if secs, e := strconv.Atoi(resp.Header.Get("Retry-After")); e == nil && secs >= 0 {
-				// Bounded before the multiplication can overflow; MaxBackoff caps it later.
-				return &retryAfterError{err, time.Duration(min(secs, 86400)) * time.Second}
-			}
-		}
-		return err
+		return withRetryAfter(fmt.Errorf("%s: %w", resp.Status, ErrTransient), code, resp.Header)
 	}
 	return fmt.Errorf("unexpected status %s", resp.Status)
 }
@@ -164,6 +121,9 @@ func transportError(err error) error {
 	}
 	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok && dnsErr.IsNotFound {
 		return err
+	}
+	if _, ok := errors.AsType[*net.AddrError](err); ok {
+		return err // an address that cannot be dialled, such as port 99999
 	}
 	return fmt.Errorf("%w: %w", err, ErrTransient)
 }

@@ -111,7 +111,7 @@ func TestHTTPErrorMessage(t *testing.T) {
 	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
 	h := newHTTP(t, srv.URL, HTTPOptions{MaxAttempts: 1})
 	_, err := h.Get(context.Background(), "a b", 1<<30)
-	want := "fetcher: GET " + srv.URL + "/a%20b: 503 Service Unavailable: fetcher: transient failure (gave up after 1 attempts)"
+	want := "GET " + srv.URL + "/a%20b: 503 Service Unavailable: transient failure (gave up after 1 attempts)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %v", err, want)
 	}
@@ -990,5 +990,91 @@ func TestHTTPStream(t *testing.T) {
 				t.Errorf("got %q, %v, want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHTTPRangeLies checks that a ranged reply is checked against the range
+// asked for and the object's size: a server that answers with fewer bytes
+// than the range (Content-Range claiming all of it), more bytes, another
+// range, or a whole object that promises more bytes than it sends, is
+// retried and then refused with ErrTransient, never served as a short or
+// wrong read.
+func TestHTTPRangeLies(t *testing.T) {
+	obj := seq(10_000)
+	const off, n = 1000, 500
+	for _, tc := range []struct {
+		name  string
+		serve func(w http.ResponseWriter)
+	}{
+		{"short body, whole range claimed", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 1000-1499/10000")
+			w.Header().Set("Content-Length", "300")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[off : off+300])
+		}},
+		{"short range, not at the end", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 1000-1299/10000")
+			w.Header().Set("Content-Length", "300")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[off : off+300])
+		}},
+		{"extra bytes", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 1000-1499/10000")
+			w.Header().Set("Content-Length", "700")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[off : off+700])
+		}},
+		{"extra bytes, no length", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 1000-1499/10000")
+			w.WriteHeader(http.StatusPartialContent)
+			w.(http.Flusher).Flush()
+			w.Write(obj[off : off+700])
+		}},
+		{"another range", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 2000-2499/10000")
+			w.Header().Set("Content-Length", "500")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[2000:2500])
+		}},
+		{"a range that starts right but ends elsewhere", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 1000-1999/10000")
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[off:2000])
+		}},
+		{"range past the end it declares", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 1000-1499/1200")
+			w.Header().Set("Content-Length", "500")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[off : off+500])
+		}},
+		{"whole object promising more", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "10000")
+			w.WriteHeader(http.StatusOK)
+			w.Write(obj[:1200])
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, reqs := newServer(t, func(w http.ResponseWriter, r *http.Request) { tc.serve(w) })
+			h := newHTTP(t, srv.URL, fastRetries)
+			got, _, err := h.GetRange(context.Background(), "k", off, n)
+			if !errors.Is(err, ErrTransient) {
+				t.Errorf("got %d bytes, %v; want %v", len(got), err, ErrTransient)
+			}
+			if r := reqs.Load(); r < 2 {
+				t.Errorf("%d requests, want the lie retried", r)
+			}
+		})
+	}
+	// The honest short range at the object's end is served.
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Range", "bytes 1000-1199/1200")
+		w.Header().Set("Content-Length", "200")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(obj[off:1200])
+	})
+	got, _, err := newHTTP(t, srv.URL, fastRetries).GetRange(context.Background(), "k", off, n)
+	if err != nil || !bytes.Equal(got, obj[off:1200]) {
+		t.Errorf("range at the end: got %d bytes, %v; want 200", len(got), err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOpen(t *testing.T) {
@@ -41,6 +42,21 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open(%q): got %v, want an error containing %q", tc.source, err, tc.want)
 		case !tc.ok && f != nil:
 			t.Errorf("Open(%q): got fetcher %#v with the error, want nil", tc.source, f)
+		}
+	}
+}
+
+// TestOpenBadPort: a URL whose port cannot exist fails at once, with no
+// request and no retry.
+func TestOpenBadPort(t *testing.T) {
+	for _, src := range []string{"http://127.0.0.1:99999/x", "https://example.org:0/x"} {
+		start := time.Now()
+		_, err := Open(src, Options{})
+		if err == nil || !strings.Contains(err.Error(), "is not a port") {
+			t.Errorf("Open(%q): got %v, want an error about the port", src, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Open(%q) took %v, want at once", src, d)
 		}
 	}
 }

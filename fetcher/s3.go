@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -27,7 +26,7 @@ type S3Options struct {
 	// Conns bounds the connections to the S3 endpoint, busy and idle alike
 	// (default 16, at least 8). The first s3:// fetcher of the process for
 	// an endpoint and credential choice sets the bound of the client that
-	// later ones share.
+	// later ones share; their StallTimeout and MinRate stay each its own.
 	Conns int
 	// Anonymous sends unsigned requests, for public buckets, even when
 	// credentials are found. Without it the standard AWS credential chain
@@ -142,6 +141,9 @@ func NewS3(source string, opts S3Options) (*S3, error) {
 		u, err := url.Parse(opts.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 			return nil, fmt.Errorf("fetcher: s3: bad endpoint URL %q: want http(s)://HOST[:PORT][/PATH]", opts.Endpoint)
+		}
+		if err := checkPort(u); err != nil {
+			return nil, fmt.Errorf("s3: bad endpoint URL: %w", err)
 		}
 	}
 	s := &S3{bucket: bucket, prefix: prefix, opts: opts, conn: s3ConnFor(bucket, opts)}
@@ -268,10 +270,12 @@ func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) ([]
 			size = *out.ContentLength
 		}
 		if cr := aws.ToString(out.ContentRange); cr != "" {
-			first, _, err := parseContentRange(cr)
-			if err != nil || first != offset {
-				return fmt.Errorf("reply to range %d-%d has Content-Range %q", offset, last, cr)
+			n, _, err := checkRangeReply(cr, size, offset, last)
+			if err != nil {
+				return err
 			}
+			data, err = readExactly(out.Body, n)
+			return err
 		} else if offset > 0 {
 			// A whole object in reply to a range: some stores send a 200
 			// for a range that covers the object; skip to offset.
@@ -321,10 +325,24 @@ func (s *S3) Stat(ctx context.Context, key string) (int64, Identity, error) {
 // s3PageSize is the listing page size asked for; S3 serves at most 1000.
 const s3PageSize = 1000
 
+// S3MaxListPages and S3MaxListEntries bound one List: a directory of more
+// than a million entries, or a server that keeps saying "truncated", is
+// refused with an error after at most S3MaxListPages pages (or
+// S3MaxListBytes of names), instead of
+// growing for ever. A continuation token that comes back a second time ends
+// the listing at once with an error. A key directory of a volume holds one
+// entry per chunk or shard: a million is 2^20 chunks in one directory.
+const (
+	S3MaxListPages   = 2000
+	S3MaxListEntries = 1 << 20
+	S3MaxListBytes   = 64 << 20 // of names
+)
+
 // List lists the prefix with ListObjectsV2 and the delimiter "/", page by
 // page (one page's reply held at a time): objects are files with their
 // stored size, common prefixes are directories. Names that are not clean
-// keys are left out. A prefix under which nothing is stored returns
+// keys are left out. A listing is bounded (S3MaxListPages,
+// S3MaxListEntries). A prefix under which nothing is stored returns
 // ErrNotExist, except the root; a bucket that does not exist returns
 // ErrNotExist for the root too.
 func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
@@ -338,6 +356,8 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 	var entries []Entry
 	dirs := make(map[string]bool) // a prefix may come again on a later page
 	var token *string
+	seen := make(map[string]bool) // the continuation tokens sent so far
+	pages, names := 0, 0
 	for {
 		var page *s3.ListObjectsV2Output
 		err := s.do(ctx, "list", prefix+"/", 0, func(ctx context.Context, c *s3.Client) error {
@@ -359,6 +379,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 			if name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
 				dirs[name] = true
 				entries = append(entries, Entry{Name: name, IsDir: true, Size: -1})
+				names += len(name)
 			}
 		}
 		for _, o := range page.Contents {
@@ -367,10 +388,20 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 				continue // the folder marker, or a name no key can reach
 			}
 			entries = append(entries, Entry{Name: name, Size: aws.ToInt64(o.Size)})
+			names += len(name)
 		}
 		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {
 			break
 		}
+		next := aws.ToString(page.NextContinuationToken)
+		pages++
+		switch {
+		case seen[next]:
+			return nil, fmt.Errorf("list %s/%s/: the server sent continuation token %.40q again after %d pages: a listing that would never end", s, prefix, next, pages)
+		case pages >= S3MaxListPages || len(entries) > S3MaxListEntries || names > S3MaxListBytes:
+			return nil, fmt.Errorf("list %s/%s/: more than %d pages, %d entries or %d bytes of names: listing refused", s, prefix, S3MaxListPages, S3MaxListEntries, S3MaxListBytes)
+		}
+		seen[next] = true
 		token = page.NextContinuationToken
 	}
 	if entries == nil && prefix != "" {
@@ -406,65 +437,42 @@ func s3Identity(etag, version *string) Identity {
 // s3Call is one attempt of an operation, sent with c.
 type s3Call func(ctx context.Context, c *s3.Client) error
 
-// do runs call until it succeeds, fails with an error that is not
-// transient, or MaxAttempts attempts have failed, within the call's bound
-// (callBound of n bytes). Errors are classified, prefixed with op and the
-// object, and counted.
+// do runs call under the retry policy (see retryPolicy), within the
+// call's bound (callBound of n bytes), which is also the policy's budget.
+// Errors are classified, prefixed with op and the object, and counted.
 func (s *S3) do(ctx context.Context, op, key string, n int64, call s3Call) error {
 	bound := min(s.opts.CallTimeout, time.Duration(s.opts.MaxAttempts)*attemptBound(s.opts.StallTimeout, s.opts.MinRate, n)+
 		time.Duration(s.opts.MaxAttempts-1)*s.opts.MaxBackoff)
-	cctx, cancel := context.WithTimeout(withMetrics(ctx, &s.m), bound)
+	cctx, cancel := context.WithTimeout(withStall(withMetrics(ctx, &s.m), s.opts.StallTimeout, s.opts.MinRate), bound)
 	defer cancel()
-	where := fmt.Sprintf("fetcher: %s %s/%s", op, s, strings.TrimSuffix(key, "/"))
+	where := fmt.Sprintf("%s %s/%s", op, s, strings.TrimSuffix(key, "/"))
 	if op == "list" {
-		where = fmt.Sprintf("fetcher: list %s/%s", s, strings.TrimPrefix(key, "/"))
+		where = fmt.Sprintf("list %s/%s", s, strings.TrimPrefix(key, "/"))
 	}
-	fail := func(err error) error {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		s.m.Done(err)
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	for attempt := 1; ; attempt++ {
+	policy := retryPolicy{attempts: s.opts.MaxAttempts, base: s.opts.BaseBackoff, max: s.opts.MaxBackoff}
+	err := policy.run(cctx, &s.m, func() error {
 		// Settled inside the loop: a failure to settle (the endpoint
-		// down) is retried like any other.
-		// Its errors are classified already.
+		// down) is retried like any other. Its errors are classified
+		// already.
 		st, err := s.conn.settle(cctx)
 		if err == nil {
-			if err = call(cctx, st.client); err == nil {
-				s.m.Done(nil)
-				return nil
+			if err = call(cctx, st.client); err != nil {
+				err = s.classify(cctx, bound, st, err)
 			}
-			err = s.classify(cctx, bound, st, err)
 		}
-		if ctx.Err() != nil {
-			return fail(err)
-		}
-		if !errors.Is(err, ErrTransient) || attempt >= s.opts.MaxAttempts || cctx.Err() != nil {
-			return fail(err)
-		}
-		s.m.Retry()
-		t := time.NewTimer(s.backoff(attempt - 1))
-		select {
-		case <-t.C:
-		case <-cctx.Done():
-			t.Stop()
-			if ctx.Err() != nil {
-				return fail(ctx.Err())
-			}
-			return fail(fmt.Errorf("not done within %v: %w: %w", bound, err, ErrTransient))
-		}
+		return err
+	})
+	switch {
+	case err == nil:
+		s.m.Done(nil)
+		return nil
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case cctx.Err() != nil && !errors.Is(err, ErrTransient):
+		err = fmt.Errorf("not done within %v: %w: %w", bound, err, ErrTransient)
 	}
-}
-
-// backoff is HTTP.backoff: full jitter, at most MaxBackoff.
-func (s *S3) backoff(n int) time.Duration {
-	ceiling := s.opts.MaxBackoff
-	if n < 62 && s.opts.BaseBackoff <= ceiling>>n {
-		ceiling = s.opts.BaseBackoff << n
-	}
-	return rand.N(ceiling)
+	s.m.Done(err)
+	return fmt.Errorf("%s: %w", where, err)
 }
 
 // classify maps an error of the SDK, or of reading a reply's body, to the
@@ -494,7 +502,7 @@ func (s *S3) classify(cctx context.Context, bound time.Duration, st *s3State, er
 		return fmt.Errorf("%w: %s; this used %s: %s", ErrPermission, apiText(err), st.auth, st.hint)
 	case status == http.StatusTooManyRequests || status >= 500 || code == "SlowDown" || code == "InternalError" ||
 		code == "ServiceUnavailable" || code == "RequestTimeout":
-		return fmt.Errorf("%s: %w", apiText(err), ErrTransient)
+		return withRetryAfter(fmt.Errorf("%s: %w", apiText(err), ErrTransient), status, httpHeader(err))
 	case status == http.StatusMovedPermanently || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed":
 		return fmt.Errorf("%s (the bucket is in another region than %s: pass its --region): %w", apiText(err), st.region, ErrPermission)
 	case status != 0:
@@ -531,6 +539,15 @@ func apiText(err error) string {
 		text = fmt.Sprintf("%d %s", re.HTTPStatusCode(), text)
 	}
 	return text
+}
+
+// httpHeader is the header of the reply that err comes from, or nil.
+func httpHeader(err error) http.Header {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.Response.Header
+	}
+	return nil
 }
 
 // httpStatus is the HTTP status of the reply that err comes from, or 0.

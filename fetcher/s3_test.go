@@ -32,6 +32,8 @@ type fakeS3 struct {
 	private  bool
 	fail     atomic.Int64
 	requests atomic.Int64
+	// retryAfter, when set, is the Retry-After of each 503 SlowDown.
+	retryAfter atomic.Pointer[string]
 }
 
 func startFakeS3(t testing.TB, private bool) *fakeS3 {
@@ -42,6 +44,9 @@ func startFakeS3(t testing.TB, private bool) *fakeS3 {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
 		if f.fail.Add(-1) >= 0 {
+			if ra := f.retryAfter.Load(); ra != nil {
+				w.Header().Set("Retry-After", *ra)
+			}
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
 			return
@@ -336,6 +341,57 @@ func TestS3Retry(t *testing.T) {
 	f.fail.Store(0)
 }
 
+// TestS3RetryAfter checks that the retry policy of every source applies to
+// S3: a 503 SlowDown with Retry-After waits what the server asks (in
+// seconds or as an HTTP date), not the back-off's microseconds, and a
+// Retry-After that the call's budget cannot hold gives up at once.
+func TestS3RetryAfter(t *testing.T) {
+	s3Env(t, "")
+	f := startFakeS3(t, false)
+	f.put(t, "ra", "k", seq(5000), nil)
+	opts := S3Options{BaseBackoff: time.Microsecond, MaxBackoff: 10 * time.Second}
+	s := s3Fetcher(t, f, "s3://ra", opts)
+	ctx := context.Background()
+	if _, _, err := s.Stat(ctx, "k"); err != nil { // settles the region
+		t.Fatal(err)
+	}
+	for _, ra := range []string{"1", "date"} {
+		if ra == "date" {
+			ra = time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
+		}
+		f.retryAfter.Store(&ra)
+		f.fail.Store(1)
+		start := time.Now()
+		got, _, err := s.GetRange(ctx, "k", 100, 50)
+		if err != nil || !bytes.Equal(got, seq(5000)[100:150]) {
+			t.Fatalf("Retry-After %q: GetRange: got %d bytes, %v", ra, len(got), err)
+		}
+		// An HTTP date has one-second resolution: at least 1s is left.
+		if d := time.Since(start); d < 900*time.Millisecond {
+			t.Errorf("Retry-After %q: the retry came after %v, want about 1s or more", ra, d)
+		}
+	}
+
+	// A Retry-After longer than the call may last: no wait at all.
+	ra := "3600"
+	f.retryAfter.Store(&ra)
+	f.fail.Store(1000)
+	short := s3Fetcher(t, f, "s3://ra", S3Options{BaseBackoff: time.Microsecond, MaxBackoff: time.Hour, CallTimeout: 5 * time.Second})
+	start := time.Now()
+	before := f.requests.Load()
+	_, err := short.Get(ctx, "k", 1<<20)
+	if !errors.Is(err, ErrTransient) || !strings.Contains(err.Error(), "SlowDown") {
+		t.Errorf("Get while every reply asks for an hour: got %v, want %v", err, ErrTransient)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("gave up after %v, want at once (the wait exceeds the call's budget)", d)
+	}
+	if n := f.requests.Load() - before; n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+	f.fail.Store(0)
+}
+
 // TestS3Open checks the s3:// URLs that Open takes and refuses.
 func TestS3Open(t *testing.T) {
 	for _, tc := range []struct {
@@ -384,5 +440,93 @@ func TestS3Stream(t *testing.T) {
 	}
 	if _, err := s.Stream(context.Background(), "missing", 0); !errors.Is(err, ErrNotExist) {
 		t.Errorf("Stream of a missing object: got %v, want %v", err, ErrNotExist)
+	}
+}
+
+// TestS3ListEndless checks that a server that always answers "truncated"
+// ends the listing with an error, quickly: with the same continuation
+// token, at once; with a new token each time, after S3MaxListPages pages.
+func TestS3ListEndless(t *testing.T) {
+	s3Env(t, "")
+	for _, fresh := range []bool{false, true} {
+		var pages atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "HEAD" {
+				return
+			}
+			n := pages.Add(1)
+			token := "same"
+			if fresh {
+				token = fmt.Sprint("t", n)
+			}
+			w.Header().Set("Content-Type", "application/xml")
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>%s</NextContinuationToken><Contents><Key>k%d</Key><Size>1</Size></Contents></ListBucketResult>`, token, n)
+		}))
+		t.Cleanup(srv.Close)
+		s, err := NewS3("s3://b", S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = s.List(context.Background(), "")
+		if err == nil || !strings.Contains(err.Error(), "s3://b") {
+			t.Errorf("fresh tokens %v: got %v, want an error naming the listing", fresh, err)
+		}
+		want := int64(2)
+		if fresh {
+			want = S3MaxListPages
+		}
+		if n := pages.Load(); n != want {
+			t.Errorf("fresh tokens %v: %d pages asked for, want %d", fresh, n, want)
+		}
+		if d := time.Since(start); d > 60*time.Second {
+			t.Errorf("fresh tokens %v: listing took %v", fresh, d)
+		}
+	}
+}
+
+// TestS3StallOptionsPerFetcher checks that two s3:// fetchers sharing one
+// client (same endpoint and bucket) each keep their own stall timeout: the
+// first one's does not win for the second.
+func TestS3StallOptionsPerFetcher(t *testing.T) {
+	s3Env(t, "")
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "HEAD" && r.URL.Path == "/b" {
+			return // the bucket's region probe
+		}
+		// Half a reply, then nothing: the call's bound (its size at
+		// MinRate) is far off, so only the stall timeout ends it.
+		w.Header().Set("Content-Range", "bytes 0-104857599/104857600")
+		w.Header().Set("Content-Length", "104857600")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(seq(10))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	opts := S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true, MaxAttempts: 1}
+	slow := opts
+	slow.StallTimeout = time.Hour
+	if _, err := NewS3("s3://b", slow); err != nil {
+		t.Fatal(err)
+	}
+	quick := opts
+	quick.StallTimeout = 300 * time.Millisecond
+	s, err := NewS3("s3://b", quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err = s.GetRange(context.Background(), "k", 0, 100<<20)
+	if !errors.Is(err, ErrTransient) {
+		t.Errorf("got %v, want a stall (%v)", err, ErrTransient)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the stall was seen after %v, want about 300ms (the second fetcher's StallTimeout)", d)
 	}
 }

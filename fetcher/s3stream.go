@@ -23,7 +23,7 @@ func (s *S3) Stream(ctx context.Context, key string, offset int64) (io.ReadClose
 	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
-	ctx = withMetrics(ctx, &s.m)
+	ctx = withStall(withMetrics(ctx, &s.m), s.opts.StallTimeout, s.opts.MinRate)
 	fail := func(err error) error {
 		s.m.Done(err)
 		return fmt.Errorf("fetcher: stream %s/%s from %d: %w", s, key, offset, err)
