@@ -109,13 +109,13 @@ func Load(ctx context.Context, source string, opts Options) (*Fetcher, error) {
 	}
 	obj, err := hf.Get(ctx, name, MaxSetBytes)
 	if err != nil {
-		return nil, fmt.Errorf("refs: %s: %w", source, err)
+		return nil, err
 	}
 	if obj.ContentEncoding != "" {
 		return nil, fmt.Errorf("refs: %s: served with Content-Encoding %q, not supported", source, obj.ContentEncoding)
 	}
 	if f.m, err = ParseKerchunk(bytes.NewReader(obj.Data), opts.Limits); err != nil {
-		return nil, fmt.Errorf("refs: %s: %w", source, err)
+		return nil, err
 	}
 	return f, nil
 }
