@@ -159,3 +159,34 @@ func TestReferenceSetHostile(t *testing.T) {
 		t.Logf("%s: %s", name, strings.TrimSpace(out))
 	}
 }
+
+// TestReferenceSetTIFF mounts the version 0 references tifffile itself
+// writes (aszarr().write_fsspec) for tiled TIFFs, zlib-compressed and
+// not: zarr-python reading the mount equals tifffile reading the file,
+// and each chunk file equals tifffile's decode of its tile.
+func TestReferenceSetTIFF(t *testing.T) {
+	requireH5py(t)
+	if out, err := runErr(python, "-c", "import tifffile"); err != nil {
+		testenv.Unavailable(t, "python3-tifffile unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write-tiff", dir)
+	for _, name := range []string{"z", "u"} {
+		s := startVolfs(t, "mount", filepath.Join(dir, name+".json"))
+		t.Log(run(t, python, "testdata/refscheck.py", "verify-tiff", dir, name, s.mnt))
+	}
+}
+
+// TestReferenceSetNetCDF4 mounts references built from h5py's chunk
+// table over a NetCDF4 file that netCDF4 wrote (zlib, shuffle, a partly
+// written variable): zarr-python reading the mount equals netCDF4.
+func TestReferenceSetNetCDF4(t *testing.T) {
+	requireH5py(t)
+	if out, err := runErr(python, "-c", "import netCDF4"); err != nil {
+		testenv.Unavailable(t, "python3-netcdf4 unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write-nc", dir)
+	s := startVolfs(t, "mount", filepath.Join(dir, "nc.json"))
+	t.Log(run(t, python, "testdata/refscheck.py", "verify-nc", dir, s.mnt))
+}

@@ -127,8 +127,93 @@ def verify(d, mnt):
     print("ok")
 
 
+
+
+def write_tiff(d):
+    """A tiled TIFF (zlib and uncompressed pages) whose references
+    tifffile itself writes (aszarr().write_fsspec), version 0."""
+    import tifffile
+    a = values("tif", (70, 90), "<u2")
+    for name, comp in (("z", "zlib"), ("u", None)):
+        tifffile.imwrite(os.path.join(d, name + ".tif"), a, tile=(32, 32), compression=comp)
+        with tifffile.imread(os.path.join(d, name + ".tif"), aszarr=True) as store:
+            store.write_fsspec(os.path.join(d, name + ".json"), url=".")
+
+
+def verify_tiff(d, name, mnt):
+    import tifffile
+    want = tifffile.imread(os.path.join(d, name + ".tif"))
+    got = zarr.open_array(mnt, mode="r")[...]
+    bad = []
+    if got.dtype != want.dtype or not np.array_equal(got, want):
+        bad.append("%s: zarr-python reads the mount differently from tifffile" % name)
+    with tifffile.TiffFile(os.path.join(d, name + ".tif")) as tf:
+        page = tf.pages[0]
+        fh = tf.filehandle
+        for i, (off, n) in enumerate(zip(page.dataoffsets, page.databytecounts)):
+            fh.seek(off)
+            tile, _, _ = page.decode(fh.read(n), i)
+            r, c = divmod(i, -(-want.shape[1] // 32))
+            with open(os.path.join(mnt, "%d.%d" % (r, c)), "rb") as f:
+                data = f.read()
+            if data != np.ascontiguousarray(tile.reshape(32, 32)).tobytes():
+                bad.append("%s: chunk %d.%d is not tifffile's decode of tile %d" % (name, r, c, i))
+    if bad:
+        print("\n".join(bad))
+        sys.exit(1)
+    print("ok")
+
+
+def write_nc(d):
+    """A NetCDF4 file netCDF4 writes (zlib, shuffle, chunked), with
+    references built from h5py's chunk table of its variables."""
+    import netCDF4
+    with netCDF4.Dataset(os.path.join(d, "data.nc"), "w") as nc:
+        nc.createDimension("y", 33)
+        nc.createDimension("x", 21)
+        v = nc.createVariable("v", "f4", ("y", "x"), zlib=True, shuffle=True, chunksizes=(10, 8), fill_value=-1.0)
+        v[:] = values("v", (33, 21), "<f4")
+        w = nc.createVariable("w", "i4", ("y",), zlib=True, chunksizes=(5,), fill_value=-7)
+        w[:12] = np.arange(12)
+    refs = {".zgroup": json.dumps({"zarr_format": 2})}
+    with h5py.File(os.path.join(d, "data.nc"), "r") as f:
+        for name, fill in (("v", -1.0), ("w", -7)):
+            ds = f[name]
+            meta = zarray(name, ds.shape, ds.chunks, ds.dtype.str, {}, ds)
+            meta["fill_value"] = fill
+            refs[name + "/.zarray"] = json.dumps(meta)
+            for i in range(ds.id.get_num_chunks()):
+                info = ds.id.get_chunk_info(i)
+                key = name + "/" + ".".join(str(o // c) for o, c in zip(info.chunk_offset, ds.chunks))
+                refs[key] = ["data.nc", info.byte_offset, info.size]
+    with open(os.path.join(d, "nc.json"), "w") as out:
+        json.dump({"version": 1, "refs": refs}, out)
+
+
+def verify_nc(d, mnt):
+    import netCDF4
+    bad = []
+    g = zarr.open_group(mnt, mode="r")
+    with netCDF4.Dataset(os.path.join(d, "data.nc")) as nc:
+        for name in ("v", "w"):
+            var = nc.variables[name]
+            var.set_auto_mask(False)
+            want = var[:]
+            got = g[name][...]
+            if not np.array_equal(got, want):
+                bad.append("%s: zarr-python reads the mount differently from netCDF4" % name)
+    if bad:
+        print("\n".join(bad))
+        sys.exit(1)
+    print("ok")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "write":
-        write(sys.argv[2])
-    else:
-        verify(sys.argv[2], sys.argv[3])
+    {
+        "write": lambda: write(sys.argv[2]),
+        "verify": lambda: verify(sys.argv[2], sys.argv[3]),
+        "write-tiff": lambda: write_tiff(sys.argv[2]),
+        "verify-tiff": lambda: verify_tiff(sys.argv[2], sys.argv[3], sys.argv[4]),
+        "write-nc": lambda: write_nc(sys.argv[2]),
+        "verify-nc": lambda: verify_nc(sys.argv[2], sys.argv[3]),
+    }[sys.argv[1]]()
