@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 
@@ -50,14 +51,19 @@ func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher
 }
 
 // mayBeReferenceSet reports whether source could name one reference file:
-// a local regular file, or an http(s) URL not ending in "/".
+// a local regular file, or an http(s) URL whose last element ends in
+// ".json". (An http source is otherwise a directory: sniffing every one
+// would cost a request per mount that directory sources never needed.)
 func mayBeReferenceSet(source string) bool {
 	if isLocal(source) {
 		st, err := os.Stat(strings.TrimPrefix(source, "file://"))
 		return err == nil && st.Mode().IsRegular()
 	}
 	l := strings.ToLower(source)
-	return (strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")) && !strings.HasSuffix(source, "/")
+	if u, err := url.Parse(l); err == nil {
+		l = u.Path
+	}
+	return (strings.HasPrefix(strings.ToLower(source), "http://") || strings.HasPrefix(strings.ToLower(source), "https://")) && strings.HasSuffix(l, ".json")
 }
 
 func isLocal(source string) bool {

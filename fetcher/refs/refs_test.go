@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +190,56 @@ func TestResolve(t *testing.T) {
 	es, err := f.List(ctx, "")
 	if err != nil || len(es) != 10 {
 		t.Errorf("List: %v, %v", es, err)
+	}
+}
+
+// TestResolveRemote: a set served over HTTP reaches its own directory on
+// its own host and port only; file:// targets, other directories and
+// other ports are refused unless allowed.
+func TestResolveRemote(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"set", "other"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "set", "x.bin"), []byte("xxxx"), 0o644)
+	os.WriteFile(filepath.Join(dir, "other", "y.bin"), []byte("yyyy"), 0o644)
+	local := filepath.Join(dir, "other", "y.bin")
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	other := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer other.Close()
+	os.WriteFile(filepath.Join(dir, "set", "refs.json"), []byte(fmt.Sprintf(`{"version": 1, "refs": {
+	  "own": ["x.bin", 1, 2], "file": ["file://%s", 0, 2], "path": ["%s", 0, 2], "dir": ["/other/y.bin", 0, 2],
+	  "climb": ["../other/y.bin", 0, 2], "port": ["%s/set/x.bin", 0, 2]}}`, local, local, other.URL)), 0o644)
+	open := func(s string) (fetcher.Fetcher, error) { return fetcher.Open(s, fetcher.Options{}) }
+	ctx := context.Background()
+	f, err := Load(ctx, srv.URL+"/set/refs.json", Options{Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj, err := f.Get(ctx, "own", 10); err != nil || string(obj.Data) != "xx" {
+		t.Errorf("own: %q, %v", obj.Data, err)
+	}
+	for _, key := range []string{"file", "path", "dir", "climb", "port"} {
+		if obj, err := f.Get(ctx, key, 10); err == nil || errors.Is(err, fetcher.ErrNotExist) {
+			t.Errorf("%s: %q, %v; want refused", key, obj.Data, err)
+		}
+	}
+	f, err = Load(ctx, srv.URL+"/set/refs.json", Options{Open: open, Allow: []string{srv.URL + "/other", "file://" + filepath.Dir(local)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"file", "dir", "climb"} {
+		if obj, err := f.Get(ctx, key, 10); err != nil || string(obj.Data) != "yy" {
+			t.Errorf("%s allowed: %q, %v", key, obj.Data, err)
+		}
+	}
+	if _, err := f.Get(ctx, "port", 10); err == nil {
+		t.Error("port: read although its port is not allowed")
+	}
+	if _, err := Load(ctx, srv.URL+"/set/x.bin", Options{Open: open}); !errors.Is(err, ErrNotReferenceSet) {
+		t.Errorf("a non-JSON object: %v, want ErrNotReferenceSet", err)
 	}
 }
