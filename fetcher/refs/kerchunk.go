@@ -189,10 +189,14 @@ func (p *parser) value(key string) error {
 	if err := p.dec.Decode(&raw); err != nil {
 		return fmt.Errorf("refs: key %q: %w", key, err)
 	}
-	if err := checkDepth(raw, p.lim.MaxDepth); err != nil {
-		return fmt.Errorf("refs: key %q: %w", key, err)
+	r, ok := fastRange(raw)
+	var err error
+	if !ok {
+		if err := checkDepth(raw, p.lim.MaxDepth); err != nil {
+			return fmt.Errorf("refs: key %q: %w", key, err)
+		}
+		r, err = parseValue(raw)
 	}
-	r, err := parseValue(raw)
 	if err != nil {
 		return fmt.Errorf("refs: key %q: %w", key, err)
 	}
@@ -279,4 +283,64 @@ func checkDepth(raw []byte, max int) error {
 		}
 	}
 	return nil
+}
+
+// fastRange parses the common value ["url", offset, length] whose URL has
+// no escapes, without the decoder's reflection; ok is false for anything
+// else, which parseValue then reads (and judges).
+func fastRange(raw []byte) (r Ref, ok bool) {
+	i := 0
+	skip := func() {
+		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+			i++
+		}
+	}
+	want := func(c byte) bool {
+		skip()
+		if i < len(raw) && raw[i] == c {
+			i++
+			return true
+		}
+		return false
+	}
+	num := func() (int64, bool) {
+		skip()
+		j := i
+		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+		if i == j || i-j > 18 || raw[j] == '0' && i-j > 1 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(string(raw[j:i]), 10, 64)
+		return n, err == nil
+	}
+	if !want('[') || !want('"') {
+		return Ref{}, false
+	}
+	j := i
+	for i < len(raw) && raw[i] != '"' {
+		if raw[i] == '\\' || raw[i] < 0x20 || raw[i] >= 0x80 {
+			return Ref{}, false
+		}
+		i++
+	}
+	if i >= len(raw) || i == j {
+		return Ref{}, false
+	}
+	r.URL = string(raw[j:i])
+	i++
+	if !want(',') {
+		return Ref{}, false
+	}
+	if r.Offset, ok = num(); !ok || !want(',') {
+		return Ref{}, false
+	}
+	if r.Length, ok = num(); !ok || !want(']') {
+		return Ref{}, false
+	}
+	if skip(); i != len(raw) {
+		return Ref{}, false
+	}
+	return r, true
 }
