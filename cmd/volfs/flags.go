@@ -77,7 +77,7 @@ func flagTable() []flagDef {
 		{onWarm, &cli.StringFlag{Name: "bbox", Usage: "warm only the chunks that meet this box of voxels, x0:x1,y0:y1,z0:z1 (x first; the coordinates of the scale's chunk names, end excluded); the PATHs must lie in one scale or array"}},
 		{onWarm, &cli.BoolFlag{Name: "dry-run", Usage: "list the chunks that warm would fetch (those not in --cache-dir yet), fetching nothing"}},
 		{onMount | onServe, &cli.BoolFlag{Name: "daemon", Usage: "serve in the background; return once the mount (or server) is live (exit 0) or has failed (the reason, non-zero)"}},
-	}, append(serveFlags(), s3FlagTable()...)...)
+	}, append(append(serveFlags(), s3FlagTable()...), refsFlagTable()...)...)
 }
 
 // flagCategories groups the flags in --help and the man page, by name;
@@ -238,7 +238,7 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 		Conns: c.Int("workers"), StallTimeout: c.Duration("stall-timeout"), MinRate: minRate,
 		FollowRedirects: c.Bool("follow-redirects"), Log: log, MaxAttempts: c.Int("retries") + 1,
 	}
-	src, err := fetcher.Open(source, fetcher.Options{
+	src, err := openSource(c.Context, c, source, fetcher.Options{
 		HTTP: httpOpts,
 		S3:   s3Options(c, httpOpts),
 		File: fetcher.FileOptions{FollowSymlinks: followSymlinks(c), Log: log, Exclude: exclude},
@@ -246,7 +246,7 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 			Conns: c.Int("workers"), Anonymous: c.Bool("anonymous"),
 			StallTimeout: c.Duration("stall-timeout"), MinRate: minRate, MaxAttempts: c.Int("retries") + 1,
 		},
-	})
+	}, log)
 	if err != nil {
 		return nil, err
 	}

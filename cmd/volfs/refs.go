@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fetcher/refs"
+)
+
+// refsFlagTable lists the flags of reference-set sources, rows of
+// flagTable.
+func refsFlagTable() []flagDef {
+	return []flagDef{
+		{onSource, &cli.StringFlag{Name: "refs-allow", Usage: "reference-set sources: further roots (URLs or local directories, comma-separated) that the set's targets may lie under; by default only the reference file's own directory on its scheme, host and port"}},
+	}
+}
+
+// openSource opens source with opts: as a kerchunk reference set when it
+// is a local regular file or an http(s) URL of one whose content is a
+// reference set (detected by content), else as a directory source.
+func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher.Options, log *slog.Logger) (fetcher.Fetcher, error) {
+	open := func(s string) (fetcher.Fetcher, error) { return fetcher.Open(s, opts) }
+	if !mayBeReferenceSet(source) {
+		return open(source)
+	}
+	var allow []string
+	for _, a := range strings.Split(c.String("refs-allow"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			allow = append(allow, a)
+		}
+	}
+	f, err := refs.Load(ctx, source, refs.Options{Open: open, Allow: allow, Log: log})
+	switch {
+	case err == nil:
+		log.Info("reference set", "source", source, "keys", f.Manifest().Len(), "targets", len(f.Manifest().URLs()))
+		return f, nil
+	case errors.Is(err, refs.ErrNotReferenceSet) && !isLocal(source):
+		return open(source)
+	case errors.Is(err, fetcher.ErrNotExist) && !isLocal(source):
+		return open(source)
+	}
+	return nil, fmt.Errorf("reference set %s: %w", source, err)
+}
+
+// mayBeReferenceSet reports whether source could name one reference file:
+// a local regular file, or an http(s) URL whose last element ends in
+// ".json". (An http source is otherwise a directory: sniffing every one
+// would cost a request per mount that directory sources never needed.)
+func mayBeReferenceSet(source string) bool {
+	if isLocal(source) {
+		st, err := os.Stat(strings.TrimPrefix(source, "file://"))
+		return err == nil && st.Mode().IsRegular()
+	}
+	l := strings.ToLower(source)
+	if u, err := url.Parse(l); err == nil {
+		l = u.Path
+	}
+	return (strings.HasPrefix(strings.ToLower(source), "http://") || strings.HasPrefix(strings.ToLower(source), "https://")) && strings.HasSuffix(l, ".json")
+}
+
+func isLocal(source string) bool {
+	scheme, _, ok := strings.Cut(source, "://")
+	return !ok || strings.ContainsAny(scheme, `/\`) || strings.EqualFold(scheme, "file")
+}

@@ -1,0 +1,404 @@
+package refs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/volfs/volfs/fetcher"
+)
+
+// MaxSetBytes bounds the JSON of a reference set that Load reads.
+const MaxSetBytes = 1 << 30
+
+// sniffBytes is how much of a candidate object Load reads to decide whether
+// it is a reference set before reading it whole.
+const sniffBytes = 64 << 10
+
+// Options configures Load.
+type Options struct {
+	// Open makes the fetcher of a root: a plain local directory path or a
+	// URL fetcher.Open accepts. One fetcher is made per root and shared by
+	// every target under it.
+	Open func(root string) (fetcher.Fetcher, error)
+	// Allow names further roots targets may lie under (URLs or local
+	// directories). By default a target must lie under the directory that
+	// holds the reference file, on its scheme, host and port; a file://
+	// target of a remote set is refused unless a root here allows it.
+	Allow []string
+	// Log receives one line per failing key (the key and the target URL).
+	Log    *slog.Logger
+	Limits Limits
+}
+
+// Fetcher serves a Manifest; see the package documentation.
+type Fetcher struct {
+	m     *Manifest
+	src   string // the reference set's URL, for String
+	base  *url.URL
+	roots []*root
+	opts  Options
+
+	mu       sync.Mutex
+	resolved map[string]target // GUARDED_BY(mu): per target URL
+	logged   map[string]bool   // GUARDED_BY(mu): keys whose failure was logged
+}
+
+type root struct {
+	u    *url.URL // scheme, host and directory path (no trailing slash)
+	spec string   // what Open is given
+	once sync.Once
+	f    fetcher.Fetcher
+	err  error
+}
+
+type target struct {
+	f   fetcher.Fetcher
+	key string
+	err error
+}
+
+// Load reads the reference set at source (a local file path or a URL
+// fetcher.Open accepts) and returns its Fetcher. It returns an error
+// wrapping ErrNotReferenceSet when source is not a JSON reference set, and
+// one wrapping fetcher.ErrNotExist when there is no object at source, so
+// a caller sniffing sources may try them as directories.
+func Load(ctx context.Context, source string, opts Options) (*Fetcher, error) {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	base, err := sourceURL(source)
+	if err != nil {
+		return nil, err
+	}
+	dir, name := path.Split(base.Path)
+	if name == "" {
+		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+	}
+	home := &root{u: &url.URL{Scheme: base.Scheme, Host: base.Host, Path: strings.TrimSuffix(dir, "/")}}
+	home.spec = rootSpec(home.u)
+	f := &Fetcher{src: source, base: base, opts: opts, roots: []*root{home},
+		resolved: map[string]target{}, logged: map[string]bool{}}
+	for _, a := range opts.Allow {
+		u, err := sourceURL(strings.TrimSuffix(a, "/"))
+		if err != nil {
+			return nil, fmt.Errorf("refs: allowed root %q: %w", a, err)
+		}
+		u.Path = strings.TrimSuffix(u.Path, "/")
+		f.roots = append(f.roots, &root{u: u, spec: rootSpec(u)})
+	}
+	hf, err := home.fetcher(opts.Open)
+	if err != nil {
+		return nil, err
+	}
+	head, _, err := hf.GetRange(ctx, name, 0, sniffBytes)
+	if err != nil {
+		return nil, err
+	}
+	if !looksLikeSet(head) {
+		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+	}
+	obj, err := hf.Get(ctx, name, MaxSetBytes)
+	if err != nil {
+		return nil, err
+	}
+	if obj.ContentEncoding != "" {
+		return nil, fmt.Errorf("refs: %s: served with Content-Encoding %q, not supported", source, obj.ContentEncoding)
+	}
+	if f.m, err = ParseKerchunk(bytes.NewReader(obj.Data), opts.Limits); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// looksLikeSet reports whether head starts a JSON object that names a
+// reference set's keys.
+func looksLikeSet(head []byte) bool {
+	t := bytes.TrimLeft(head, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return false
+	}
+	for _, k := range []string{`"refs"`, `".zgroup"`, `".zarray"`, `"version"`, `/.zarray"`} {
+		if bytes.Contains(head, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceURL parses a URL, or makes a file URL of a local path.
+func sourceURL(s string) (*url.URL, error) {
+	if scheme, _, ok := strings.Cut(s, "://"); !ok || strings.ContainsAny(scheme, `/\`) {
+		abs, err := filepath.Abs(s)
+		if err != nil {
+			return nil, fmt.Errorf("refs: %w", err)
+		}
+		return &url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("refs: %w", err)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	if u.Scheme == "file" && u.Host == "localhost" {
+		u.Host = ""
+	}
+	return u, nil
+}
+
+// rootSpec is what Options.Open is given for a root.
+func rootSpec(u *url.URL) string {
+	if u.Scheme == "file" {
+		if u.Path == "" {
+			return "/"
+		}
+		return u.Path
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+func (r *root) fetcher(open func(string) (fetcher.Fetcher, error)) (fetcher.Fetcher, error) {
+	r.once.Do(func() { r.f, r.err = open(r.spec) })
+	return r.f, r.err
+}
+
+// Manifest returns the manifest f serves.
+func (f *Fetcher) Manifest() *Manifest { return f.m }
+
+// resolve finds the fetcher and key of a target URL, refusing one outside
+// every allowed root.
+func (f *Fetcher) resolve(raw string) target {
+	f.mu.Lock()
+	t, ok := f.resolved[raw]
+	f.mu.Unlock()
+	if ok {
+		return t
+	}
+	t = f.resolveNew(raw)
+	f.mu.Lock()
+	if len(f.resolved) < 1<<16 {
+		f.resolved[raw] = t
+	}
+	f.mu.Unlock()
+	return t
+}
+
+func (f *Fetcher) resolveNew(raw string) target {
+	ref, err := url.Parse(raw)
+	if err != nil {
+		return target{err: fmt.Errorf("not a URL: %v", err)}
+	}
+	if ref.RawQuery != "" || ref.Fragment != "" {
+		return target{err: errors.New("targets with a query or fragment are not supported")}
+	}
+	u := f.base.ResolveReference(ref)
+	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if u.Scheme == "file" && u.Host == "localhost" {
+		u.Host = ""
+	}
+	for _, e := range strings.Split(u.Path, "/") {
+		if e == "." || e == ".." {
+			return target{err: errors.New("the target path climbs")}
+		}
+	}
+	for _, r := range f.roots {
+		if r.u.Scheme != u.Scheme || r.u.Host != u.Host {
+			continue
+		}
+		key, ok := strings.CutPrefix(u.Path, r.u.Path+"/")
+		if !ok || key == "" {
+			continue
+		}
+		rf, err := r.fetcher(f.opts.Open)
+		if err != nil {
+			return target{err: err}
+		}
+		return target{f: rf, key: key}
+	}
+	return target{err: fmt.Errorf("refused: %s lies outside the allowed roots (the reference file's directory %s; allow more with --refs-allow)", u.Redacted(), rootSpec(f.roots[0].u))}
+}
+
+// fail logs key's failure once and returns it as an error that wraps no
+// fetcher sentinel (so it is EIO, never fill), except a context's end.
+func (f *Fetcher) fail(ctx context.Context, key, url string, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	f.mu.Lock()
+	first := !f.logged[key]
+	if first && len(f.logged) < 1<<16 {
+		f.logged[key] = true
+	}
+	f.mu.Unlock()
+	if first {
+		f.opts.Log.Error("reference set: cannot read a referenced chunk", "key", key, "url", url, "err", err.Error())
+	}
+	return fmt.Errorf("refs: key %q (%s): %v", key, url, err)
+}
+
+func (f *Fetcher) lookup(key string) (Ref, error) {
+	r, ok := f.m.Lookup(key)
+	if !ok {
+		return Ref{}, fmt.Errorf("refs: %q: %w", key, fetcher.ErrNotExist)
+	}
+	return r, nil
+}
+
+func inlineID(b []byte) fetcher.Identity {
+	h := sha256.Sum256(b)
+	return fetcher.Identity("inline:" + hex.EncodeToString(h[:12]))
+}
+
+func rangeID(id fetcher.Identity, off, n int64) fetcher.Identity {
+	if !id.Known() {
+		return ""
+	}
+	return fetcher.Identity(fmt.Sprintf("%s@%d+%d", id, off, n))
+}
+
+// Get implements fetcher.Fetcher.
+func (f *Fetcher) Get(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
+	r, err := f.lookup(key)
+	if err != nil {
+		return fetcher.Object{}, err
+	}
+	if r.URL == "" {
+		if int64(len(r.Data)) > limit {
+			return fetcher.Object{}, fmt.Errorf("refs: %q: %d bytes: %w", key, len(r.Data), fetcher.ErrTooLarge)
+		}
+		return fetcher.Object{Data: bytes.Clone(r.Data), ID: inlineID(r.Data)}, nil
+	}
+	t := f.resolve(r.URL)
+	if t.err != nil {
+		return fetcher.Object{}, f.fail(ctx, key, r.URL, t.err)
+	}
+	if r.Length < 0 {
+		obj, err := t.f.Get(ctx, t.key, limit)
+		if errors.Is(err, fetcher.ErrTooLarge) {
+			return obj, err
+		}
+		if err != nil {
+			return obj, f.fail(ctx, key, r.URL, err)
+		}
+		return obj, nil
+	}
+	if r.Length > limit {
+		return fetcher.Object{}, fmt.Errorf("refs: %q: reference of %d bytes: %w", key, r.Length, fetcher.ErrTooLarge)
+	}
+	b, id, err := t.f.GetRange(ctx, t.key, r.Offset, r.Length)
+	if err != nil {
+		return fetcher.Object{}, f.fail(ctx, key, r.URL, err)
+	}
+	if int64(len(b)) != r.Length {
+		return fetcher.Object{}, f.fail(ctx, key, r.URL, fmt.Errorf("the target ends before the range [%d, %d+%d)", r.Offset, r.Offset, r.Length))
+	}
+	return fetcher.Object{Data: b, ID: rangeID(id, r.Offset, r.Length)}, nil
+}
+
+// GetRange implements fetcher.Fetcher.
+func (f *Fetcher) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, fetcher.Identity, error) {
+	r, err := f.lookup(key)
+	if err != nil {
+		return nil, "", err
+	}
+	if offset < 0 || length < 0 {
+		return nil, "", fmt.Errorf("refs: %q: negative range", key)
+	}
+	if r.URL == "" {
+		n := int64(len(r.Data))
+		if offset >= n {
+			return []byte{}, "", nil
+		}
+		return bytes.Clone(r.Data[offset:min(n, offset+min(length, n))]), inlineID(r.Data), nil
+	}
+	t := f.resolve(r.URL)
+	if t.err != nil {
+		return nil, "", f.fail(ctx, key, r.URL, t.err)
+	}
+	if r.Length < 0 {
+		b, id, err := t.f.GetRange(ctx, t.key, offset, length)
+		if err != nil {
+			return nil, "", f.fail(ctx, key, r.URL, err)
+		}
+		return b, id, nil
+	}
+	if offset >= r.Length {
+		return []byte{}, "", nil
+	}
+	n := min(length, r.Length-offset)
+	b, id, err := t.f.GetRange(ctx, t.key, r.Offset+offset, n)
+	if err != nil {
+		return nil, "", f.fail(ctx, key, r.URL, err)
+	}
+	if int64(len(b)) != n {
+		return nil, "", f.fail(ctx, key, r.URL, fmt.Errorf("the target ends before the range [%d, %d+%d)", r.Offset, r.Offset, r.Length))
+	}
+	return b, rangeID(id, r.Offset, r.Length), nil
+}
+
+// Stat implements fetcher.Fetcher. For a ranged reference it asks the
+// target, and refuses a target that ends before the range.
+func (f *Fetcher) Stat(ctx context.Context, key string) (int64, fetcher.Identity, error) {
+	r, err := f.lookup(key)
+	if err != nil {
+		return 0, "", err
+	}
+	if r.URL == "" {
+		return int64(len(r.Data)), inlineID(r.Data), nil
+	}
+	t := f.resolve(r.URL)
+	if t.err != nil {
+		return 0, "", f.fail(ctx, key, r.URL, t.err)
+	}
+	size, id, err := t.f.Stat(ctx, t.key)
+	if err != nil {
+		return 0, "", f.fail(ctx, key, r.URL, err)
+	}
+	if r.Length < 0 {
+		return size, id, nil
+	}
+	if size < r.Offset+r.Length {
+		return 0, "", f.fail(ctx, key, r.URL, fmt.Errorf("the target of %d bytes ends before the range [%d, %d+%d)", size, r.Offset, r.Offset, r.Length))
+	}
+	return r.Length, rangeID(id, r.Offset, r.Length), nil
+}
+
+// List implements fetcher.Fetcher over the manifest's keys.
+func (f *Fetcher) List(ctx context.Context, prefix string) ([]fetcher.Entry, error) {
+	prefix = strings.TrimSuffix(prefix, "/")
+	names, ok := f.m.children(prefix)
+	if !ok {
+		return nil, fmt.Errorf("refs: %q: %w", prefix, fetcher.ErrNotExist)
+	}
+	out := make([]fetcher.Entry, 0, len(names))
+	for _, n := range names {
+		k := n
+		if prefix != "" {
+			k = prefix + "/" + n
+		}
+		if _, dir := f.m.children(k); dir {
+			out = append(out, fetcher.Entry{Name: n, IsDir: true, Size: -1})
+			continue
+		}
+		r, _ := f.m.Lookup(k)
+		size := r.Length
+		if r.URL == "" {
+			size = int64(len(r.Data))
+		}
+		out = append(out, fetcher.Entry{Name: n, Size: size})
+	}
+	return out, nil
+}
+
+// String implements fetcher.Fetcher.
+func (f *Fetcher) String() string { return "refs+" + f.base.String() }

@@ -1,0 +1,192 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/volfs/volfs/internal/testenv"
+)
+
+// requireH5py skips (or, with VOLFS_REQUIRE_FUSE, fails) without h5py and
+// zarr-python.
+func requireH5py(t *testing.T) {
+	t.Helper()
+	requirePython(t)
+	if out, err := runErr(python, "-c", "import h5py, zarr"); err != nil {
+		testenv.Unavailable(t, "python3-h5py and python3-zarr unavailable: %v\n%s", err, out)
+	}
+}
+
+// TestReferenceSetHDF5 mounts a kerchunk reference set that the test's
+// Python builds from h5py's own chunk table over an HDF5 file h5py wrote
+// (gzip, shuffle, fletcher32, absent chunks): zarr-python reading the
+// mount equals h5py reading the file, and every chunk file equals the
+// original chunk.
+func TestReferenceSetHDF5(t *testing.T) {
+	requireH5py(t)
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write", dir)
+	s := startVolfs(t, "mount", filepath.Join(dir, "refs.json"))
+	t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+}
+
+// countingServer serves dir and counts the body bytes it sends of name.
+func countingServer(t *testing.T, dir, name string) (string, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/"+name) {
+			w = &refsCountingWriter{ResponseWriter: w, n: &n}
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
+}
+
+type refsCountingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w *refsCountingWriter) Write(p []byte) (int, error) {
+	w.n.Add(int64(len(p)))
+	return w.ResponseWriter.Write(p)
+}
+
+// TestReferenceSetHDF5OverHTTP mounts the reference set by its http URL:
+// the targets resolve against it, one chunk file moves about that chunk's
+// stored bytes of the HDF5 file (a ranged read), and the whole hierarchy
+// reads as h5py reads the file.
+func TestReferenceSetHDF5OverHTTP(t *testing.T) {
+	requireH5py(t)
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write", dir)
+	var chunks map[string][2]int64
+	raw, err := os.ReadFile(filepath.Join(dir, "chunks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &chunks); err != nil {
+		t.Fatal(err)
+	}
+	url, moved := countingServer(t, dir, "data.h5")
+	s := startVolfs(t, "mount", "--read-ahead", "0", url+"/refs.json")
+	moved.Store(0)
+	got := run(t, "cat", filepath.Join(s.mnt, "temp", "1.2"))
+	if len(got) != 16*16*4 {
+		t.Fatalf("temp/1.2 reads %d bytes, want %d", len(got), 16*16*4)
+	}
+	want := chunks["temp/1.2"][1]
+	if n := moved.Load(); n < want || n > want+512 {
+		t.Errorf("reading one chunk moved %d bytes of data.h5, want about its %d stored bytes", n, want)
+	}
+	t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+}
+
+// TestReferenceSetHostile: targets that climb out of the reference file's
+// directory, lie on another host, or end before their range read as EIO,
+// each with one log line naming the key and the URL; a key the set does
+// not hold reads as the fill value. Sets that cannot be honoured at all
+// (a 2^63 length, a gen over 2^40 keys, JSON nested 100000 deep) are
+// refused at mount with a message that says why.
+func TestReferenceSetHostile(t *testing.T) {
+	requireFUSE(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "set")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "outside.bin"), make([]byte, 64))
+	writeFile(t, filepath.Join(dir, "data.bin"), []byte(strings.Repeat("\x05", 8)))
+	zarray := `{"zarr_format": 2, "shape": [40], "chunks": [8], "dtype": "|u1", "compressor": null, "filters": null, "fill_value": 9, "order": "C"}`
+	set := map[string]any{"version": 1, "refs": map[string]any{
+		".zgroup":   `{"zarr_format": 2}`,
+		"a/.zarray": zarray,
+		"a/0":       []any{"data.bin", 0, 8},
+		"a/1":       []any{"../outside.bin", 0, 8},
+		"a/2":       []any{"http://other.example/data.bin", 0, 8},
+		"a/3":       []any{"data.bin", 4, 8},
+		// a/4 is absent: fill
+	}}
+	b, _ := json.Marshal(set)
+	writeFile(t, filepath.Join(dir, "refs.json"), b)
+	v := startLogged(t, "mount", filepath.Join(dir, "refs.json"))
+	if got := run(t, "cat", filepath.Join(v.mnt, "a", "0")); got != strings.Repeat("\x05", 8) {
+		t.Errorf("a/0 reads %q", got)
+	}
+	if got := run(t, "cat", filepath.Join(v.mnt, "a", "4")); got != strings.Repeat("\x09", 8) {
+		t.Errorf("absent a/4 reads %q, want the fill value", got)
+	}
+	for _, c := range []struct{ key, url string }{
+		{"a/1", "../outside.bin"}, {"a/2", "http://other.example/data.bin"}, {"a/3", "data.bin"},
+	} {
+		out, err := runErr("cat", filepath.Join(v.mnt, c.key))
+		if err == nil || !strings.Contains(out, "Input/output error") {
+			t.Errorf("%s: cat gave %q, %v; want EIO", c.key, out, err)
+		}
+		v.waitLog(t, fmt.Sprintf("key=%s url=%s", c.key, c.url))
+	}
+
+	for name, body := range map[string]string{
+		"2^63 length":  `{"version": 1, "refs": {".zgroup": "{}", "a/0": ["data.bin", 0, 9223372036854775807]}}`,
+		"huge gen":     `{"version": 1, "refs": {".zgroup": "{}"}, "gen": [{"key": "a/{{i}}", "url": "data.bin", "offset": "0", "length": "1", "dimensions": {"i": {"stop": 1099511627776}}}]}`,
+		"deep nesting": `{"version": 1, "refs": {".zgroup": ` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}}`,
+	} {
+		p := filepath.Join(dir, "bad.json")
+		writeFile(t, p, []byte(body))
+		mnt := filepath.Join(t.TempDir(), "mnt")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runErr(volfsBin, "mount", p, mnt)
+		if err == nil {
+			forceUnmount(t, mnt)
+			t.Errorf("%s: mounted", name)
+			continue
+		}
+		if !strings.Contains(out, "reference set") {
+			t.Errorf("%s: the refusal does not name the reference set: %s", name, out)
+		}
+		t.Logf("%s: %s", name, strings.TrimSpace(out))
+	}
+}
+
+// TestReferenceSetTIFF mounts the version 0 references tifffile itself
+// writes (aszarr().write_fsspec) for tiled TIFFs, zlib-compressed and
+// not: zarr-python reading the mount equals tifffile reading the file,
+// and each chunk file equals tifffile's decode of its tile.
+func TestReferenceSetTIFF(t *testing.T) {
+	requireH5py(t)
+	if out, err := runErr(python, "-c", "import tifffile"); err != nil {
+		testenv.Unavailable(t, "python3-tifffile unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write-tiff", dir)
+	for _, name := range []string{"z", "u"} {
+		s := startVolfs(t, "mount", filepath.Join(dir, name+".json"))
+		t.Log(run(t, python, "testdata/refscheck.py", "verify-tiff", dir, name, s.mnt))
+	}
+}
+
+// TestReferenceSetNetCDF4 mounts references built from h5py's chunk
+// table over a NetCDF4 file that netCDF4 wrote (zlib, shuffle, a partly
+// written variable): zarr-python reading the mount equals netCDF4.
+func TestReferenceSetNetCDF4(t *testing.T) {
+	requireH5py(t)
+	if out, err := runErr(python, "-c", "import netCDF4"); err != nil {
+		testenv.Unavailable(t, "python3-netcdf4 unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write-nc", dir)
+	s := startVolfs(t, "mount", filepath.Join(dir, "nc.json"))
+	t.Log(run(t, python, "testdata/refscheck.py", "verify-nc", dir, s.mnt))
+}
