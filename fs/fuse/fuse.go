@@ -26,9 +26,14 @@ const (
 	// maxRead is the largest read the kernel sends (MaxWrite also sets the
 	// read size in go-fuse): one request can carry a whole 1 MiB chunk.
 	maxRead = 1 << 20
-	// blockSize is reported as st_blksize, the buffer size cp and Python
-	// pick for their reads.
-	blockSize = 1 << 20
+	// blockSize is reported as st_blksize, the buffer size cat, cp and
+	// Python pick for their reads. It serves the reader, not FUSE's
+	// request size: GNU cat allocates a fresh buffer of st_blksize per
+	// file, and a 1 MiB one is mapped and faulted page by page for every
+	// small chunk, which made a warm-page-cache cat of many chunks 3-5x
+	// slower than with 128 KiB (docs/PERFORMANCE.md, issue 31). The
+	// kernel still merges its page-cache fills into maxRead requests.
+	blockSize = 128 << 10
 )
 
 // MountOptions configures Mount.
