@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +56,10 @@ type MountOptions struct {
 	// reads each making a round trip. Shared mmap still works on kernels
 	// that grant FUSE_DIRECT_IO_ALLOW_MMAP (6.6 and later).
 	DirectIO bool
+	// NoPassthrough turns FUSE passthrough off: every read of a verbatim
+	// local chunk then comes to volfs, as on kernels without it
+	// (passthrough.go).
+	NoPassthrough bool
 }
 
 // Mount serves t at mountpoint and returns the running server; call its
@@ -136,6 +141,7 @@ func mount(mountpoint string, t tree, opts MountOptions) (*fuse.Server, error) {
 		return nil, err
 	}
 	ino.live.start(srv)
+	ino.pass.Store(probePassthrough(srv, t, opts))
 	return srv, nil
 }
 
@@ -191,6 +197,9 @@ type inodes struct {
 	inos  *inoTable
 	live  *liveFiles // nil when not mounted (tests)
 	tgids tgidCache
+	// pass says whether opens pass files through; set once the mount
+	// is up (nil before: none do).
+	pass atomic.Pointer[passthrough]
 }
 
 func (m *inodes) newDir(d fs.Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
@@ -399,7 +408,7 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if err != nil {
 		return nil, 0, n.m.tree.Errno(ctx, err, "open", n.path)
 	}
-	return h, n.m.openFlags(), 0
+	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h), n.m.openFlags(), 0
 }
 
 // reader is the reader of the FUSE request of ctx: its thread group and
@@ -425,7 +434,10 @@ func (m *inodes) openFlags() uint32 {
 // Release closes a handle. A reader's read-ahead is not stopped with its
 // handle: the next chunk file it opens continues the sequence. It stops
 // when the reader is idle (cache.IdleAfter).
-func (n *fileInode) Release(context.Context, gofs.FileHandle) syscall.Errno { return 0 }
+func (n *fileInode) Release(_ context.Context, fh gofs.FileHandle) syscall.Errno {
+	release(fh)
+	return 0
+}
 
 // Read reads through the handle that Open returned (Handle.Read: the
 // bytes are handed to go-fuse without a copy when the tree holds them),
@@ -434,7 +446,7 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 	if errno := n.failed.recent(off, int64(len(dest))); errno != 0 {
 		return nil, errno
 	}
-	h, ok := fh.(*fs.Handle)
+	h, ok := handleOf(fh)
 	if !ok {
 		// go-fuse reads only through the handle Open returned; a read
 		// without one is served as a first open would be.
