@@ -28,7 +28,9 @@ var ErrNoBacking = errors.New("no backing file")
 // source's error.
 //
 // The descriptor pins the file it opened: a source file replaced by a
-// rename while it is open goes on serving the old file's bytes whole; a
+// rename while it is open goes on serving the old file's bytes whole (and,
+// since the kernel backs an inode by one file at a time, so do opens made
+// while it is registered); a
 // file rewritten in place is not something a local source may do while
 // mounted (docs/RELIABILITY.md).
 func (t *Tree) Backing(ctx context.Context, f File) (*os.File, error) {

@@ -2,10 +2,8 @@ package fuse
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -40,7 +38,6 @@ func (h *passHandle) PassthroughFd() (int, bool) { return int(h.file.Fd()), true
 type passthrough struct {
 	on     bool
 	reason string // why not, when !on
-	once   sync.Once
 }
 
 // probePassthrough finds whether the mount served by srv can pass files
@@ -98,9 +95,8 @@ func (p *passthrough) open(ctx context.Context, t tree, f fs.File, h *fs.Handle)
 	}
 	b, err := t.(backer).Backing(ctx, f)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNoBacking) && !errors.Is(err, fetcher.ErrNotExist) {
-			p.once.Do(func() { t.Options().Log.Info("passthrough: a file served without it: " + err.Error()) })
-		}
+		// Served through the tree, which reports a failure of the
+		// source (a refused link, a corrupt chunk) with its own log line.
 		return h
 	}
 	return &passHandle{Handle: h, file: b}
