@@ -41,8 +41,8 @@ type passthrough struct {
 }
 
 // probePassthrough finds whether the mount served by srv can pass files
-// through: not with DirectIO or NoPassthrough, only for a local source,
-// and only when the kernel registers a backing file (it needs
+// through: not with DirectIO or NoPassthrough, only for a local source
+// without cache tiers (a disk or shared cache is filled by reads), and only when the kernel registers a backing file (it needs
 // CAP_SYS_ADMIN and CONFIG_FUSE_PASSTHROUGH), tried on the volfs binary
 // itself and unregistered at once. The outcome is logged once.
 func probePassthrough(srv *fuse.Server, t tree, opts MountOptions) *passthrough {
@@ -56,6 +56,10 @@ func probePassthrough(srv *fuse.Server, t tree, opts MountOptions) *passthrough 
 		p.reason = "--direct-io"
 	case !isBacker || !local:
 		p.reason = "the source is not local"
+	case t.Options().Disk != nil || len(t.Options().Tiers) > 0:
+		// A cache tier keeps what is read, for a later mount or for an
+		// origin that cannot be reached: reads must reach volfs to fill it.
+		p.reason = "a disk or shared cache is set (--cache-dir, --shared-cache) and is filled by reads"
 	default:
 		p.reason = tryBacking(srv)
 		p.on = p.reason == ""
