@@ -187,6 +187,9 @@ type Array struct {
 	// array's (numcodecs astype to a wider encode_dtype, say); 0 or 1
 	// when they do not.
 	widen int64
+	// verbatim is set by the parsers when the codec chain is empty
+	// (Verbatim).
+	verbatim bool
 	// header returns the bytes that precede the elements of the decoded
 	// chunk at c (an N5 block header), or nil.
 	header func(c []int64) []byte

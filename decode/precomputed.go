@@ -169,6 +169,7 @@ func parseScale(s map[string]json.RawMessage, key string) (*Array, string, error
 var precomputedDecoders = map[string]func(a *Array, s map[string]json.RawMessage) (string, error){
 	"raw": func(a *Array, _ map[string]json.RawMessage) (string, error) {
 		a.decode = decodeRaw
+		a.verbatim = true
 		return "", nil
 	},
 	"jpeg": func(a *Array, _ map[string]json.RawMessage) (string, error) {

@@ -113,6 +113,7 @@ func ParseZarr2(dir string, meta []byte) (*Volume, error) {
 		a.Encoding = strings.Join(names, " | ")
 	}
 	a.decode = chainDecoder(chain)
+	a.verbatim = len(chain) == 0
 	a.Describe = [][2]string{{"order", order}, {"separator", sep}, {"fill", fillString(top["fill_value"])}}
 
 	rewritten, err := rewriteJSON(top, map[string]json.RawMessage{"compressor": json.RawMessage("null"), "filters": json.RawMessage("null")})

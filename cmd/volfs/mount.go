@@ -178,6 +178,8 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			GID:        uint32(c.Int("gid")),
 			Debug:      c.Bool("debug-fuse"),
 			DirectIO:   c.Bool("direct-io"),
+			// FUSE passthrough of verbatim local chunks (fs/fuse).
+			Passthrough: c.Bool("passthrough"),
 		})
 		return err
 	})

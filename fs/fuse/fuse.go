@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,9 +27,14 @@ const (
 	// maxRead is the largest read the kernel sends (MaxWrite also sets the
 	// read size in go-fuse): one request can carry a whole 1 MiB chunk.
 	maxRead = 1 << 20
-	// blockSize is reported as st_blksize, the buffer size cp and Python
-	// pick for their reads.
-	blockSize = 1 << 20
+	// blockSize is reported as st_blksize, the buffer size cat, cp and
+	// Python pick for their reads. It serves the reader, not FUSE's
+	// request size: GNU cat allocates a fresh buffer of st_blksize per
+	// file, and a 1 MiB one is mapped and faulted page by page for every
+	// small chunk, which made a warm-page-cache cat of many chunks 3-5x
+	// slower than with 128 KiB (docs/PERFORMANCE.md, issue 31). The
+	// kernel still merges its page-cache fills into maxRead requests.
+	blockSize = 128 << 10
 )
 
 // MountOptions configures Mount.
@@ -50,6 +56,14 @@ type MountOptions struct {
 	// reads each making a round trip. Shared mmap still works on kernels
 	// that grant FUSE_DIRECT_IO_ALLOW_MMAP (6.6 and later).
 	DirectIO bool
+	// Passthrough lets the kernel read a chunk stored verbatim in a local
+	// source from the source file itself (FUSE passthrough), where the
+	// kernel and privileges allow and no cache tier is set. Off by default:
+	// the kernel then reads the file as it is, so a file rewritten in place
+	// during a read gives old and new bytes mixed, which a read through
+	// volfs (one version per load) never does; a file replaced by a rename
+	// is read whole from one version.
+	Passthrough bool
 }
 
 // Mount serves t at mountpoint and returns the running server; call its
@@ -131,6 +145,7 @@ func mount(mountpoint string, t tree, opts MountOptions) (*fuse.Server, error) {
 		return nil, err
 	}
 	ino.live.start(srv)
+	ino.pass.Store(probePassthrough(srv, t, opts))
 	return srv, nil
 }
 
@@ -186,6 +201,9 @@ type inodes struct {
 	inos  *inoTable
 	live  *liveFiles // nil when not mounted (tests)
 	tgids tgidCache
+	// pass says whether opens pass files through; set once the mount
+	// is up (nil before: none do).
+	pass atomic.Pointer[passthrough]
 }
 
 func (m *inodes) newDir(d fs.Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
@@ -394,7 +412,7 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if err != nil {
 		return nil, 0, n.m.tree.Errno(ctx, err, "open", n.path)
 	}
-	return h, n.m.openFlags(), 0
+	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h), n.m.openFlags(), 0
 }
 
 // reader is the reader of the FUSE request of ctx: its thread group and
@@ -420,7 +438,10 @@ func (m *inodes) openFlags() uint32 {
 // Release closes a handle. A reader's read-ahead is not stopped with its
 // handle: the next chunk file it opens continues the sequence. It stops
 // when the reader is idle (cache.IdleAfter).
-func (n *fileInode) Release(context.Context, gofs.FileHandle) syscall.Errno { return 0 }
+func (n *fileInode) Release(_ context.Context, fh gofs.FileHandle) syscall.Errno {
+	release(fh)
+	return 0
+}
 
 // Read reads through the handle that Open returned (Handle.Read: the
 // bytes are handed to go-fuse without a copy when the tree holds them),
@@ -429,7 +450,7 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 	if errno := n.failed.recent(off, int64(len(dest))); errno != 0 {
 		return nil, errno
 	}
-	h, ok := fh.(*fs.Handle)
+	h, ok := handleOf(fh)
 	if !ok {
 		// go-fuse reads only through the handle Open returned; a read
 		// without one is served as a first open would be.

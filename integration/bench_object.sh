@@ -1,0 +1,40 @@
+#!/bin/bash
+# bench_object.sh BINARY URL NAME: one large object over HTTP (issue 31's
+# object row): cat of NAME through a fresh mount of URL by BINARY, one
+# curl of URL/NAME, and 8 curls of its eighths as ranges in parallel,
+# three rounds alternating, medians; page cache dropped before each.
+# Prints each one's runs, median seconds and MiB/s, and the mount's peak
+# RSS (VmHWM) per run.
+set -eu
+bin=$1 url=$2 name=$3
+mnt=$(mktemp -d)
+trap 'umount "$mnt" 2>/dev/null || true; rmdir "$mnt"' EXIT
+size=$(curl -sfI "$url/$name" | awk 'tolower($1) == "content-length:" {print $2 + 0}')
+t() { local t0 t1; t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
+curl8() {
+	local i part=$((size / 8))
+	for i in 0 1 2 3 4 5 6 7; do
+		local end=$(((i + 1) * part - 1))
+		[ $i = 7 ] && end=$((size - 1))
+		curl -sf -r $((i * part))-$end "$url/$name" -o /dev/null &
+	done
+	wait
+}
+catobj() { cat "$1" >/dev/null; }
+mounted() {
+	"$bin" mount "$url" "$mnt" 2>/dev/null &
+	local pid=$! i
+	for i in $(seq 400); do mountpoint -q "$mnt" && break; sleep 0.025; done
+	ls "$mnt" >/dev/null
+	echo "mount $(t catobj "$mnt/$name")" >&2
+	grep VmHWM /proc/$pid/status >&2
+	umount "$mnt"; wait $pid
+}
+for r in 1 2 3; do
+	sync; echo 3 > /proc/sys/vm/drop_caches
+	echo "curl1 $(t curl -sf "$url/$name" -o /dev/null)"
+	sync; echo 3 > /proc/sys/vm/drop_caches
+	echo "curl8 $(t curl8)"
+	sync; echo 3 > /proc/sys/vm/drop_caches
+	mounted 2>&1 | awk '/^mount/ {print} /VmHWM/ {print "rss-kB", $2}'
+done | sort -k1,1 -k2,2n | awk -v mib=$(echo "$size / 1048576" | bc) '{a[$1] = a[$1] " " $2} END {for (d in a) {split(a[d], v, " "); printf "%s runs:%s median: %s", d, a[d], v[2]; if (d != "rss-kB") printf " (%.0f MiB/s)", mib / v[2]; print ""}}'
