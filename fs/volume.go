@@ -63,6 +63,9 @@ func (d *volumeDir) Lookup(ctx context.Context, name string) (Node, error) {
 	if a, ok := d.arrays[name]; ok && name != "" {
 		return a, nil
 	}
+	if d.objectViews()[name] {
+		return d.objectView(ctx, name)
+	}
 	if self, ok := d.arrays[""]; ok {
 		if n, err := self.Lookup(ctx, name); err == nil {
 			return n, nil
@@ -86,6 +89,10 @@ func (d *volumeDir) List(ctx context.Context) (Listing, error) {
 			own = append(own, fetcher.Entry{Name: a.Name, IsDir: true})
 			taken[a.Name] = true
 		}
+	}
+	for name := range d.objectViews() {
+		own = append(own, fetcher.Entry{Name: name, IsDir: true})
+		taken[name] = true
 	}
 	self, hasSelf := d.arrays[""]
 	if hasSelf {

@@ -1,0 +1,69 @@
+package ngobj
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+func skel(verts [][3]float32, edges [][2]uint32, extra []byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(verts)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(edges)))
+	for _, v := range verts {
+		for _, c := range v {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(c))
+		}
+	}
+	for _, e := range edges {
+		b = binary.LittleEndian.AppendUint32(b, e[0])
+		b = binary.LittleEndian.AppendUint32(b, e[1])
+	}
+	return append(b, extra...)
+}
+
+// TestSkeletonSWCOrder checks that a parent stored after its child is
+// written first, that a cycle's closing edge is kept as a comment, and
+// the identity transform's micrometres.
+func TestSkeletonSWCOrder(t *testing.T) {
+	si, err := ParseSkeletonInfo([]byte(`{"@type":"neuroglancer_skeletons"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := skel([][3]float32{{1000, 0, 0}, {2000, 0, 0}, {3000, 0, 0}}, [][2]uint32{{1, 2}, {0, 1}, {2, 0}}, nil)
+	out, err := SkeletonSWC(si, "x/1", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	for _, want := range []string{"1 0 1.00000 0.00000 0.00000 0.00000 -1\n", "2 0 2.00000 0.00000 0.00000 0.00000 1\n",
+		"3 0 3.00000 0.00000 0.00000 0.00000 1\n", "# edge 2 3\n", "x/1"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("SWC lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+// TestSkeletonSWCHostile checks that counts that lie are refused before
+// anything of their size is allocated.
+func TestSkeletonSWCHostile(t *testing.T) {
+	si, _ := ParseSkeletonInfo([]byte(`{"vertex_attributes":[{"id":"radius","data_type":"float32","num_components":1}]}`))
+	huge := binary.LittleEndian.AppendUint32(nil, 1<<31)
+	huge = binary.LittleEndian.AppendUint32(huge, 1<<31)
+	for name, b := range map[string][]byte{
+		"empty":      nil,
+		"huge":       huge,
+		"edge past":  skel([][3]float32{{0, 0, 0}}, [][2]uint32{{0, 7}}, make([]byte, 4)),
+		"self edge":  skel([][3]float32{{0, 0, 0}}, [][2]uint32{{0, 0}}, make([]byte, 4)),
+		"short attr": skel([][3]float32{{0, 0, 0}}, nil, make([]byte, 3)),
+		"long":       skel([][3]float32{{0, 0, 0}}, nil, make([]byte, 5)),
+	} {
+		if _, err := SkeletonSWC(si, name, b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err %v, want ErrCorrupt", name, err)
+		}
+	}
+	if _, err := ParseSkeletonInfo([]byte(`{"transform":[1,2,3]}`)); err == nil {
+		t.Error("a transform of 3 numbers was accepted")
+	}
+}
