@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -13,33 +14,63 @@ import (
 	"github.com/volfs/volfs/fetcher"
 )
 
-// SkeletonView names the directory beside a precomputed segmentation's
-// pass-through directories that shows each object of its "skeletons"
-// directory as an SWC file "<id>.swc" (package decode/ngobj).
-const SkeletonView = "skeletons.swc"
+// The derived object views beside a precomputed segmentation's
+// pass-through directories (package decode/ngobj converts):
+//
+//	skeletons.swc/<id>.swc  each object of the directory the info's
+//	                        "skeletons" key names, as SWC
+//	mesh.obj/<id>.obj       each legacy mesh of the "mesh" directory, its
+//	mesh.ply/<id>.ply       fragments merged, as OBJ and binary PLY
+//
+// A view lists one file per object, from the source directory's listing
+// (skeleton objects named by a segment id, meshes by their manifest
+// "<id>:0"), without reading an object. A file is converted when it is
+// looked up, so that stat knows its size; the node holds the converted
+// bytes like a decoded value, so an inode the kernel keeps converts once.
+// Sharded skeletons and multi-resolution (Draco) meshes are not converted:
+// their views are empty and their directories pass through.
+const (
+	SkeletonView = "skeletons.swc"
+	MeshOBJView  = "mesh.obj"
+	MeshPLYView  = "mesh.ply"
+)
 
-// maxObjectBytes bounds the stored size of one skeleton object read for a
-// view: what a conversion may hold in memory is a small multiple of it.
+// maxObjectBytes bounds the stored size of one object (a skeleton, a mesh
+// fragment, all fragments of one mesh together) read for a view: what a
+// conversion holds in memory is a small multiple of it.
 const maxObjectBytes = 256 << 20
 
+// segmentationInfo is the part of a precomputed info naming object
+// directories.
+type segmentationInfo struct {
+	Skeletons string `json:"skeletons"`
+	Mesh      string `json:"mesh"`
+}
+
 // objectViews returns the derived object views of a precomputed volume
-// directory, by name: none for another format, or a segmentation without
-// a "skeletons" key naming a directory inside it.
-func (d *volumeDir) objectViews() map[string]bool {
+// directory, by view name, each with the directory it converts: none for
+// another format, nor for a key that does not name a directory inside
+// the layer.
+func (d *volumeDir) objectViews() map[string]string {
 	if d.vol.Format != "precomputed" {
 		return nil
 	}
-	var info struct {
-		Skeletons string `json:"skeletons"`
-	}
-	if json.Unmarshal(d.vol.Original, &info) != nil || !localName(info.Skeletons) {
+	var info segmentationInfo
+	if json.Unmarshal(d.vol.Original, &info) != nil {
 		return nil
 	}
-	return map[string]bool{SkeletonView: true}
+	v := map[string]string{}
+	if localName(info.Skeletons) {
+		v[SkeletonView] = info.Skeletons
+	}
+	if localName(info.Mesh) {
+		v[MeshOBJView], v[MeshPLYView] = info.Mesh, info.Mesh
+	}
+	return v
 }
 
-// localName reports whether a directory named in an info file is a
-// relative path inside the layer's directory: not absolute, no URL, no "..".
+// localName reports whether a name from an info file or a manifest is a
+// relative path inside its directory: not absolute, no URL, no "..".
 func localName(s string) bool {
 	if s == "" || strings.HasPrefix(s, "/") || strings.Contains(s, "://") {
 		return false
@@ -52,89 +83,150 @@ func localName(s string) bool {
 	return true
 }
 
-// objectView looks up the view called name in d.
-func (d *volumeDir) objectView(ctx context.Context, name string) (Node, error) {
-	var info struct {
-		Skeletons string `json:"skeletons"`
-	}
-	_ = json.Unmarshal(d.vol.Original, &info)
-	key := path.Join(d.vol.Dir, info.Skeletons)
-	n, err := d.rest.Lookup(ctx, info.Skeletons)
+// objectView opens the view called name, converting the directory dir.
+func (d *volumeDir) objectView(ctx context.Context, name, dir string) (Node, error) {
+	key := path.Join(d.vol.Dir, dir)
+	n, err := d.rest.Lookup(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	src, ok := n.(Dir)
 	if !ok {
-		return nil, fmt.Errorf("fs: %s: skeletons is not a directory: %w", key, fetcher.ErrNotExist)
+		return nil, fmt.Errorf("fs: %s: not a directory: %w", key, fetcher.ErrNotExist)
 	}
-	return &skeletonDir{t: d.t, key: key, src: src}, nil
+	return &objectDir{t: d.t, view: name, key: key, src: src}, nil
 }
 
-// skeletonDir is the SWC view of a neuroglancer_skeletons directory. It
-// lists one "<id>.swc" per object of the directory whose name is a
-// segment id, from the directory's listing, without reading an object.
-// Sharded skeleton directories are not converted yet: their view is empty.
-type skeletonDir struct {
-	t   *Tree
-	key string // the skeleton directory's key
-	src Dir    // the skeleton directory as the source shows it
+// objectDir is one derived view of an object directory.
+type objectDir struct {
+	t    *Tree
+	view string // SkeletonView, MeshOBJView or MeshPLYView
+	key  string // the object directory's key
+	src  Dir    // the object directory as the source shows it
 
 	once sync.Once
-	info *ngobj.SkeletonInfo
+	skel *ngobj.SkeletonInfo // for SkeletonView
+	off  bool                // a layout not converted: the view is empty
 	err  error
 }
 
-func (d *skeletonDir) IsDir() bool { return true }
+func (d *objectDir) IsDir() bool { return true }
 
-// skelInfo reads and parses the skeleton directory's info once.
-func (d *skeletonDir) skelInfo(ctx context.Context) (*ngobj.SkeletonInfo, error) {
+// ext is the extension of the view's files.
+func (d *objectDir) ext() string { return d.view[strings.IndexByte(d.view, '.'):] }
+
+// info reads the object directory's info once: a skeleton info, which a
+// skeleton view needs, or a mesh info, which may be absent for legacy
+// meshes. It reports whether the view converts.
+func (d *objectDir) info(ctx context.Context) (bool, error) {
 	d.once.Do(func() {
 		key := path.Join(d.key, "info")
+		var data []byte
 		obj, objKey, err := d.t.fetchMeta(context.WithoutCancel(ctx), key, maxMetadataBytes)
-		if err != nil {
-			d.err = err
-			return
-		}
-		data, err := untransport(obj, objKey, 1<<20, maxMetadataBytes)
 		if err == nil {
-			d.info, err = ngobj.ParseSkeletonInfo(data)
+			data, err = untransport(obj, objKey, 1<<20, maxMetadataBytes)
+		}
+		if d.view != SkeletonView {
+			if errors.Is(err, fetcher.ErrNotExist) {
+				return // legacy meshes need no info
+			}
+			var mi struct {
+				Type string `json:"@type"`
+			}
+			if err == nil {
+				err = json.Unmarshal(data, &mi)
+			}
+			d.off = mi.Type != "" && mi.Type != "neuroglancer_legacy_mesh"
+		} else if err == nil {
+			d.skel, err = ngobj.ParseSkeletonInfo(data)
+			d.off = err == nil && d.skel.Sharding != nil && string(d.skel.Sharding) != "null"
 		}
 		if err != nil {
 			d.err = fmt.Errorf("fs: %s: %w", key, err)
 		}
 	})
-	return d.info, d.err
+	return !d.off, d.err
 }
 
-// Lookup reads the object "<id>" and converts it, so that the file's size
-// is known at stat: a skeleton file is converted once per lookup and held
-// by its node as decoded bytes are (an inode the kernel keeps converts
-// once).
-func (d *skeletonDir) Lookup(ctx context.Context, name string) (Node, error) {
-	id, ok := strings.CutSuffix(name, ".swc")
+// Lookup reads the object of "<id><ext>" and converts it.
+func (d *objectDir) Lookup(ctx context.Context, name string) (Node, error) {
+	id, ok := strings.CutSuffix(name, d.ext())
 	if !ok || !isSegmentID(id) {
 		return nil, fmt.Errorf("fs: %s/%s: %w", d.key, name, fetcher.ErrNotExist)
 	}
-	si, err := d.skelInfo(ctx)
+	on, err := d.info(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if si.Sharding != nil && string(si.Sharding) != "null" {
-		return nil, fmt.Errorf("fs: %s: sharded skeletons not converted: %w", d.key, fetcher.ErrNotExist)
+	if !on {
+		return nil, fmt.Errorf("fs: %s: a layout %s does not convert: %w", d.key, d.view, fetcher.ErrNotExist)
 	}
-	key := path.Join(d.key, id)
-	obj, objKey, err := d.t.fetchBy(ctx, key, maxObjectBytes, d.t.src.Get)
+	if d.view == SkeletonView {
+		key := path.Join(d.key, id)
+		data, err := d.get(ctx, key, maxObjectBytes)
+		if err != nil {
+			return nil, err
+		}
+		swc, err := ngobj.SkeletonSWC(d.skel, "/"+key, data)
+		if err != nil {
+			return nil, fmt.Errorf("fs: %s: %w", key, err)
+		}
+		return bytesFile(swc), nil
+	}
+	m, err := d.mesh(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	data, err := untransport(obj, objKey, 0, maxObjectBytes)
-	if err == nil {
-		var swc []byte
-		if swc, err = ngobj.SkeletonSWC(si, "/"+key, data); err == nil {
-			return bytesFile(swc), nil
+	man := "/" + path.Join(d.key, id+":0")
+	if d.view == MeshOBJView {
+		return bytesFile(m.OBJ(man)), nil
+	}
+	return bytesFile(m.PLY(man)), nil
+}
+
+// get reads the object at key (or its ".gz" sibling), at most limit bytes
+// stored and decoded.
+func (d *objectDir) get(ctx context.Context, key string, limit int64) ([]byte, error) {
+	obj, objKey, err := d.t.fetchBy(ctx, key, limit, d.t.src.Get)
+	if err != nil {
+		return nil, err
+	}
+	return untransport(obj, objKey, 0, int(limit))
+}
+
+// mesh reads the manifest of id and merges its fragments, refusing a
+// fragment name outside the mesh directory and more than maxObjectBytes
+// of fragments in all.
+func (d *objectDir) mesh(ctx context.Context, id string) (*ngobj.Mesh, error) {
+	key := path.Join(d.key, id+":0")
+	data, err := d.get(ctx, key, maxMetadataBytes)
+	if err != nil {
+		return nil, err
+	}
+	frags, err := ngobj.ParseManifest("/"+key, data)
+	if err != nil {
+		return nil, fmt.Errorf("fs: %s: %w", key, err)
+	}
+	var m ngobj.Mesh
+	left := int64(maxObjectBytes)
+	for _, f := range frags {
+		if !localName(f) {
+			return nil, fmt.Errorf("fs: %s: fragment %q outside the mesh directory: %w", key, f, ngobj.ErrCorrupt)
+		}
+		fkey := path.Join(d.key, f)
+		b, err := d.get(ctx, fkey, left)
+		if err != nil {
+			if errors.Is(err, fetcher.ErrNotExist) {
+				return nil, fmt.Errorf("fs: %s: fragment %s missing: %w", key, fkey, ngobj.ErrCorrupt)
+			}
+			return nil, err
+		}
+		left -= int64(len(b))
+		if err := m.AddLegacyFragment("/"+fkey, b); err != nil {
+			return nil, fmt.Errorf("fs: %s: %w", key, err)
 		}
 	}
-	return nil, fmt.Errorf("fs: %s: %w", key, err)
+	return &m, nil
 }
 
 // isSegmentID reports whether s is a segment id as an object name: a
@@ -144,34 +236,52 @@ func isSegmentID(s string) bool {
 	return err == nil && (s == "0" || s[0] != '0')
 }
 
-func (d *skeletonDir) List(ctx context.Context) (Listing, error) {
-	si, err := d.skelInfo(ctx)
+// List lists one file per object from the object directory's listing.
+func (d *objectDir) List(ctx context.Context) (Listing, error) {
+	on, err := d.info(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if si.Sharding != nil && string(si.Sharding) != "null" {
+	if !on {
 		return entryListing(nil), nil
 	}
 	l, err := d.src.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var ids []int64 // indexes into l of the objects named by a segment id
+	var ids []int64 // indexes into l of the objects
 	for i := range l.Len() {
-		if name, isDir := l.Entry(i); !isDir && isSegmentID(name) {
+		if name, isDir := l.Entry(i); !isDir && d.objectID(name) != "" {
 			ids = append(ids, i)
 		}
 	}
-	return skeletonListing{l, ids}, nil
+	return objectListing{d, l, ids}, nil
 }
 
-type skeletonListing struct {
+// objectID returns the segment id of the object called name in the object
+// directory, "" when it is not one the view shows.
+func (d *objectDir) objectID(name string) string {
+	if d.view != SkeletonView {
+		id, ok := strings.CutSuffix(name, ":0")
+		if !ok {
+			return ""
+		}
+		name = id
+	}
+	if !isSegmentID(name) {
+		return ""
+	}
+	return name
+}
+
+type objectListing struct {
+	d   *objectDir
 	l   Listing
 	ids []int64
 }
 
-func (s skeletonListing) Len() int64 { return int64(len(s.ids)) }
-func (s skeletonListing) Entry(i int64) (string, bool) {
+func (s objectListing) Len() int64 { return int64(len(s.ids)) }
+func (s objectListing) Entry(i int64) (string, bool) {
 	name, _ := s.l.Entry(s.ids[i])
-	return name + ".swc", false
+	return s.d.objectID(name) + s.d.ext(), false
 }

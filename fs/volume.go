@@ -63,8 +63,8 @@ func (d *volumeDir) Lookup(ctx context.Context, name string) (Node, error) {
 	if a, ok := d.arrays[name]; ok && name != "" {
 		return a, nil
 	}
-	if d.objectViews()[name] {
-		return d.objectView(ctx, name)
+	if dir, ok := d.objectViews()[name]; ok {
+		return d.objectView(ctx, name, dir)
 	}
 	if self, ok := d.arrays[""]; ok {
 		if n, err := self.Lookup(ctx, name); err == nil {
@@ -90,7 +90,7 @@ func (d *volumeDir) List(ctx context.Context) (Listing, error) {
 			taken[a.Name] = true
 		}
 	}
-	for name := range d.objectViews() {
+	for _, name := range slices.Sorted(maps.Keys(d.objectViews())) {
 		own = append(own, fetcher.Entry{Name: name, IsDir: true})
 		taken[name] = true
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/volfs/volfs/fs"
 )
 
-// TestSkeletonSWC writes a precomputed segmentation with unsharded
+// TestObjectViews writes a precomputed segmentation with unsharded
 // skeletons (an anisotropic transform with translation, a radius and a
 // uint8 attribute, edges stored child first, a forest) and objects whose
 // counts lie, mounts it, and reads skeletons.swc with an SWC parser of
@@ -14,8 +14,13 @@ import (
 // before its children, positions and radii are the transformed ones in
 // micrometres to 0.01 nm, the edges as sets are those written, the
 // attribute survives in comments, the pass-through directory is
-// unchanged, and each lying object reads as EIO within seconds.
-func TestSkeletonSWC(t *testing.T) {
+// unchanged. Its legacy meshes (two fragments merged) read through
+// meshio as the positions and offset triangles written, and assimp counts
+// their faces and converts them to STL with the same positions. Each
+// lying object (counts past the stored size, fragment names outside the
+// mesh directory, a manifest of 10^6 fragments) reads as EIO within
+// seconds.
+func TestObjectViews(t *testing.T) {
 	requirePython(t)
 	src := t.TempDir()
 	run(t, python, "testdata/ngobjcheck.py", "write", src)

@@ -1,5 +1,6 @@
 // Package ngobj turns Neuroglancer precomputed objects other than voxels
-// (skeletons) into the files legacy tools read (SWC). Its functions are
+// into the files legacy tools read: skeletons into SWC, legacy meshes into
+// Wavefront OBJ and binary PLY. Its functions are
 // pure functions of bytes: no I/O, no FUSE.
 //
 // Every decoder checks the counts an object declares against its stored
@@ -212,7 +213,7 @@ func SkeletonSWC(si *SkeletonInfo, name string, b []byte) ([]byte, error) {
 	}
 
 	out := make([]byte, 0, 64+nv*72)
-	out = fmt.Appendf(out, "# volfs: SWC of Neuroglancer precomputed skeleton %s\n", name)
+	out = fmt.Appendf(out, "# volfs: SWC of Neuroglancer precomputed skeleton %q\n", name)
 	out = append(out, "# unit: micrometres (positions transformed to nanometres by the skeleton info's transform, divided by 1000)\n"...)
 	if radius < 0 {
 		out = append(out, "# radius: none stored, written as 0\n"...)

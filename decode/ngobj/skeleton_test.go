@@ -67,3 +67,40 @@ func TestSkeletonSWCHostile(t *testing.T) {
 		t.Error("a transform of 3 numbers was accepted")
 	}
 }
+
+// TestLegacyMeshHostile checks that fragments whose counts lie are refused
+// and leave the mesh as it was, and that indices are offset per fragment.
+func TestLegacyMeshHostile(t *testing.T) {
+	frag := func(nv uint32, pos int, tris ...uint32) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, nv)
+		b = append(b, make([]byte, 12*pos)...)
+		for _, v := range tris {
+			b = binary.LittleEndian.AppendUint32(b, v)
+		}
+		return b
+	}
+	var m Mesh
+	if err := m.AddLegacyFragment("a", frag(3, 3, 0, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"short":      {1, 0},
+		"huge":       frag(1<<31, 1),
+		"index past": frag(3, 3, 0, 1, 3),
+		"partial":    frag(3, 3, 0, 1)[:4+36+6],
+	} {
+		if err := m.AddLegacyFragment(name, b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err %v, want ErrCorrupt", name, err)
+		}
+	}
+	if err := m.AddLegacyFragment("b", frag(3, 3, 2, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Triangles; len(got) != 6 || got[3] != 5 || got[5] != 3 || len(m.Positions) != 18 {
+		t.Errorf("merged mesh: %d positions, triangles %v", len(m.Positions), got)
+	}
+	big := `{"fragments":[` + strings.Repeat(`"x",`, MaxFragments) + `"x"]}`
+	if _, err := ParseManifest("m", []byte(big)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("manifest of %d fragments: err %v", MaxFragments+1, err)
+	}
+}

@@ -1,7 +1,8 @@
-"""Writes Neuroglancer precomputed skeletons with a writer built from
-google/neuroglancer src/datasource/precomputed/skeletons.md, and checks the
-SWC view of a volfs mount with an SWC parser built to the standard format
-(index type x y z radius parent; parents before children).
+"""Writes Neuroglancer precomputed skeletons and legacy meshes with a
+writer built from google/neuroglancer src/datasource/precomputed/
+skeletons.md and meshes.md, and checks the views of a volfs mount: SWC with
+an SWC parser built to the standard format (index type x y z radius parent;
+parents before children), OBJ and PLY with meshio and assimp.
 
 usage: ngobjcheck.py write SRC | verify SRC MNT
 """
@@ -10,6 +11,8 @@ import json
 import math
 import os
 import struct
+import subprocess
+import tempfile
 import sys
 import time
 
@@ -54,10 +57,41 @@ def hostile():
     }
 
 
+# id -> fragments, each (vertices, triangles), merged in manifest order.
+MESHES = {
+    7: [([(0, 0, 0), (10, 0, 0), (0, 10, 0), (0, 0, 10.5)], [(0, 2, 1), (0, 1, 3), (0, 3, 2), (1, 2, 3)]),
+        ([(100, 100, 100), (110.25, 100, 100), (110.25, 110, 100), (100, 110, 100)], [(0, 1, 2), (0, 2, 3)])],
+    12: [([(1, 2, 3), (4, 5, 6), (7, 8, 9.125)], [(0, 1, 2)])],
+}
+
+
+def fragment(verts, tris):
+    b = struct.pack('<I', len(verts))
+    for v in verts:
+        b += struct.pack('<3f', *v)
+    for t in tris:
+        b += struct.pack('<3I', *t)
+    return b
+
+
+def hostile_meshes():
+    """id -> (fragment names, {fragment name: bytes}): each must read as EIO."""
+    ok = fragment(*MESHES[12][0])
+    return {
+        200: (['../skel/info'], {}),
+        201: (['http://127.0.0.1:9/x'], {}),
+        202: (['/etc/hostname'], {}),
+        203: (['203:f%d' % i for i in range(10**6)], {}),  # the fragments are never written
+        204: (['204:a'], {'204:a': struct.pack('<I', 2**31) + ok[4:]}),
+        205: (['205:a'], {'205:a': fragment([(0, 0, 0)], [(0, 0, 1)])}),
+        206: (['205:b'], {'205:b': ok[:-2]}),
+    }
+
+
 def write(src):
     seg = os.path.join(src, 'seg')
     os.makedirs(os.path.join(seg, '8_8_40'))
-    info = {'type': 'segmentation', 'data_type': 'uint64', 'num_channels': 1, 'skeletons': 'skel',
+    info = {'type': 'segmentation', 'data_type': 'uint64', 'num_channels': 1, 'skeletons': 'skel', 'mesh': 'mesh',
             'scales': [{'key': '8_8_40', 'size': [64, 64, 16], 'resolution': [8, 8, 40],
                         'voxel_offset': [0, 0, 0], 'chunk_sizes': [[64, 64, 16]], 'encoding': 'raw'}]}
     with open(os.path.join(seg, 'info'), 'w') as f:
@@ -74,6 +108,23 @@ def write(src):
     for i, b in hostile().items():
         with open(os.path.join(skel, str(i)), 'wb') as f:
             f.write(b)
+    mesh = os.path.join(seg, 'mesh')
+    os.makedirs(mesh)
+    with open(os.path.join(mesh, 'info'), 'w') as f:
+        json.dump({'@type': 'neuroglancer_legacy_mesh'}, f)
+    for i, frags in MESHES.items():
+        names = ['%d:0:%d' % (i, k) for k in range(len(frags))]
+        with open(os.path.join(mesh, '%d:0' % i), 'w') as f:
+            json.dump({'fragments': names}, f)
+        for n, fr in zip(names, frags):
+            with open(os.path.join(mesh, n), 'wb') as f:
+                f.write(fragment(*fr))
+    for i, (names, files) in hostile_meshes().items():
+        with open(os.path.join(mesh, '%d:0' % i), 'w') as f:
+            json.dump({'fragments': names}, f)
+        for n, b in files.items():
+            with open(os.path.join(mesh, n), 'wb') as f:
+                f.write(b)
 
 
 def parse_swc(path):
@@ -149,17 +200,66 @@ def verify(src, mnt):
                 attrs[int(f[2])] = float(f[4])
         assert attrs == {idx[k]: float(t) for k, t in enumerate(vtype)}, (i, attrs)
 
-    for i in hostile():
-        path = os.path.join(view, '%d.swc' % i)
+    verify_meshes(seg)
+    hostile_paths = [os.path.join(view, '%d.swc' % i) for i in hostile()]
+    for i in hostile_meshes():
+        hostile_paths += [os.path.join(seg, 'mesh.obj', '%d.obj' % i), os.path.join(seg, 'mesh.ply', '%d.ply' % i)]
+    for path in hostile_paths:
         t0 = time.monotonic()
         try:
             open(path, 'rb').read()
         except OSError as e:
-            assert e.errno == errno.EIO, (i, e)
+            assert e.errno == errno.EIO, (path, e)
         else:
-            raise AssertionError('hostile skeleton %d read' % i)
-        assert time.monotonic() - t0 < 5, (i, time.monotonic() - t0)
+            raise AssertionError('hostile object %s read' % path)
+        assert time.monotonic() - t0 < 5, (path, time.monotonic() - t0)
     print('ok')
+
+
+def merged(i):
+    pts, tris = [], []
+    for verts, t in MESHES[i]:
+        base = len(pts)
+        pts += [tuple(struct.unpack('<3f', struct.pack('<3f', *v))) for v in verts]
+        tris += [tuple(base + k for k in tri) for tri in t]
+    return pts, tris
+
+
+def assimp_faces(path):
+    out = subprocess.run(['assimp', 'info', path], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith('Faces:'):
+            return int(line.split(':')[1])
+    raise AssertionError('assimp info %s: no face count:\n%s' % (path, out))
+
+
+def verify_meshes(seg):
+    import meshio
+    ids = sorted(list(MESHES) + list(hostile_meshes()))
+    for view, ext in (('mesh.obj', 'obj'), ('mesh.ply', 'ply')):
+        got = sorted(os.listdir(os.path.join(seg, view)))
+        assert got == sorted('%d.%s' % (i, ext) for i in ids), (view, got)
+    for i in MESHES:
+        pts, tris = merged(i)
+        for ext in ('obj', 'ply'):
+            path = os.path.join(seg, 'mesh.' + ext, '%d.%s' % (i, ext))
+            m = meshio.read(path)
+            got_pts = [tuple(float(c) for c in p) for p in m.points]
+            assert got_pts == [tuple(float(c) for c in p) for p in pts], (path, got_pts, pts)
+            got_tris = [tuple(int(k) for k in t) for t in m.cells_dict['triangle']]
+            assert got_tris == tris, (path, got_tris, tris)
+            assert assimp_faces(path) == len(tris), (path, assimp_faces(path), len(tris))
+            # assimp converts the view to another format: the positions survive.
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, 'x.stl')
+                subprocess.run(['assimp', 'export', path, out, '-fstla'], capture_output=True, check=True)
+                seen = set()
+                for line in open(out):
+                    f = line.split()
+                    if f and f[0] == 'vertex':
+                        seen.add(tuple(float(c) for c in f[1:4]))
+                want = {tuple(round(c, 3) for c in pts[k]) for t in tris for k in t}
+                assert {tuple(round(c, 3) for c in p) for p in seen} == want, (path, seen, want)
 
 
 if __name__ == '__main__':
