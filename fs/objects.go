@@ -285,3 +285,79 @@ func (s objectListing) Entry(i int64) (string, bool) {
 	name, _ := s.l.Entry(s.ids[i])
 	return s.d.objectID(name) + s.d.ext(), false
 }
+
+// AnnotationCSV names the file in a neuroglancer_annotations_v1 directory
+// that shows its annotations as CSV, one row per object of the unsharded
+// by_id index in listing order (decode/ngobj AnnotationInfo.Header and
+// Row say the columns). It is built when looked up, reading every
+// annotation, at most maxAnnotations of them and maxObjectBytes in all.
+// A sharded by_id index is not converted: no file is shown.
+const AnnotationCSV = "annotations.csv"
+
+const maxAnnotations = 1 << 20
+
+// annotationInfo returns the annotation info of d, nil when d is not an
+// unsharded annotation directory.
+func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
+	key := path.Join(d.key, "info")
+	obj, objKey, err := d.t.fetchMeta(ctx, key, maxMetadataBytes)
+	if err != nil {
+		return nil
+	}
+	data, err := untransport(obj, objKey, 1<<20, maxMetadataBytes)
+	if err != nil || !ngobj.IsAnnotationInfo(data) {
+		return nil
+	}
+	ai, err := ngobj.ParseAnnotationInfo(data)
+	if err != nil {
+		d.t.log.Warn("annotation info not converted", "object", "/"+key, "err", err)
+		return nil
+	}
+	if ai.Sharded() || !localName(ai.ByID.Key) {
+		return nil
+	}
+	return ai
+}
+
+// annotationCSV builds the CSV of d's annotations.
+func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo) (Node, error) {
+	n, err := d.Lookup(ctx, ai.ByID.Key)
+	if err != nil {
+		return nil, err
+	}
+	byID, ok := n.(Dir)
+	if !ok {
+		return nil, fmt.Errorf("fs: %s: by_id is not a directory: %w", path.Join(d.key, ai.ByID.Key), ngobj.ErrCorrupt)
+	}
+	l, err := byID.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rows [][]string
+	left := int64(maxObjectBytes)
+	for i := range l.Len() {
+		name, isDir := l.Entry(i)
+		if isDir || !isSegmentID(name) {
+			continue
+		}
+		key := path.Join(d.key, ai.ByID.Key, name)
+		if len(rows) == maxAnnotations || left <= 0 {
+			return nil, fmt.Errorf("fs: %s: more than %d annotations or %d bytes: %w", d.key, maxAnnotations, maxObjectBytes, ngobj.ErrCorrupt)
+		}
+		obj, objKey, err := d.t.fetchBy(ctx, key, min(left, 1<<20), d.t.src.Get)
+		if err != nil {
+			return nil, err
+		}
+		b, err := untransport(obj, objKey, 0, 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		left -= int64(len(b))
+		row, err := ai.Row(name, b)
+		if err != nil {
+			return nil, fmt.Errorf("fs: %s: %w", key, err)
+		}
+		rows = append(rows, row)
+	}
+	return bytesFile(ngobj.CSV(ai.Header(), rows)), nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,6 +102,11 @@ func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
 		return nil, err
 	}
 	entries, byName, err := d.list(ctx)
+	if _, stored := byName[name]; name == AnnotationCSV && !stored {
+		if ai := d.annotationInfo(ctx); ai != nil {
+			return d.annotationCSV(ctx, ai)
+		}
+	}
 	switch {
 	case err == nil:
 		i, ok := byName[name]
@@ -177,9 +183,13 @@ func (d *sourceDir) child(ctx context.Context, name, key string) (Dir, error) {
 }
 
 func (d *sourceDir) List(ctx context.Context) (Listing, error) {
-	entries, _, err := d.list(ctx)
+	entries, byName, err := d.list(ctx)
 	if errors.Is(err, fetcher.ErrNotSupported) {
 		return entryListing(nil), nil
+	}
+	_, stored := byName[AnnotationCSV]
+	if _, info := byName["info"]; err == nil && info && !stored && d.annotationInfo(ctx) != nil {
+		entries = append(slices.Clip(entries), fetcher.Entry{Name: AnnotationCSV})
 	}
 	return entryListing(entries), err
 }

@@ -1,6 +1,6 @@
 // Package ngobj turns Neuroglancer precomputed objects other than voxels
 // into the files legacy tools read: skeletons into SWC, legacy meshes into
-// Wavefront OBJ and binary PLY. Its functions are
+// Wavefront OBJ and binary PLY, annotations into CSV. Its functions are
 // pure functions of bytes: no I/O, no FUSE.
 //
 // Every decoder checks the counts an object declares against its stored

@@ -104,3 +104,28 @@ func TestLegacyMeshHostile(t *testing.T) {
 		t.Errorf("manifest of %d fragments: err %v", MaxFragments+1, err)
 	}
 }
+
+// TestAnnotationRowHostile checks that records shorter or longer than
+// their type, and relationship counts past the record, are refused.
+func TestAnnotationRowHostile(t *testing.T) {
+	ai, err := ParseAnnotationInfo([]byte(`{"@type":"neuroglancer_annotations_v1","dimensions":{"x":[1,"nm"],"y":[1,"nm"]},
+		"annotation_type":"POINT","properties":[{"id":"a","type":"uint8"},{"id":"b","type":"uint32"}],
+		"relationships":[{"id":"r","key":"r"}],"by_id":{"key":"by_id"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := make([]byte, 8+4+1+3) // x, y; b; a; padding
+	rec[8], rec[12] = 7, 9
+	ok := binary.LittleEndian.AppendUint32(append([]byte{}, rec...), 1)
+	ok = binary.LittleEndian.AppendUint64(ok, 42)
+	row, err := ai.Row("1", ok)
+	if err != nil || strings.Join(row, ",") != "1,0,0,9,7,42" {
+		t.Fatalf("row %q, err %v", row, err)
+	}
+	lying := binary.LittleEndian.AppendUint32(append([]byte{}, rec...), 1<<31)
+	for name, b := range map[string][]byte{"short": rec[:10], "no count": rec, "count past": lying, "long": append(ok, 0)} {
+		if _, err := ai.Row("1", b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err %v, want ErrCorrupt", name, err)
+		}
+	}
+}

@@ -88,7 +88,75 @@ def hostile_meshes():
     }
 
 
+# Annotations (annotations.md): LINE, properties in info order whose record
+# order differs (float32, int16, then uint8 and rgb, then padding).
+ANN_PROPS = [{'id': 'kind', 'type': 'uint8', 'enum_values': [0, 1], 'enum_labels': ['axon', 'dendrite']},
+             {'id': 'score', 'type': 'float32'},
+             {'id': 'color', 'type': 'rgb'},
+             {'id': 'level', 'type': 'int16'}]
+# id -> (point a, point b, kind, score, color, level, related segments)
+ANNS = {
+    5: ((1.5, 2, 3), (4, 5.25, 6), 1, 0.75, (255, 0, 16), -3, [7, 12]),
+    9: ((10, 20, 30), (40, 50, 60), 0, -2.5, (1, 2, 3), 300, []),
+    123: ((0, 0, 0), (1e6, 2.125, 3), 1, 1e-3, (0, 0, 0), 0, [2**63 + 5]),
+}
+
+
+def ann_record(a, b, kind, score, color, level, rel):
+    rec = struct.pack('<6f', *a, *b) + struct.pack('<f', score) + struct.pack('<h', level) + bytes([kind]) + bytes(color)
+    rec += b'\0' * (-len(rec) % 4)
+    return rec + struct.pack('<I', len(rel)) + b''.join(struct.pack('<Q', r) for r in rel)
+
+
+def write_annotations(src):
+    for name, anns in (('ann', {i: ann_record(*a) for i, a in ANNS.items()}),
+                       ('ann_bad', {1: ann_record(*ANNS[5])[:30]})):
+        d = os.path.join(src, name)
+        os.makedirs(os.path.join(d, 'by_id'))
+        info = {'@type': 'neuroglancer_annotations_v1',
+                'dimensions': {'x': [4e-9, 'm'], 'y': [4e-9, 'm'], 'z': [4e-8, 'm']},
+                'lower_bound': [0, 0, 0], 'upper_bound': [1e6, 100, 100], 'annotation_type': 'LINE',
+                'properties': ANN_PROPS, 'relationships': [{'id': 'segments', 'key': 'rel_segments'}],
+                'by_id': {'key': 'by_id'}, 'spatial': []}
+        with open(os.path.join(d, 'info'), 'w') as f:
+            json.dump(info, f)
+        for i, rec in anns.items():
+            with open(os.path.join(d, 'by_id', str(i)), 'wb') as f:
+                f.write(rec)
+
+
+def f32(v):
+    return struct.unpack('<f', struct.pack('<f', v))[0]
+
+
+def verify_annotations(src, mnt):
+    import csv
+    d = os.path.join(mnt, 'ann')
+    assert sorted(os.listdir(d)) == sorted(os.listdir(os.path.join(src, 'ann')) + ['annotations.csv']), os.listdir(d)
+    with open(os.path.join(d, 'annotations.csv'), newline='') as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ['id', 'point_a_x', 'point_a_y', 'point_a_z', 'point_b_x', 'point_b_y', 'point_b_z',
+                       'kind', 'score', 'color', 'level', 'segments'], rows[0]
+    got = {int(r[0]): r for r in rows[1:]}
+    assert sorted(got) == sorted(ANNS), sorted(got)
+    for i, (a, b, kind, score, color, level, rel) in ANNS.items():
+        r = got[i]
+        assert [f32(float(x)) for x in r[1:7]] == [f32(x) for x in a + b], (i, r)
+        assert r[7] == ['axon', 'dendrite'][kind], (i, r)
+        assert f32(float(r[8])) == f32(score), (i, r)  # float32 text round-trips
+        assert r[9] == '#%02x%02x%02x' % color, (i, r)
+        assert int(r[10]) == level, (i, r)
+        assert [int(x) for x in r[11].split()] == rel, (i, r)
+    try:
+        open(os.path.join(mnt, 'ann_bad', 'annotations.csv')).read()
+    except OSError as e:
+        assert e.errno == errno.EIO, e
+    else:
+        raise AssertionError('a short annotation record read')
+
+
 def write(src):
+    write_annotations(src)
     seg = os.path.join(src, 'seg')
     os.makedirs(os.path.join(seg, '8_8_40'))
     info = {'type': 'segmentation', 'data_type': 'uint64', 'num_channels': 1, 'skeletons': 'skel', 'mesh': 'mesh',
@@ -201,6 +269,7 @@ def verify(src, mnt):
         assert attrs == {idx[k]: float(t) for k, t in enumerate(vtype)}, (i, attrs)
 
     verify_meshes(seg)
+    verify_annotations(src, mnt)
     hostile_paths = [os.path.join(view, '%d.swc' % i) for i in hostile()]
     for i in hostile_meshes():
         hostile_paths += [os.path.join(seg, 'mesh.obj', '%d.obj' % i), os.path.join(seg, 'mesh.ply', '%d.ply' % i)]
