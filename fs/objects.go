@@ -296,14 +296,31 @@ const AnnotationCSV = "annotations.csv"
 
 const maxAnnotations = 1 << 20
 
+// annotationState is what a source directory knows of its annotation
+// info: looked up once, except after an error other than a missing info,
+// so that listing a directory costs no request for it after the first.
+// mu is held across that one fetch, so that concurrent listers share it.
+type annotationState struct {
+	mu   sync.Mutex
+	done bool                  // GUARDED_BY(mu)
+	ai   *ngobj.AnnotationInfo // GUARDED_BY(mu)
+}
+
 // annotationInfo returns the annotation info of d, nil when d is not an
 // unsharded annotation directory.
 func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
+	d.ann.mu.Lock()
+	defer d.ann.mu.Unlock()
+	if d.ann.done {
+		return d.ann.ai
+	}
 	key := path.Join(d.key, "info")
 	obj, objKey, err := d.t.fetchMeta(ctx, key, maxMetadataBytes)
 	if err != nil {
+		d.ann.done = errors.Is(err, fetcher.ErrNotExist)
 		return nil
 	}
+	d.ann.done = true
 	data, err := untransport(obj, objKey, 1<<20, maxMetadataBytes)
 	if err != nil || !ngobj.IsAnnotationInfo(data) {
 		return nil
@@ -316,6 +333,7 @@ func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
 	if ai.Sharded() || !localName(ai.ByID.Key) {
 		return nil
 	}
+	d.ann.ai = ai
 	return ai
 }
 

@@ -22,6 +22,8 @@ type sourceDir struct {
 	mu      sync.Mutex     // never held across I/O
 	listing *listFlight    // GUARDED_BY(mu); the listing done or in progress
 	dirs    map[string]Dir // GUARDED_BY(mu); children opened so far
+
+	ann annotationState // whether d is an annotation directory (objects.go)
 }
 
 // listFlight is one listing of a directory, shared by every caller that

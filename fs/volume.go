@@ -45,6 +45,9 @@ type volumeDir struct {
 func newVolumeDir(t *Tree, vol *decode.Volume, rest *sourceDir) *volumeDir {
 	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*keyDir), rest: rest, hidden: map[string]bool{},
 		meta: map[string][]byte{vol.MetaName: vol.Rewritten, vol.MetaName + OrigSuffix: vol.Original}}
+	rest.ann.mu.Lock()
+	rest.ann.done = true // a volume's info is not an annotation info
+	rest.ann.mu.Unlock()
 	for _, a := range vol.Arrays {
 		d.arrays[a.Name] = &keyDir{t: t, a: a, node: a.KeyRoot(), key: a.Key, views: t.newViews(a)}
 	}
