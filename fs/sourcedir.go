@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,8 @@ type sourceDir struct {
 	mu      sync.Mutex     // never held across I/O
 	listing *listFlight    // GUARDED_BY(mu); the listing done or in progress
 	dirs    map[string]Dir // GUARDED_BY(mu); children opened so far
+
+	ann annotationState // whether d is an annotation directory (objects.go)
 }
 
 // listFlight is one listing of a directory, shared by every caller that
@@ -101,6 +104,11 @@ func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
 		return nil, err
 	}
 	entries, byName, err := d.list(ctx)
+	if _, stored := byName[name]; name == AnnotationCSV && !stored {
+		if ai := d.annotationInfo(ctx); ai != nil {
+			return d.annotationCSV(ctx, ai)
+		}
+	}
 	switch {
 	case err == nil:
 		i, ok := byName[name]
@@ -177,9 +185,13 @@ func (d *sourceDir) child(ctx context.Context, name, key string) (Dir, error) {
 }
 
 func (d *sourceDir) List(ctx context.Context) (Listing, error) {
-	entries, _, err := d.list(ctx)
+	entries, byName, err := d.list(ctx)
 	if errors.Is(err, fetcher.ErrNotSupported) {
 		return entryListing(nil), nil
+	}
+	_, stored := byName[AnnotationCSV]
+	if _, info := byName["info"]; err == nil && info && !stored && d.annotationInfo(ctx) != nil {
+		entries = append(slices.Clip(entries), fetcher.Entry{Name: AnnotationCSV})
 	}
 	return entryListing(entries), err
 }

@@ -53,6 +53,9 @@ type volumeDir struct {
 func newVolumeDir(t *Tree, vol *decode.Volume, rest *sourceDir) *volumeDir {
 	d := &volumeDir{t: t, vol: vol, arrays: make(map[string]*keyDir), rest: rest, hidden: map[string]bool{},
 		meta: map[string][]byte{vol.MetaName: vol.Rewritten, vol.MetaName + OrigSuffix: vol.Original}}
+	rest.ann.mu.Lock()
+	rest.ann.done = true // a volume's info is not an annotation info
+	rest.ann.mu.Unlock()
 	for _, a := range vol.Arrays {
 		d.arrays[a.Name] = &keyDir{t: t, a: a, node: a.KeyRoot(), key: a.Key, views: t.newViews(a)}
 	}
@@ -70,6 +73,9 @@ func (d *volumeDir) Lookup(ctx context.Context, name string) (Node, error) {
 	}
 	if a, ok := d.arrays[name]; ok && name != "" {
 		return a, nil
+	}
+	if dir, ok := d.objectViews()[name]; ok {
+		return d.objectView(ctx, name, dir)
 	}
 	if self, ok := d.arrays[""]; ok {
 		if n, err := self.Lookup(ctx, name); err == nil {
@@ -94,6 +100,10 @@ func (d *volumeDir) List(ctx context.Context) (Listing, error) {
 			own = append(own, fetcher.Entry{Name: a.Name, IsDir: true})
 			taken[a.Name] = true
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.objectViews())) {
+		own = append(own, fetcher.Entry{Name: name, IsDir: true})
+		taken[name] = true
 	}
 	self, hasSelf := d.arrays[""]
 	if hasSelf {

@@ -1,0 +1,32 @@
+package integration
+
+import (
+	"testing"
+
+	"github.com/volfs/volfs/fs"
+)
+
+// TestObjectViews writes a precomputed segmentation with unsharded
+// skeletons (an anisotropic transform with translation, a radius and a
+// uint8 attribute, edges stored child first, a forest) and objects whose
+// counts lie, mounts it, and reads skeletons.swc with an SWC parser of
+// its own: the listing names exactly the objects, every parent comes
+// before its children, positions and radii are the transformed ones in
+// micrometres to 0.01 nm, the edges as sets are those written, the
+// attribute survives in comments, the pass-through directory is
+// unchanged. Its legacy meshes (two fragments merged) read through
+// meshio as the positions and offset triangles written, and assimp counts
+// their faces and converts them to STL with the same positions. Each
+// lying object (counts past the stored size, fragment names outside the
+// mesh directory, a manifest of 10^6 fragments) reads as EIO within
+// seconds. A LINE annotation directory shows annotations.csv, read with
+// Python's csv module: the header, coordinates, enum labels, rgb, the
+// int16 and float32 stored before the uint8 and the relationship ids; a
+// record shorter than its type reads as EIO.
+func TestObjectViews(t *testing.T) {
+	requirePython(t)
+	src := t.TempDir()
+	run(t, python, "testdata/ngobjcheck.py", "write", src)
+	mnt := mountSource(t, src, fs.Options{})
+	run(t, python, "testdata/ngobjcheck.py", "verify", src, mnt)
+}
