@@ -27,7 +27,9 @@ import (
 //     the origin (metadata, listings, absences, identities, the offline
 //     state); it keeps them in a disk cache through its own Store interface
 //     and knows no tier package, no tree and no front end.
-//   - fs/view, the stitched views, knows only its own Grid and Chunks.
+//   - fs/view, the stitched views, knows only its own Grid and Chunks;
+//     decode/ngobj, the skeleton, mesh and annotation conversions, only
+//     bytes.
 //   - fs is the tree core; its two front ends sit beside each other on it:
 //     serve, the HTTP and WebDAV front end, and fs/fuse, the go-fuse
 //     adapter. Each reads the tree through its exported API, and nothing
@@ -38,13 +40,14 @@ var layers = map[string][]string{
 	"internal/mem":   nil,
 	"decode":         {"decode/codec", "internal/mem"},
 	"decode/codec":   {"internal/mem"},
+	"decode/ngobj":   nil,
 	"fetcher":        {"internal/mem"},
 	"fetcher/keep":   {"cache", "fetcher"},
 	"cache":          {"cache/disk"},
 	"cache/disk":     {"cache/envelope"},
 	"cache/shared":   {"cache/envelope"},
 	"cache/envelope": nil,
-	"fs":             {"cache", "internal/mem", "decode", "fetcher", "fetcher/keep", "fs/view"},
+	"fs":             {"cache", "internal/mem", "decode", "decode/ngobj", "fetcher", "fetcher/keep", "fs/view"},
 	"fs/view":        nil,
 	"serve":          {"fs", "fetcher"},
 	"fs/fuse":        {"fs", "fetcher", "decode"},
