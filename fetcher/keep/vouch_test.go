@@ -72,3 +72,34 @@ func TestCheckCopyVerified(t *testing.T) {
 		})
 	}
 }
+
+// listed is versioned with a listing that names each object's version.
+type listed struct{ versioned }
+
+func (l *listed) List(context.Context, string) ([]fetcher.Entry, error) {
+	return []fetcher.Entry{{Name: "a", Size: 1, ID: "v2"}, {Name: "b", Size: 1, ID: "v2"}, {Name: "c", Size: 1}, {Name: "d", IsDir: true, Size: -1}}, nil
+}
+
+// TestListLearns: a listing that names versions (S3, gs://) stands for
+// the Stats of the objects it names, within the TTL; an object it names
+// without a version is still asked about.
+func TestListLearns(t *testing.T) {
+	src := &listed{}
+	s := New(src, Options{TTL: time.Minute})
+	if _, err := s.List(context.Background(), "dir"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Check(ctx, "dir/a", "v2"); err != nil {
+		t.Errorf("dir/a, listed as v2: %v", err)
+	}
+	if err := s.Check(ctx, "dir/b", "v1"); !errors.Is(err, ErrChanged) {
+		t.Errorf("dir/b, listed as v2, copy of v1: %v; want ErrChanged", err)
+	}
+	if n := src.stats.Load(); n != 0 {
+		t.Errorf("%d Stats for objects the listing named, want 0", n)
+	}
+	if err := s.Check(ctx, "dir/c", "v2"); err != nil || src.stats.Load() != 1 {
+		t.Errorf("dir/c, listed without a version: %v, %d Stats; want nil, 1", err, src.stats.Load())
+	}
+}
