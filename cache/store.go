@@ -100,7 +100,7 @@ func NewStore(opts Options) *Store {
 		quit:     make(chan struct{}),
 	}
 	for _, t := range opts.Tiers {
-		s.tiers = append(s.tiers, &tier{Tier: t, slots: make(chan struct{}, TierWriters)})
+		s.tiers = append(s.tiers, &tier{Tier: t, trust: trustOf(t), slots: make(chan struct{}, TierWriters)})
 	}
 	s.workers.Add(opts.Workers)
 	for range opts.Workers {

@@ -57,6 +57,43 @@ type Releaser interface {
 	Release(key string)
 }
 
+// Trust is how far a tier's entries are trusted beyond what their identity
+// records say: whether one may be served while the origin cannot check it,
+// and whether the time its record says it was verified at the origin
+// counts. A Chunk's Check is told the trust of the tier it checks for.
+type Trust int
+
+const (
+	// TrustRecord: any client of the tier could have written the entry
+	// (a shared tier without a secret). Its record is checked at the
+	// origin before it is served, and never served while the origin is
+	// offline.
+	TrustRecord Trust = iota
+	// TrustOwn: the entry is this machine's own (the disk cache): checked
+	// at the origin while it answers, served unchecked while offline.
+	TrustOwn
+	// TrustSigned: the entry was written by a holder of the fleet's
+	// secret (a shared tier with --shared-cache-secret): as TrustOwn, and
+	// the time its record says its identities were verified at the origin
+	// may stand in for a check (fs: "Verified at").
+	TrustSigned
+)
+
+// trustOf is the trust of t's entries: its own Trust method's (the disk
+// tier's), else TrustSigned for a tier that signs its values (Signed, as
+// a shared tier with a secret), else TrustRecord.
+func trustOf(t Tier) Trust {
+	switch t := t.(type) {
+	case interface{ Trust() Trust }:
+		return t.Trust()
+	case interface{ Signed() bool }:
+		if t.Signed() {
+			return TrustSigned
+		}
+	}
+	return TrustRecord
+}
+
 // ErrStale is what a Chunk's Check returns (wrapped) for an entry made from
 // another version of the source: the tier that holds it drops it.
 var ErrStale = disk.ErrStale
@@ -76,12 +113,12 @@ type Chunk struct {
 	// miss.
 	Size int64
 	// Check accepts (nil) the identity record of an entry before it is
-	// served: an error wrapping ErrStale for an entry made from another
+	// served, given the trust of the tier that holds it: an error wrapping ErrStale for an entry made from another
 	// version of the source, another error when the source cannot tell
 	// (the entry is then kept, and not served). A nil Check keeps the
 	// chunk out of the tiers: it is loaded from the origin and kept in
 	// memory only.
-	Check func(ctx context.Context, ident []byte) error
+	Check func(ctx context.Context, ident []byte, trust Trust) error
 	// Load loads the chunk from the origin, calling l.CPU before the part
 	// of its work that is bound by CPU. It returns the value and the
 	// identity record of what it read; a nil record keeps the value in
@@ -168,6 +205,7 @@ type TierStats struct {
 // tier is a Tier with the store's bookkeeping of it.
 type tier struct {
 	Tier
+	trust                        Trust         // trustOf(Tier)
 	slots                        chan struct{} // TierWriters
 	hits, misses, promoted, kept atomic.Int64
 	waits                        atomic.Int64
@@ -191,7 +229,7 @@ func (s *Store) Loader(c Chunk) Loader {
 			tiers = nil
 		}
 		for i, t := range tiers {
-			check := func(ident []byte) error { return c.Check(ctx, ident) }
+			check := func(ident []byte) error { return c.Check(ctx, ident, t.trust) }
 			val, ident, ok := t.Get(ctx, c.Key, c.Size, check)
 			if !ok {
 				t.misses.Add(1)
@@ -296,6 +334,9 @@ type diskTier struct {
 }
 
 func (diskTier) Name() string { return "disk" }
+
+// Trust is TrustOwn: the disk cache is this machine's.
+func (diskTier) Trust() Trust { return TrustOwn }
 
 func (d diskTier) Get(_ context.Context, key string, size int64, check func([]byte) error) ([]byte, []byte, bool) {
 	var ident []byte

@@ -70,7 +70,7 @@ func TestTiers(t *testing.T) {
 		return Chunk{
 			Key:  key,
 			Size: size,
-			Check: func(_ context.Context, rec []byte) error {
+			Check: func(_ context.Context, rec []byte, _ Trust) error {
 				if string(rec) != current {
 					return fmt.Errorf("made from %q, the source holds %q: %w", rec, current, ErrStale)
 				}
@@ -156,7 +156,7 @@ func TestTierWritesBounded(t *testing.T) {
 	s := NewStore(Options{MaxBytes: 1 << 20, Tiers: []Tier{bt}})
 	ctx := context.Background()
 	load := func(key string) Loader {
-		return s.Loader(Chunk{Key: key, Size: 1, Check: func(context.Context, []byte) error { return nil },
+		return s.Loader(Chunk{Key: key, Size: 1, Check: func(context.Context, []byte, Trust) error { return nil },
 			Load: func(context.Context, *Load) ([]byte, []byte, error) { return []byte{1}, []byte("id"), nil }})
 	}
 	for i := range TierWriters {

@@ -68,7 +68,7 @@ func (s *Store) Warm(ctx context.Context, c Chunk, dryRun bool) (Warmed, error) 
 		lacked     []*tier
 	)
 	for _, t := range tiers {
-		check := func(id []byte) error { return c.Check(ctx, id) }
+		check := func(id []byte) error { return c.Check(ctx, id, t.trust) }
 		v, id, ok := t.Get(ctx, c.Key, c.Size, check)
 		if !ok {
 			t.misses.Add(1)

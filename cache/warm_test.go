@@ -80,7 +80,7 @@ func TestStoreWarm(t *testing.T) {
 			var loads int
 			w, err := s.Warm(context.Background(), Chunk{
 				Key: "k", Size: int64(len(val)),
-				Check: func(context.Context, []byte) error { return nil },
+				Check: func(context.Context, []byte, Trust) error { return nil },
 				Load: func(context.Context, *Load) ([]byte, []byte, error) {
 					loads++
 					if tc.noIdent {

@@ -110,6 +110,11 @@ type Entry struct {
 	Name  string // one path element, no slashes
 	IsDir bool
 	Size  int64 // object size in bytes, or -1 when the listing does not say
+	// ID is the object's identity as the listing names it, the one a Stat
+	// of the object returns (S3: its ETag; gs://: its generation and
+	// size); empty where listings carry no versions (HTTP indexes, local
+	// directories) and for a directory.
+	ID Identity
 }
 
 // Fetcher reads objects from one source. See the package documentation for

@@ -519,7 +519,7 @@ func (g *GCS) List(ctx context.Context, prefix string) (entries []Entry, err err
 // and an empty slice when only a folder marker holds it.
 func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 	q := &storage.Query{Prefix: dir, Delimiter: "/"}
-	if err := q.SetAttrSelection([]string{"Name", "Size", "ContentEncoding"}); err != nil {
+	if err := q.SetAttrSelection([]string{"Name", "Size", "ContentEncoding", "Generation"}); err != nil {
 		return nil, err
 	}
 	it := g.bucket.Objects(ctx, q)
@@ -552,7 +552,7 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 			continue // the folder marker, or a name no key can reach
 		}
 		g.attrs.Add(oa.Name, gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)})
-		entries = append(entries, Entry{Name: name, Size: oa.Size})
+		entries = append(entries, Entry{Name: name, Size: oa.Size, ID: gcsIdentity(oa.Generation, oa.Size)})
 	}
 }
 

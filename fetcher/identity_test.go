@@ -3,6 +3,7 @@ package fetcher
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,6 +35,17 @@ func identities(t *testing.T, f Fetcher, key string) Identity {
 	}
 	if !obj.ID.Known() || obj.ID != rid || obj.ID != sid {
 		t.Fatalf("identities of %s: Get %q, GetRange %q, Stat %q: want one known identity", key, obj.ID, rid, sid)
+	}
+	// A listing that names versions (gs://, S3) names this one: the
+	// keeping source learns identities from listings.
+	entries, err := f.List(ctx, "")
+	if err != nil && !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("List: %v", err)
+	}
+	for _, e := range entries {
+		if e.Name == key && e.ID != "" && e.ID != sid {
+			t.Errorf("identity of %s in its listing: %q, Stat %q: want the same", key, e.ID, sid)
+		}
 	}
 	return obj.ID
 }

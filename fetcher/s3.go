@@ -387,7 +387,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 			if name == "" || strings.Contains(name, "/") || CheckKey(name) != nil {
 				continue // the folder marker, or a name no key can reach
 			}
-			entries = append(entries, Entry{Name: name, Size: aws.ToInt64(o.Size)})
+			entries = append(entries, Entry{Name: name, Size: aws.ToInt64(o.Size), ID: s3Identity(o.ETag, nil)})
 			names += len(name)
 		}
 		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher"
@@ -35,6 +37,23 @@ import (
 //
 // The record names the objects, not the metadata that decoded them: that
 // is the recipe fingerprint in the entry's key (Tree.tierKey).
+//
+// Verified at
+//
+// A load that asked the origin about every object it read (no memoised
+// index stood in for one) also records when it began: the time its
+// identities were verified at the origin (a pair of key verifiedKey and
+// the time in Unix nanoseconds, decimal). The check of an entry from a
+// tier whose values are signed with the fleet's secret (cache.TrustSigned)
+// passes that time on (keep.Copy.Verified), so that a fleet's node reading
+// a value another node just loaded asks the origin nothing within its
+// metadata TTL. From any other tier the time is ignored; an entry from a
+// tier without a signature (cache.TrustRecord) is checked at the origin,
+// and never served while the origin is offline (keep.ErrUnvouched).
+
+// verifiedKey is the key of the record's verification time: no object's
+// key begins with a NUL.
+const verifiedKey = "\x00verified"
 
 // absent is the identity recorded for a key with no object.
 const absent = keep.Absent
@@ -64,13 +83,27 @@ func (ids *identities) learn(key string, id fetcher.Identity) { ids.t.origin.Lea
 // version it read (keep.Source.Check: while the origin is offline, every
 // entry), an error wrapping cache.ErrStale when one is not, and another
 // error when the origin could not tell (the entry is then kept).
-func (ids *identities) check(ctx context.Context, rec []byte) error {
+//
+// trust is that of the tier holding the entry: see "Verified at".
+func (ids *identities) check(ctx context.Context, rec []byte, trust cache.Trust) error {
 	objs, ok := decodeSeen(rec)
+	var c keep.Copy
+	if n := len(objs); ok && n > 0 && objs[n-1].key == verifiedKey {
+		ns, err := strconv.ParseInt(string(objs[n-1].id), 10, 64)
+		if err != nil {
+			ok = false
+		}
+		if trust == cache.TrustSigned {
+			c.Verified = time.Unix(0, ns)
+		}
+		objs = objs[:n-1]
+	}
 	if !ok || len(objs) == 0 {
 		return fmt.Errorf("fs: unreadable identity record: %w", cache.ErrStale)
 	}
+	c.Unvouched = trust == cache.TrustRecord
 	for _, o := range objs {
-		err := ids.t.origin.Check(ctx, o.key, o.id)
+		err := ids.t.origin.CheckCopy(ctx, o.key, o.id, c)
 		if errors.Is(err, keep.ErrChanged) {
 			return fmt.Errorf("fs: tier entry: %w: %w", err, cache.ErrStale)
 		}
@@ -82,9 +115,10 @@ func (ids *identities) check(ctx context.Context, rec []byte) error {
 }
 
 // record returns the identity record of the objects a load read, sorted
-// and each once, and whether it can be kept: every object read with one
-// known identity.
-func (ids *identities) record(objs []seen) ([]byte, bool) {
+// and each once, with the time they were verified at the origin unless it
+// is zero (see "Verified at"), and whether it can be kept: every object
+// read with one known identity.
+func (ids *identities) record(objs []seen, verified time.Time) ([]byte, bool) {
 	objs = slices.Clone(objs)
 	slices.SortFunc(objs, func(a, b seen) int { return strings.Compare(a.key, b.key) })
 	for i, o := range objs {
@@ -100,6 +134,9 @@ func (ids *identities) record(objs []seen) ([]byte, bool) {
 		}
 	}
 	objs = slices.CompactFunc(objs, func(a, b seen) bool { return a.key == b.key })
+	if !verified.IsZero() {
+		objs = append(objs, seen{verifiedKey, fetcher.Identity(strconv.FormatInt(verified.UnixNano(), 10))})
+	}
 	return encodeSeen(objs), true
 }
 

@@ -109,7 +109,7 @@ func TestIdentityRecord(t *testing.T) {
 		{"unknown", []seen{{"a", "x"}, {"b", ""}}, false, nil},
 		{"absent sibling", []seen{{"k", absent}, {"k.gz", "x"}}, true, []seen{{"k", absent}, {"k.gz", "x"}}},
 	} {
-		rec, ok := ids.record(tc.objs)
+		rec, ok := ids.record(tc.objs, time.Time{})
 		if ok != tc.ok {
 			t.Errorf("%s: kept %v, want %v", tc.name, ok, tc.ok)
 			continue

@@ -277,7 +277,7 @@ func (t *Tree) tierChunk(a *decode.Array, key string, c []int64) cache.Chunk {
 // that mix them.
 func (t *Tree) load(ctx context.Context, l *cache.Load, a *decode.Array, key string, c []int64) ([]byte, []byte, error) {
 	for attempt := 1; ; attempt++ {
-		src := &treeSource{t: t, last: key, l: l, recipe: a.Recipe()}
+		src := &treeSource{t: t, last: key, l: l, recipe: a.Recipe(), began: time.Now()}
 		b, rec, err := t.loadOnce(ctx, src, a, key, c)
 		if !errors.Is(err, fetcher.ErrChanged) {
 			return b, rec, err
@@ -322,7 +322,7 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 	if len(t.tiers) == 0 {
 		return b, nil, nil
 	}
-	rec, ok := t.ids.record(src.seen)
+	rec, ok := t.ids.record(src.seen, src.verified())
 	if !ok {
 		return b, nil, nil
 	}
@@ -358,6 +358,30 @@ type treeSource struct {
 	last   string                      // the key of the object fetched last, for error messages
 	l      *cache.Load                 // the load's CPU slot
 	recipe string                      // the array's recipe, part of every memo key
+	began  time.Time                   // when the load began
+	asked  map[string]bool             // the objects this load asked the origin about
+}
+
+// ask records that the load asked the origin about key itself (not a memo).
+func (s *treeSource) ask(key string) {
+	if s.asked == nil {
+		s.asked = make(map[string]bool, 2)
+	}
+	s.asked[key] = true
+}
+
+// verified returns when every object the load read was verified at the
+// origin: when the load began, if it asked the origin about each of them
+// (a memoised index's object was verified when the memo was made, so a
+// load that read one without asking the origin about its object again
+// returns the zero time: its record carries no verification).
+func (s *treeSource) verified() time.Time {
+	for _, o := range s.seen {
+		if !s.asked[o.key] {
+			return time.Time{}
+		}
+	}
+	return s.began
 }
 
 // errChanged is the error of a load that saw two versions of one object.
@@ -387,9 +411,11 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
+	s.ask(objKey)
 	if objKey != key {
 		// Read from the ".gz" sibling: the plain key appearing would
 		// change what the chunk reads.
+		s.ask(key)
 		err = s.saw(key, absent)
 	}
 	if err == nil {
@@ -427,6 +453,7 @@ func (s *treeSource) GetRange(ctx context.Context, key string, off, n int64) ([]
 	if err != nil {
 		return nil, err
 	}
+	s.ask(key)
 	if err := s.saw(key, id); err != nil {
 		return nil, err
 	}
@@ -439,6 +466,7 @@ func (s *treeSource) Stat(ctx context.Context, key string) (int64, error) {
 	s.last = key
 	n, id, err := s.t.origin.Stat(ctx, key)
 	if err == nil {
+		s.ask(key)
 		err = s.saw(key, id)
 	}
 	return n, err

@@ -42,6 +42,7 @@ type byteOrigin struct {
 	*httptest.Server
 	bytes, chunkGets atomic.Int64
 	requests         atomic.Int64 // every request, of any object and method
+	chunkRequests    atomic.Int64 // requests of chunk objects (under /s0/), of any method
 	pause            int64
 	delay            time.Duration // before each chunk GET's answer: an origin far away
 	paused, resume   chan struct{}
@@ -65,6 +66,9 @@ func newByteOrigin(t *testing.T, dir string) *byteOrigin {
 	files := http.FileServer(http.Dir(dir))
 	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.requests.Add(1)
+		if strings.HasPrefix(r.URL.Path, "/s0/") && r.URL.Path != "/s0/" {
+			o.chunkRequests.Add(1)
+		}
 		if strings.HasPrefix(r.URL.Path, "/s0/") && r.Method == http.MethodGet {
 			if o.chunkGets.Add(1) == o.pause {
 				close(o.paused)
@@ -188,26 +192,38 @@ const loaded = "?timeout=500ms"
 // item limit, stored in parts) from an origin that takes 400 ms to answer
 // each (longer than the 300 ms a waiter used to give the lease holder
 // before it went to the origin itself). The origin's requests per chunk read are
-// reported beside its bytes. Four processes without the tier are the
-// baseline (about 4x).
+// reported beside its bytes: all of them, and those of chunk objects (the
+// loads and the version checks; the rest are each mount's metadata and
+// listings, a fixed cost per node). With a secret and a metadata TTL
+// (redis-signed), a node takes the version checks the loading node made
+// (its signed value says when) as its own: at most 0.3 chunk-object
+// requests per chunk read, where without a secret every node checks every
+// chunk once (about 1.0). Four processes without the tier are the baseline
+// (about 4x).
 func TestFleetShared(t *testing.T) {
 	small, _, smallWant := fleetVolume(t)
 	big, bigWant := bigFleetVolume(t, 8)
 	for _, tc := range []struct {
-		name     string
-		engine   func(t *testing.T) string
-		maxRatio float64
+		name       string
+		engine     func(t *testing.T) string
+		maxRatio   float64
+		args       []string
+		maxPerRead float64 // chunk-object requests per chunk read; 0: not asserted
 	}{
-		{"none", func(*testing.T) string { return "" }, 4.5},
-		{"redis", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2},
+		{"none", func(*testing.T) string { return "" }, 4.5, nil, 0},
+		{"redis", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2, nil, 0},
 		{"redis-cluster", func(t *testing.T) string {
 			var addrs []string
 			for _, e := range testenv.StartRedisCluster(t, 3) {
 				addrs = append(addrs, e.Addr)
 			}
 			return "redis+cluster://" + strings.Join(addrs, ",") + loaded
-		}, 1.2},
-		{"memcache", func(t *testing.T) string { return "memcache://" + testenv.StartMemcached(t).Addr + loaded }, 1.2},
+		}, 1.2, nil, 0},
+		{"memcache", func(t *testing.T) string { return "memcache://" + testenv.StartMemcached(t).Addr + loaded }, 1.2, nil, 0},
+		{"redis-signed", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2,
+			[]string{"--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m"}, 0.3},
+		{"redis-signed-ttl0", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2,
+			[]string{"--shared-cache-secret", "fleet-secret"}, 0.3},
 	} {
 		for _, vol := range []struct {
 			name   string
@@ -221,7 +237,7 @@ func TestFleetShared(t *testing.T) {
 				origin.delay = vol.delay
 				var args []string
 				if u := tc.engine(t); u != "" {
-					args = []string{"--shared-cache", u}
+					args = append([]string{"--shared-cache", u}, tc.args...)
 				}
 				const nodes = 4
 				fleet := startFleet(t, origin.URL, nodes, args...)
@@ -232,8 +248,12 @@ func TestFleetShared(t *testing.T) {
 				stored := storedBytes(t, vol.src)
 				ratio := float64(origin.bytes.Load()) / float64(stored)
 				perRead := float64(origin.requests.Load()) / float64(nodes*vol.chunks)
-				t.Logf("%s, %s chunks: the origin served %d bytes for a volume of %d: %.2fx; %d requests (%d chunk GETs) for %d chunk reads: %.2f requests per chunk read",
-					tc.name, vol.name, origin.bytes.Load(), stored, ratio, origin.requests.Load(), origin.chunkGets.Load(), nodes*vol.chunks, perRead)
+				chunkPerRead := float64(origin.chunkRequests.Load()) / float64(nodes*vol.chunks)
+				t.Logf("%s, %s chunks: the origin served %d bytes for a volume of %d: %.2fx; %d requests (%d of chunk objects, %d chunk GETs) for %d chunk reads: %.2f requests per chunk read, %.2f of chunk objects",
+					tc.name, vol.name, origin.bytes.Load(), stored, ratio, origin.requests.Load(), origin.chunkRequests.Load(), origin.chunkGets.Load(), nodes*vol.chunks, perRead, chunkPerRead)
+				if tc.maxPerRead > 0 && chunkPerRead > tc.maxPerRead {
+					t.Errorf("chunk-object requests: %.2f per chunk read, want at most %.2f", chunkPerRead, tc.maxPerRead)
+				}
 				if ratio > tc.maxRatio {
 					t.Errorf("origin bytes: %.2fx the volume, want at most %.1fx", ratio, tc.maxRatio)
 				}

@@ -49,8 +49,22 @@
 // made it fail, and no kept answer stands in. The origin leaves the state
 // at the first request it answers (any answer but a transient failure: a
 // 404 is an answer). While offline, Check accepts every identity unchecked
-// (the copies were right when made) and kept answers are served; the
-// origin is asked again after offlineFor. Each spell is logged once.
+// (the copies were right when made) that someone vouches for (CheckCopy: a
+// copy of this machine's own, or signed by the fleet) and kept answers are
+// served; the origin is asked again after offlineFor. Each spell is logged
+// once.
+//
+// # Verified by the fleet
+//
+// A copy written by a node that holds the fleet's secret carries when its
+// identities were verified at the origin (Copy.Verified). CheckCopy takes
+// that verification as its own when it is fresh by this Source's rule: less
+// than the TTL ago, or with a TTL of 0 (the origin read as unchanging for
+// the Source's life) made since the Source started; a time more than
+// maxSkew ahead of this node's clock is not taken. An identity this Source
+// learnt later than the verification wins over it. The verification is
+// learnt as of its time, so that the next check of the object within the
+// TTL asks nobody either.
 package keep
 
 import (
@@ -118,6 +132,7 @@ type Source struct {
 	opts Options
 	log  *slog.Logger
 
+	start  time.Time                  // when the Source was made
 	known  *lru.Cache[string, learnt] // object key -> its identity, and when learnt
 	flight singleflight.Group         // Stats in flight, by key
 	off    offline
@@ -143,6 +158,9 @@ type Stats struct {
 	// Checks counts the identity checks (Check) of kept copies;
 	// CheckRequests those of them that asked the origin (a Stat).
 	Checks, CheckRequests atomic.Int64
+	// Vouched counts the checks that a fleet's verification answered
+	// (CheckCopy with a fresh Copy.Verified), without the origin.
+	Vouched atomic.Int64
 	// KeptServed counts answers served from disk while offline.
 	KeptServed atomic.Int64
 	// OfflineSpells counts the times the origin was taken as offline.
@@ -151,7 +169,7 @@ type Stats struct {
 
 // New returns the keeping source of src.
 func New(src fetcher.Fetcher, opts Options) *Source {
-	s := &Source{src: src, opts: opts, log: opts.Log}
+	s := &Source{src: src, opts: opts, log: opts.Log, start: time.Now()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -178,6 +196,17 @@ func (s *Source) Offline() bool { return s.off.active() }
 func (s *Source) Learn(key string, id fetcher.Identity) {
 	if id.Known() {
 		s.known.Add(key, learnt{id, time.Now()})
+	}
+}
+
+// learnAt records that the object at key was the version id at time at,
+// unless an identity learnt later is known.
+func (s *Source) learnAt(key string, id fetcher.Identity, at time.Time) {
+	if l, ok := s.known.Peek(key); ok && !l.at.Before(at) {
+		return
+	}
+	if id.Known() {
+		s.known.Add(key, learnt{id, at})
 	}
 }
 
@@ -232,20 +261,76 @@ func (s *Source) Current(ctx context.Context, key string) (fetcher.Identity, err
 	}
 }
 
-// Check reports whether a copy made from the version id of the object at
-// key may be served: nil when id is the object's current identity
-// (Current), or when the origin is offline (the copy is served unchecked,
-// and a failure of the check that takes the origin offline accepts it
-// too); an error wrapping ErrChanged when the object is now another
-// version (or unidentified); another error when the origin could not tell.
+// maxSkew is how far ahead of this node's clock a fleet's verification
+// time may be (the clocks of two nodes differ) and still be taken.
+const maxSkew = 5 * time.Second
+
+// Copy says who vouches for a kept copy of an object, for CheckCopy.
+type Copy struct {
+	// Verified, when not zero, is when a keeper this Source trusts (a
+	// node holding the fleet's secret) read the copy's identity from the
+	// origin.
+	Verified time.Time
+	// Unvouched says nobody vouches for the copy (a shared value without
+	// a signature, which any client of the engine could have written): it
+	// is checked at the origin, and never accepted while the origin is
+	// offline.
+	Unvouched bool
+}
+
+// ErrUnvouched is what CheckCopy returns (wrapped) for a copy nobody
+// vouches for while the origin cannot be asked: not served, not deleted.
+var ErrUnvouched = errors.New("keep: a copy nobody vouches for is not served while the origin cannot be reached")
+
+// Check is CheckCopy of a copy of this machine's own.
 func (s *Source) Check(ctx context.Context, key string, id fetcher.Identity) error {
+	return s.CheckCopy(ctx, key, id, Copy{})
+}
+
+// fresh reports whether a verification at time at may stand in for a
+// check now; see "Verified by the fleet".
+func (s *Source) fresh(at time.Time) bool {
+	now := time.Now()
+	switch {
+	case at.IsZero() || at.After(now.Add(maxSkew)):
+		return false
+	case s.opts.TTL <= 0:
+		return !at.Before(s.start)
+	}
+	return now.Sub(at) < s.opts.TTL
+}
+
+// CheckCopy reports whether a copy made from the version id of the object
+// at key may be served: nil when id is the object's current identity
+// (Current), or was verified at the origin recently enough by a keeper
+// this Source trusts (c.Verified; see "Verified by the fleet"), or when the
+// origin is offline and someone vouches for the copy (the copy is served
+// unchecked, and a failure of the check that takes the origin offline
+// accepts it too); an error wrapping ErrChanged when the object is now
+// another version (or unidentified); an error wrapping ErrUnvouched for a
+// copy nobody vouches for while the origin is offline; another error when
+// the origin could not tell.
+func (s *Source) CheckCopy(ctx context.Context, key string, id fetcher.Identity, c Copy) error {
 	s.stats.Checks.Add(1)
 	if s.off.active() {
+		if c.Unvouched {
+			return fmt.Errorf("keep: %s: %w", key, ErrUnvouched)
+		}
 		return nil
+	}
+	if !c.Unvouched && s.fresh(c.Verified) {
+		if l, ok := s.known.Peek(key); !ok || l.at.Before(c.Verified) {
+			s.stats.Vouched.Add(1)
+			s.learnAt(key, id, c.Verified)
+			return nil
+		}
 	}
 	cur, err := s.Current(ctx, key)
 	if err != nil {
 		if ctx.Err() == nil && s.isOffline(ctx, key, err) {
+			if c.Unvouched {
+				return fmt.Errorf("keep: %s: %w (%w)", key, ErrUnvouched, err)
+			}
 			return nil
 		}
 		return err

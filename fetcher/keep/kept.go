@@ -168,10 +168,23 @@ func (s *Source) List(ctx context.Context, key string) ([]fetcher.Entry, error) 
 	return entries, err
 }
 
+// list is the origin's List. It learns the identity of every object the
+// listing names with one (fetcher.Entry.ID: S3 ETags, gs:// generations),
+// so that the checks of those objects' copies within the TTL ask nothing
+// more: one request stands for a directory's worth of Stats.
 func (s *Source) list(ctx context.Context, key string) ([]fetcher.Entry, error) {
 	s.stats.Requests.Add(1)
 	entries, err := s.src.List(ctx, key)
 	s.answered(ctx, key, err)
+	for _, e := range entries {
+		if !e.IsDir && e.ID.Known() {
+			name := e.Name
+			if key != "" {
+				name = key + "/" + e.Name
+			}
+			s.Learn(name, e.ID)
+		}
+	}
 	return entries, err
 }
 
