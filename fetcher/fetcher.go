@@ -18,6 +18,11 @@
 //
 //   - ErrNotExist: the object does not exist (HTTP 404/410, ENOENT). Never
 //     retried: a missing chunk is ordinary and reads as the fill value.
+//   - ErrNotRegular: a local object is not a regular file (a FIFO, a
+//     device such as /dev/zero, a socket, directly or through a link). It
+//     wraps ErrNotExist, so that a probe for metadata reads it as absent,
+//     as it always did; a chunk read must tell it apart and fail, since
+//     a chunk whose file is there but is no file is not a hole.
 //   - ErrPermission: the source refused access (HTTP 401/403, EACCES).
 //     Never retried.
 //   - ErrTransient: the source failed in a way that may pass (HTTP 429, 5xx,
@@ -62,6 +67,8 @@ var (
 	// source reaches only through a symbolic link it does not follow
 	// (FileOptions.FollowSymlinks). The fetcher logs the first; callers
 	// need not log each.
+	// ErrNotRegular wraps ErrNotExist: see the package documentation.
+	ErrNotRegular    = fmt.Errorf("not a regular file: %w", ErrNotExist)
 	ErrOutsideSource = fmt.Errorf("a symbolic link leaves the source: %w", ErrPermission)
 )
 

@@ -306,6 +306,11 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 		// shared error, not the fetcher's of each chunk.
 		return nil, nil, errChunkMissing
 	}
+	if errors.Is(err, fetcher.ErrNotRegular) {
+		// Not wrapped: the error must not read as ENOENT, but as EIO
+		// with its line.
+		return nil, nil, fmt.Errorf("%s/%s: %v", t.src, src.last, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 	}
