@@ -577,3 +577,52 @@ func TestHostileMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileFilterChainBomb: a Zarr v2 array whose filters are ten gzip
+// filters, and whose chunk is a small gzip stream of 300 MiB, is refused
+// with EIO after at most about a MiB of decoding: a chain's stages are
+// each bounded by what a legitimate chunk holds, and compression's slack
+// counts once, not once per filter (issue 29 item 10; before, the first
+// stage's bound was 2^9 times the chunk's, about 575 MiB here, and the
+// bomb decoded whole). A good chunk under the same ten filters reads.
+func TestHostileFilterChainBomb(t *testing.T) {
+	src := t.TempDir()
+	dir := filepath.Join(src, "a")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	filters := strings.TrimSuffix(strings.Repeat(`{"id": "gzip", "level": 1}, `, 10), ", ")
+	writeFile(t, filepath.Join(dir, ".zarray"), []byte(`{"zarr_format": 2, "shape": [512, 256], "chunks": [256, 256], "dtype": "|u1",
+ "compressor": null, "filters": [`+filters+`], "fill_value": 0, "order": "C"}`))
+	const chunk = 256 * 256
+	good := bytes.Repeat([]byte{7}, chunk)
+	stored := good
+	for range 10 {
+		stored = gzipBytes(t, stored)
+	}
+	writeFile(t, filepath.Join(dir, "1.0"), stored)
+	var bomb bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&bomb, gzip.BestSpeed)
+	zeros := make([]byte, 1<<20)
+	for range 300 {
+		w.Write(zeros)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "0.0"), bomb.Bytes())
+
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
+	start := time.Now()
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "a", "0.0"))
+	took := time.Since(start)
+	t.Logf("the bomb answered in %v: %v %.120q", took, err, out)
+	if err == nil || !strings.Contains(out, "Input/output error") {
+		t.Errorf("cat of the bomb: got %v, %d bytes %.80q, want EIO", err, len(out), out)
+	}
+	if took > 2*time.Second {
+		t.Errorf("cat of the bomb: took %v, want under 2 s", took)
+	}
+	checkAlive(t, s.mnt, "a/1.0", good)
+	checkPeak(t, s)
+}
