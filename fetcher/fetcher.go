@@ -152,3 +152,22 @@ type Fetcher interface {
 	// "file:///data/vol" or "https://example.org/vol".
 	String() string
 }
+
+// CacheNamer is implemented by a Fetcher whose String does not tell apart
+// every source whose objects differ: an s3:// source names its bucket,
+// not the endpoint that serves it, and two endpoints may each have a
+// bucket of that name.
+type CacheNamer interface {
+	// CacheName names the source in what caches shared between sources
+	// keep (a disk cache, a shared tier): distinct for sources whose
+	// objects may differ, stable across processes.
+	CacheName() string
+}
+
+// CacheName returns f's CacheName when it has one, else its String.
+func CacheName(f Fetcher) string {
+	if n, ok := f.(CacheNamer); ok {
+		return n.CacheName()
+	}
+	return f.String()
+}

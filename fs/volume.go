@@ -325,12 +325,12 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 }
 
 // tierKey names a chunk of a in the store's tiers below memory: the
-// source, the array's recipe (decode.Array.Recipe) and the chunk's key, so
+// source (fetcher.CacheName: an s3:// source with its endpoint), the array's recipe (decode.Array.Recipe) and the chunk's key, so
 // that one cache directory or shared engine can serve several sources,
 // and an entry decoded under other metadata (a filter or codec edited
 // between mounts) is never found.
 func (t *Tree) tierKey(a *decode.Array, key string) string {
-	return t.src.String() + "\x00" + a.Recipe() + "\x00" + key
+	return fetcher.CacheName(t.src) + "\x00" + a.Recipe() + "\x00" + key
 }
 
 // memKey names the chunk at key of a in the chunk store's memory: the
