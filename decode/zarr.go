@@ -183,7 +183,12 @@ func numcodec(raw json.RawMessage, elem DType) (*codec.Stage, error) {
 
 // chainDecoder returns a chunk decoder that applies chain in order. The
 // last stage's output is bounded by the chunk's decoded size, and each
-// stage's by what the stage after it may take.
+// stage's by what the stage after it may take, and at most by twice what
+// it holds for a legitimate chunk, plus 1 MiB (chainCap): the slack of one
+// compressor that expands its input a little, which does not compound
+// along the chain, so that ten gzip filters cannot each double the bound
+// before them (issue 29 item 10). Each stage decodes at most that much
+// before it fails, and at most two stages' buffers are live at once.
 func chainDecoder(chain []*codec.Stage) func(dst, stored []byte, c []int64, size int) ([]byte, error) {
 	return func(dst, stored []byte, _ []int64, size int) ([]byte, error) {
 		if len(chain) == 0 {
@@ -196,8 +201,11 @@ func chainDecoder(chain []*codec.Stage) func(dst, stored []byte, c []int64, size
 		}
 		limit = limit[:len(chain)]
 		limit[len(chain)-1] = size
+		exact := size // the legitimate output of stage i, compression aside
 		for i := len(chain) - 2; i >= 0; i-- {
-			limit[i] = chain[i+1].InLimit(limit[i+1])
+			next := chain[i+1]
+			exact = chainExact(exact, next)
+			limit[i] = min(next.InLimit(limit[i+1]), chainCap(exact))
 		}
 		b := stored
 		for i, s := range chain {
@@ -213,6 +221,21 @@ func chainDecoder(chain []*codec.Stage) func(dst, stored []byte, c []int64, size
 		return b, nil
 	}
 }
+
+// chainExact returns the bytes of the input of s whose output is out
+// bytes, compression aside: out scaled by the ratio of s's element sizes
+// (an astype from float64 to uint8 takes 8 bytes for each it gives).
+func chainExact(out int, s *codec.Stage) int {
+	if s.Encoded.Size <= s.Decoded.Size || s.Decoded.Size == 0 {
+		return out
+	}
+	return (out/s.Decoded.Size + 1) * s.Encoded.Size
+}
+
+// chainCap bounds a stage of a chain whose legitimate output is exact
+// bytes: a compressor's slack once (codec's stored limit), a checksum's
+// or a header's few bytes within the 1 MiB.
+func chainCap(exact int) int { return 2*exact + 1<<20 }
 
 // parseFill returns one element of the fill value raw (JSON) in d's byte
 // order: null is zeros; numbers, "NaN", "Infinity", "-Infinity", hex

@@ -430,11 +430,13 @@ func (c *v3Chain) decode(out, stored []byte) error {
 		return fmt.Errorf("decode: a sharding_indexed chain decodes only its inner chunks")
 	}
 	bytesLen := limit
-	// Stage i's output is what stage i-1 (in encoding order) encoded.
+	// Stage i's output is what stage i-1 (in encoding order) encoded,
+	// bounded as a v2 chain's stages are (chainCap): compression's slack
+	// counts once, not once per codec.
 	limits := make([]int, len(c.b2b))
 	for i := range c.b2b {
 		limits[i] = limit
-		limit = c.b2b[i].InLimit(limit)
+		limit = min(c.b2b[i].InLimit(limit), chainCap(bytesLen))
 	}
 	for i := len(c.b2b) - 1; i >= 0; i-- {
 		var err error

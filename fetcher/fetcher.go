@@ -18,6 +18,11 @@
 //
 //   - ErrNotExist: the object does not exist (HTTP 404/410, ENOENT). Never
 //     retried: a missing chunk is ordinary and reads as the fill value.
+//   - ErrNotRegular: a local object is not a regular file (a FIFO, a
+//     device such as /dev/zero, a socket, directly or through a link). It
+//     wraps ErrNotExist, so that a probe for metadata reads it as absent,
+//     as it always did; a chunk read must tell it apart and fail, since
+//     a chunk whose file is there but is no file is not a hole.
 //   - ErrPermission: the source refused access (HTTP 401/403, EACCES).
 //     Never retried.
 //   - ErrTransient: the source failed in a way that may pass (HTTP 429, 5xx,
@@ -62,6 +67,8 @@ var (
 	// source reaches only through a symbolic link it does not follow
 	// (FileOptions.FollowSymlinks). The fetcher logs the first; callers
 	// need not log each.
+	// ErrNotRegular wraps ErrNotExist: see the package documentation.
+	ErrNotRegular    = fmt.Errorf("not a regular file: %w", ErrNotExist)
 	ErrOutsideSource = fmt.Errorf("a symbolic link leaves the source: %w", ErrPermission)
 )
 
@@ -149,4 +156,23 @@ type Fetcher interface {
 	// String names the source for log lines and error messages, e.g.
 	// "file:///data/vol" or "https://example.org/vol".
 	String() string
+}
+
+// CacheNamer is implemented by a Fetcher whose String does not tell apart
+// every source whose objects differ: an s3:// source names its bucket,
+// not the endpoint that serves it, and two endpoints may each have a
+// bucket of that name.
+type CacheNamer interface {
+	// CacheName names the source in what caches shared between sources
+	// keep (a disk cache, a shared tier): distinct for sources whose
+	// objects may differ, stable across processes.
+	CacheName() string
+}
+
+// CacheName returns f's CacheName when it has one, else its String.
+func CacheName(f Fetcher) string {
+	if n, ok := f.(CacheNamer); ok {
+		return n.CacheName()
+	}
+	return f.String()
 }

@@ -67,8 +67,9 @@ type FileOptions struct {
 
 // File is a Fetcher over a directory on local disk. A key names the path
 // below the root; symbolic links are followed as FileOptions says. Only
-// regular files are objects: Get, GetRange and Stat of a directory, a FIFO,
-// a device or a socket return ErrNotExist without reading it (a FIFO or a
+// regular files are objects: Get, GetRange and Stat of a directory return
+// ErrNotExist, and of a FIFO, a device or a socket ErrNotRegular (which
+// wraps ErrNotExist), without reading it (a FIFO or a
 // device is never opened for reading, except when a rename races the
 // check; even then the open does not block). A context is checked before
 // each call; a read that has started runs to its end.
@@ -213,10 +214,15 @@ func (f *File) openRegular(p string) (*os.File, fs.FileInfo, error) {
 	return fh, fi, nil
 }
 
-// regular refuses a file that is not a regular file.
+// regular refuses a file that is not a regular file: a directory with
+// ErrNotExist (a key that names one holds no object), anything else (a
+// FIFO, a device, a socket) with ErrNotRegular.
 func regular(fi fs.FileInfo) error {
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file: %w", fi.Mode().Type(), ErrNotExist)
+	switch {
+	case fi.IsDir():
+		return fmt.Errorf("a directory: %w", ErrNotExist)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: %w", fi.Mode().Type(), ErrNotRegular)
 	}
 	return nil
 }

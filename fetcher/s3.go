@@ -156,6 +156,24 @@ func (s *S3) String() string {
 	return strings.TrimSuffix("s3://"+s.bucket+"/"+s.prefix, "/")
 }
 
+// CacheName returns String for the default endpoint (AWS, whose bucket
+// names are global); with S3Options.Endpoint it is "s3 endpoint N:URL"
+// followed by String, where URL is the endpoint (scheme and host lower
+// case, no trailing "/", a password redacted) and N its length, so that
+// no name of one source is the name of another. Two S3-compatible
+// services with a bucket of the same name never share cache entries.
+func (s *S3) CacheName() string {
+	if s.opts.Endpoint == "" {
+		return s.String()
+	}
+	ep := s.opts.Endpoint
+	if u, err := url.Parse(ep); err == nil {
+		u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+		ep = strings.TrimSuffix(u.Redacted(), "/")
+	}
+	return fmt.Sprintf("s3 endpoint %d:%s %s", len(ep), ep, s.String())
+}
+
 // Dials returns the number of TCP connections that the process's S3
 // client for this endpoint has opened so far. In steady state it does not
 // grow.

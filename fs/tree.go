@@ -203,8 +203,13 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 }
 
 // isMissing reports whether err means that a chunk does not exist, so that
-// it reads as the fill value.
+// it reads as the fill value. A local chunk that is there but is not a
+// regular file (fetcher.ErrNotRegular: a FIFO, a device such as /dev/zero)
+// is no hole: it fails (loadOnce).
 func isMissing(err error) bool {
+	if errors.Is(err, fetcher.ErrNotRegular) {
+		return false
+	}
 	return errors.Is(err, fetcher.ErrNotExist) || errors.Is(err, decode.ErrMissing)
 }
 

@@ -316,6 +316,11 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 		// shared error, not the fetcher's of each chunk.
 		return nil, nil, errChunkMissing
 	}
+	if errors.Is(err, fetcher.ErrNotRegular) {
+		// Not wrapped: the error must not read as ENOENT, but as EIO
+		// with its line.
+		return nil, nil, fmt.Errorf("%s/%s: %v", t.src, src.last, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 	}
@@ -330,12 +335,12 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 }
 
 // tierKey names a chunk of a in the store's tiers below memory: the
-// source, the array's recipe (decode.Array.Recipe) and the chunk's key, so
+// source (fetcher.CacheName: an s3:// source with its endpoint), the array's recipe (decode.Array.Recipe) and the chunk's key, so
 // that one cache directory or shared engine can serve several sources,
 // and an entry decoded under other metadata (a filter or codec edited
 // between mounts) is never found.
 func (t *Tree) tierKey(a *decode.Array, key string) string {
-	return t.src.String() + "\x00" + a.Recipe() + "\x00" + key
+	return fetcher.CacheName(t.src) + "\x00" + a.Recipe() + "\x00" + key
 }
 
 // memKey names the chunk at key of a in the chunk store's memory: the

@@ -198,24 +198,50 @@ func refusedMount(t *testing.T, mnt, want string, args ...string) {
 }
 
 // TestHostileDevZeroChunk: a chunk that is a symlink to /dev/zero is never
-// read: followed (--follow-symlinks), it is no object and reads as missing
-// (ENOENT with --missing=error); confined to the source, the link is
-// refused (EACCES). Either at once.
+// read: confined to the source, the link is refused (EACCES); followed
+// (--follow-symlinks), it is there but is no file, so it answers EIO with a
+// line naming it, neither zeros (the fill of a missing chunk) nor ENOENT.
+// A FIFO in a chunk's place answers EIO the same way and cannot block.
+// Each within a second, whatever --missing says.
 func TestHostileDevZeroChunk(t *testing.T) {
 	src := t.TempDir()
-	keys, chunks := writeLayer(t, src, 2, nil)
+	keys, chunks := writeLayer(t, src, 3, nil)
 	os.Remove(filepath.Join(src, keys[0]))
 	if err := os.Symlink("/dev/zero", filepath.Join(src, keys[0])); err != nil {
 		t.Fatal(err)
 	}
-	for follow, want := range map[string]string{"--follow-symlinks=false": "Permission denied", "--follow-symlinks": "No such file"} {
-		t.Run(follow, func(t *testing.T) {
-			s := startVolfs(t, "mount", "--cache-size", "16MiB", "--missing", "error", follow, src)
-			out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, keys[0]))
-			if err == nil || !strings.Contains(out, want) {
-				t.Errorf("cat of the /dev/zero chunk: got %v, %d bytes %.80q, want %q", err, len(out), out, want)
+	os.Remove(filepath.Join(src, keys[1]))
+	if err := syscall.Mkfifo(filepath.Join(src, keys[1]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		key  string
+		want string
+	}{
+		{"confined", []string{"--follow-symlinks=false"}, keys[0], "Permission denied"},
+		{"followed", []string{"--follow-symlinks"}, keys[0], "Input/output error"},
+		{"followed, missing=error", []string{"--follow-symlinks", "--missing", "error"}, keys[0], "Input/output error"},
+		{"fifo", nil, keys[1], "Input/output error"},
+		{"fifo, missing=error", []string{"--missing", "error"}, keys[1], "Input/output error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startVolfs(t, append(append([]string{"mount", "--cache-size", "16MiB"}, tc.args...), src)...)
+			start := time.Now()
+			out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, tc.key))
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("cat of %s: took %v, want under a second", tc.key, took)
 			}
-			checkAlive(t, s.mnt, keys[1], chunks[1])
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Errorf("cat of %s: got %v, %d bytes %.80q, want %q", tc.key, err, len(out), out, tc.want)
+			}
+			if tc.want == "Input/output error" {
+				if log := s.stderr.String(); !strings.Contains(log, tc.key) || !strings.Contains(log, "not a regular file") {
+					t.Errorf("log: want a line naming %s as not a regular file, got:\n%s", tc.key, log)
+				}
+			}
+			checkAlive(t, s.mnt, keys[2], chunks[2])
 			checkPeak(t, s)
 		})
 	}
@@ -550,4 +576,53 @@ func TestHostileMetadata(t *testing.T) {
 			refusedMount(t, mnt, tc.want, "--cache-size", "16MiB", src)
 		})
 	}
+}
+
+// TestHostileFilterChainBomb: a Zarr v2 array whose filters are ten gzip
+// filters, and whose chunk is a small gzip stream of 300 MiB, is refused
+// with EIO after at most about a MiB of decoding: a chain's stages are
+// each bounded by what a legitimate chunk holds, and compression's slack
+// counts once, not once per filter (issue 29 item 10; before, the first
+// stage's bound was 2^9 times the chunk's, about 575 MiB here, and the
+// bomb decoded whole). A good chunk under the same ten filters reads.
+func TestHostileFilterChainBomb(t *testing.T) {
+	src := t.TempDir()
+	dir := filepath.Join(src, "a")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	filters := strings.TrimSuffix(strings.Repeat(`{"id": "gzip", "level": 1}, `, 10), ", ")
+	writeFile(t, filepath.Join(dir, ".zarray"), []byte(`{"zarr_format": 2, "shape": [512, 256], "chunks": [256, 256], "dtype": "|u1",
+ "compressor": null, "filters": [`+filters+`], "fill_value": 0, "order": "C"}`))
+	const chunk = 256 * 256
+	good := bytes.Repeat([]byte{7}, chunk)
+	stored := good
+	for range 10 {
+		stored = gzipBytes(t, stored)
+	}
+	writeFile(t, filepath.Join(dir, "1.0"), stored)
+	var bomb bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&bomb, gzip.BestSpeed)
+	zeros := make([]byte, 1<<20)
+	for range 300 {
+		w.Write(zeros)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "0.0"), bomb.Bytes())
+
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
+	start := time.Now()
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "a", "0.0"))
+	took := time.Since(start)
+	t.Logf("the bomb answered in %v: %v %.120q", took, err, out)
+	if err == nil || !strings.Contains(out, "Input/output error") {
+		t.Errorf("cat of the bomb: got %v, %d bytes %.80q, want EIO", err, len(out), out)
+	}
+	if took > 2*time.Second {
+		t.Errorf("cat of the bomb: took %v, want under 2 s", took)
+	}
+	checkAlive(t, s.mnt, "a/1.0", good)
+	checkPeak(t, s)
 }

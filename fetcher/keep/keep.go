@@ -186,6 +186,9 @@ func (s *Source) Stats() *Stats { return &s.stats }
 // String names the origin.
 func (s *Source) String() string { return s.src.String() }
 
+// CacheName returns the origin's (fetcher.CacheName).
+func (s *Source) CacheName() string { return fetcher.CacheName(s.src) }
+
 // Origin returns the fetcher the Source wraps.
 func (s *Source) Origin() fetcher.Fetcher { return s.src }
 

@@ -19,11 +19,12 @@ const (
 	keptUnsupported = "unsupported" // the source cannot list
 )
 
-// storeKey names a kept entry in the Store: the source, two NULs (no
+// storeKey names a kept entry in the Store: the source
+// (fetcher.CacheName), two NULs (no
 // chunk's key in a tier has them: keys are clean), what it is, and the
 // object or directory key.
 func (s *Source) storeKey(what, key string) string {
-	return s.src.String() + "\x00\x00" + what + "\x00" + key
+	return fetcher.CacheName(s.src) + "\x00\x00" + what + "\x00" + key
 }
 
 // Get is the origin's Get of a metadata object, kept in the Store and
