@@ -330,6 +330,7 @@ func (s *Server) list(w *response, r *http.Request, p string, d fs.Dir) {
 // a child that fails its lookup is listed without a size.
 func (s *Server) listJSON(ctx context.Context, bw *blockWriter, d fs.Dir, l fs.Listing) {
 	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false) // names as they are: "<" not "\u003c" (issue 30 item 7)
 	bw.WriteString("[")
 	for i := range l.Len() {
 		name, isDir := l.Entry(i)
