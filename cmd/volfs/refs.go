@@ -46,6 +46,10 @@ func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher
 		return open(source)
 	case errors.Is(err, fetcher.ErrNotExist) && !isLocal(source):
 		return open(source)
+	case errors.Is(err, refs.ErrNotReferenceSet):
+		// A local file that is not a reference set: say what a SOURCE
+		// may be, as for any other file given as one.
+		return nil, fmt.Errorf("%s is a file, not a directory, nor a kerchunk reference set; %s", strings.TrimPrefix(source, "file://"), sourceKinds)
 	}
 	return nil, fmt.Errorf("reference set %s: %w", source, err)
 }
