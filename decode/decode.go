@@ -161,9 +161,18 @@ type Array struct {
 	// Fill is one element's fill value in the decoded layout (the value
 	// of every element of a missing chunk); nil means zeros.
 	Fill []byte
-	// Resolution is the physical size of a voxel per axis, when the
-	// format says (precomputed: nanometres).
+	// Resolution is the physical size of a voxel per axis, in
+	// nanometres, when the format says (precomputed resolution,
+	// OME-Zarr scale).
 	Resolution []float64
+	// Origin is the position of voxel 0 (its centre) per axis, in
+	// Resolution's unit, when the metadata gives one (OME-Zarr
+	// translation); nil means Offset times Resolution.
+	Origin []float64
+	// Unitless reports that Resolution and Origin are in a unit the
+	// metadata does not name (OME-Zarr space axes without "unit"),
+	// not nanometres.
+	Unitless bool
 	// Axes names each axis, in metadata order, when the metadata does
 	// (OME-Zarr); nil otherwise.
 	Axes []Axis

@@ -3,22 +3,28 @@ package decode
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path"
 	"strings"
 )
 
 // OMEImage is an OME-Zarr multiscale image (NGFF 0.4 in a Zarr v2 group's
-// ".zattrs", NGFF 0.5 under "ome" in a Zarr v3 group's "zarr.json"): what
-// its first "multiscales" entry says of its axes and levels. volfs leaves
-// the attributes as they are (the levels are served at the paths they
-// name) and uses them to give each level's views their voxel size and
-// axis roles.
+// ".zattrs", NGFF 0.5 and 0.6 under "ome" in a Zarr v3 group's
+// "zarr.json"): what its first "multiscales" entry says of its axes and
+// levels. volfs leaves the attributes as they are (the levels are served
+// at the paths they name) and uses them to give each level's views their
+// voxel size, origin and axis roles.
 type OMEImage struct {
 	Dir     string // the group's key, "" for the root
-	Version string // "0.4", "0.5", or "" when the metadata does not say
+	Version string // "0.4", "0.5", "0.6", or "" when the metadata does not say
 	Name    string
 	Axes    []OMEAxis
 	Levels  []OMELevel
+	// NoScale says why the coordinate transformations give no voxel
+	// size (a rotation, a scale stored in an array, a malformed
+	// scale); nil when every level's reduce to a scale and a
+	// translation. Levels then have nil Scale and Translation.
+	NoScale error
 }
 
 // OMEAxis is one axis of an OME-Zarr image, slowest first as in the arrays.
@@ -29,11 +35,14 @@ type OMEAxis struct {
 }
 
 // OMELevel is one resolution level: the array at Path (relative to the
-// group) and its scale per axis, in the axes' units, with the image's own
-// transforms applied.
+// group), and the scale and translation per axis, in the axes' units,
+// that map its voxel indices to the image's coordinates (level and image
+// transforms composed): voxel i of an axis is centred at
+// Translation + i*Scale.
 type OMELevel struct {
-	Path  string
-	Scale []float64
+	Path        string
+	Scale       []float64
+	Translation []float64
 }
 
 // nanometres per unit of the NGFF length units (UDUNITS-2 names).
@@ -46,11 +55,31 @@ var lengthUnits = map[string]float64{
 	"zeptometer": 1e-12, "zettameter": 1e30,
 }
 
+// omeMultiscale is one "multiscales" entry of NGFF 0.4 to 0.6.
+type omeMultiscale struct {
+	Version  string
+	Name     string
+	Axes     []json.RawMessage
+	Datasets []struct {
+		Path                      string
+		CoordinateTransformations []omeTransform `json:"coordinateTransformations"`
+	}
+	CoordinateTransformations []omeTransform `json:"coordinateTransformations"`
+	// CoordinateSystems (NGFF 0.6) name the axes of each coordinate
+	// system; the levels' transforms lead into one of them.
+	CoordinateSystems []struct {
+		Name string
+		Axes []json.RawMessage
+	} `json:"coordinateSystems"`
+}
+
 // ParseOME reads the OME-Zarr image that the group metadata meta of the
 // directory dir describes: a Zarr v2 ".zattrs" or a Zarr v3 group's
 // "zarr.json". Metadata without "multiscales" is no image (nil, nil); a
-// "multiscales" that is not what NGFF 0.4 or 0.5 specifies is an error
-// naming the field.
+// "multiscales" whose axes or paths are not what NGFF 0.4 to 0.6 specify
+// is an error naming the field. Transformations that do not reduce to a
+// scale and a translation per axis leave the image without a voxel size
+// (OMEImage.NoScale) rather than refuse it.
 func ParseOME(dir, name string, meta []byte) (*OMEImage, error) {
 	file := path.Join(dir, name)
 	fail := func(field string, err error) error { return &MetadataError{File: file, Field: field, Err: err} }
@@ -66,7 +95,7 @@ func ParseOME(dir, name string, meta []byte) (*OMEImage, error) {
 		prefix = "attributes."
 	}
 	version := ""
-	if raw, ok := attrs["ome"]; ok { // NGFF 0.5
+	if raw, ok := attrs["ome"]; ok { // NGFF 0.5 and later
 		var ome map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &ome); err != nil {
 			return nil, fail(prefix+"ome", err)
@@ -78,16 +107,7 @@ func ParseOME(dir, name string, meta []byte) (*OMEImage, error) {
 	if !ok {
 		return nil, nil
 	}
-	var ms []struct {
-		Version  string
-		Name     string
-		Axes     []json.RawMessage
-		Datasets []struct {
-			Path                      string
-			CoordinateTransformations []omeTransform `json:"coordinateTransformations"`
-		}
-		CoordinateTransformations []omeTransform `json:"coordinateTransformations"`
-	}
+	var ms []omeMultiscale
 	if err := json.Unmarshal(raw, &ms); err != nil || len(ms) == 0 {
 		return nil, fail(prefix+"multiscales", fmt.Errorf("want a list of at least one multiscale, got %.100s", raw))
 	}
@@ -97,78 +117,64 @@ func ParseOME(dir, name string, meta []byte) (*OMEImage, error) {
 		img.Version = m.Version
 	}
 	field := prefix + "multiscales[0]"
-	for i, a := range m.Axes {
+	axes, axesField, global := m.Axes, field+".axes", m.CoordinateTransformations
+	if len(m.CoordinateSystems) > 0 && len(axes) == 0 {
+		// NGFF 0.6: the axes are those of the coordinate system the
+		// levels lead into (the first, the image's default, unless the
+		// level's transform names another); the multiscale's own
+		// transforms lead from there into other systems, which the
+		// views do not describe.
+		cs := 0
+		if len(m.Datasets) > 0 && len(m.Datasets[0].CoordinateTransformations) > 0 {
+			out := m.Datasets[0].CoordinateTransformations[0].outputName()
+			for i, c := range m.CoordinateSystems {
+				if c.Name == out {
+					cs = i
+				}
+			}
+		}
+		axes, axesField, global = m.CoordinateSystems[cs].Axes, fmt.Sprintf("%s.coordinateSystems[%d].axes", field, cs), nil
+	}
+	for i, a := range axes {
 		var ax OMEAxis
 		if json.Unmarshal(a, &ax.Name) != nil { // NGFF 0.3 named axes by strings
 			var obj struct{ Name, Type, Unit string }
 			if err := json.Unmarshal(a, &obj); err != nil || obj.Name == "" {
-				return nil, fail(fmt.Sprintf("%s.axes[%d]", field, i), fmt.Errorf("want an axis with a name, got %s", a))
+				return nil, fail(fmt.Sprintf("%s[%d]", axesField, i), fmt.Errorf("want an axis with a name, got %s", a))
 			}
 			ax = OMEAxis(obj)
 		}
 		img.Axes = append(img.Axes, ax)
 	}
 	if len(img.Axes) == 0 {
-		return nil, fail(field+".axes", fmt.Errorf("missing"))
-	}
-	global, err := applyTransforms(m.CoordinateTransformations, len(img.Axes))
-	if err != nil {
-		return nil, fail(field+".coordinateTransformations", err)
+		return nil, fail(axesField, fmt.Errorf("missing"))
 	}
 	for i, d := range m.Datasets {
 		where := fmt.Sprintf("%s.datasets[%d]", field, i)
 		if d.Path == "" || strings.Contains(d.Path, "..") || path.IsAbs(d.Path) {
 			return nil, fail(where+".path", fmt.Errorf("%q is not a path below the group", d.Path))
 		}
-		scale, err := applyTransforms(d.CoordinateTransformations, len(img.Axes))
+		img.Levels = append(img.Levels, OMELevel{Path: path.Clean(d.Path)})
+	}
+	// Voxel sizes: each level's transforms, then the image's (0.4, 0.5).
+	for i, d := range m.Datasets {
+		where := fmt.Sprintf("%s.datasets[%d].coordinateTransformations", field, i)
+		st := newAxisMap(len(img.Axes))
+		err := st.apply(d.CoordinateTransformations)
+		if err == nil {
+			where = field + ".coordinateTransformations"
+			err = st.apply(global)
+		}
 		if err != nil {
-			return nil, fail(where+".coordinateTransformations", err)
+			img.NoScale = fail(where, err)
+			for k := range img.Levels {
+				img.Levels[k].Scale, img.Levels[k].Translation = nil, nil
+			}
+			break
 		}
-		for k := range scale {
-			scale[k] *= global[k]
-		}
-		img.Levels = append(img.Levels, OMELevel{Path: path.Clean(d.Path), Scale: scale})
+		img.Levels[i].Scale, img.Levels[i].Translation = st.scale, st.shift
 	}
 	return img, nil
-}
-
-// omeTransform is one coordinate transformation of NGFF 0.4/0.5.
-type omeTransform struct {
-	Type        string
-	Scale       []float64
-	Translation []float64
-	Path        string
-}
-
-// applyTransforms returns the scale per axis that the transformations
-// give (1 where none), refusing a scale of the wrong length or stored in
-// a file.
-func applyTransforms(ts []omeTransform, n int) ([]float64, error) {
-	scale := make([]float64, n)
-	for k := range scale {
-		scale[k] = 1
-	}
-	for i, t := range ts {
-		switch t.Type {
-		case "scale":
-			if t.Path != "" {
-				return nil, fmt.Errorf("[%d]: a scale stored at %q: %w", i, t.Path, ErrUnsupported)
-			}
-			if len(t.Scale) != n {
-				return nil, fmt.Errorf("[%d]: scale %v has %d values, want %d", i, t.Scale, len(t.Scale), n)
-			}
-			for k, s := range t.Scale {
-				if !(s > 0) {
-					return nil, fmt.Errorf("[%d]: scale %v: want positive values", i, t.Scale)
-				}
-				scale[k] *= s
-			}
-		case "translation", "identity":
-		default:
-			return nil, fmt.Errorf("[%d]: type %q: %w", i, t.Type, ErrUnsupported)
-		}
-	}
-	return scale, nil
 }
 
 // Level returns the index of the level whose path is rel (the array's key
@@ -182,31 +188,54 @@ func (img *OMEImage) Level(rel string) (int, bool) {
 	return 0, false
 }
 
-// Apply describes a, level i of img, with the image's axes and voxel size:
-// a.Axes names each axis with its type and unit, and a.Resolution holds the
-// voxel size in nanometres along the space axes (1 along the others) when
-// every space axis has a length unit. An array whose axis count differs
-// from the image's is left as it is, and false is returned.
+// Apply describes a, level i of img, with the image's axes, voxel size
+// and origin: a.Axes names each axis with its type and unit; a.Resolution
+// holds the voxel size along the space axes (1 along the others) and
+// a.Origin the position of voxel 0 along them (0 along the others), in
+// nanometres when every space axis has a length unit, as given when no
+// space axis has a unit (a.Unitless), and neither when the units are
+// mixed or not lengths or the transforms do not reduce (img.NoScale). An
+// array whose axis count differs from the image's is left as it is, and
+// false is returned.
 func (img *OMEImage) Apply(a *Array, i int) bool {
 	if len(a.Shape) != len(img.Axes) || i < 0 || i >= len(img.Levels) {
 		return false
 	}
 	a.OME, a.OMELevel = img, i
 	a.Axes = make([]Axis, len(img.Axes))
-	res := make([]float64, len(img.Axes))
-	known := true
 	for k, ax := range img.Axes {
 		a.Axes[k] = Axis(ax)
+	}
+	l := img.Levels[i]
+	if l.Scale == nil {
+		return true
+	}
+	res := make([]float64, len(img.Axes))
+	origin := make([]float64, len(img.Axes))
+	lengths, unitless := 0, 0
+	for k, ax := range img.Axes {
 		res[k] = 1
-		if ax.Type == "space" {
-			nm, ok := lengthUnits[ax.Unit]
-			known = known && ok
-			res[k] = img.Levels[i].Scale[k] * nm
+		if ax.Type != "space" {
+			continue
+		}
+		nm, ok := lengthUnits[ax.Unit]
+		switch {
+		case ok:
+			lengths++
+		case ax.Unit == "":
+			unitless, nm = unitless+1, 1
+		}
+		res[k], origin[k] = l.Scale[k]*nm, l.Translation[k]*nm
+	}
+	if lengths+unitless == 0 || lengths > 0 && unitless > 0 {
+		return true
+	}
+	for k := range res { // a unit of parsecs can overflow, one of yoctometres underflow
+		if !(res[k] > 0) || math.IsInf(res[k], 0) || math.IsNaN(origin[k]) || math.IsInf(origin[k], 0) {
+			return true
 		}
 	}
-	if known {
-		a.Resolution = res
-	}
+	a.Resolution, a.Origin, a.Unitless = res, origin, unitless > 0
 	return true
 }
 

@@ -18,8 +18,8 @@ type omeImages struct {
 	byDir map[string]*decode.OMEImage // GUARDED_BY(mu); nil values: no image
 }
 
-// applyOME gives the Zarr array that vol describes, at key, the axes and
-// voxel size of the OME-Zarr image whose level it is (decode.OMEImage.Apply),
+// applyOME gives the Zarr array that vol describes, at key, the axes,
+// voxel size and origin of the OME-Zarr image whose level it is (decode.OMEImage.Apply),
 // when its parent directory's group metadata (".zattrs", or a v3 group's
 // "zarr.json") says so. The metadata itself passes through unchanged: the
 // levels keep their paths, so it still describes the mount.
@@ -79,7 +79,15 @@ func (t *Tree) omeImage(ctx context.Context, dir string) *decode.OMEImage {
 	if t.ome.byDir == nil {
 		t.ome.byDir = make(map[string]*decode.OMEImage)
 	}
-	t.ome.byDir[dir] = img
+	first, done := t.ome.byDir[dir]
+	if done { // another lookup parsed it meanwhile, and logged
+		img = first
+	} else {
+		t.ome.byDir[dir] = img
+	}
 	t.ome.mu.Unlock()
+	if !done && img != nil && img.NoScale != nil {
+		t.log.Warn("OME-Zarr transforms not used: the image's views have unit spacing and no origin", "dir", "/"+dir, "err", img.NoScale)
+	}
 	return img
 }

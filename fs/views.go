@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sync"
 
 	"github.com/volfs/volfs/cache"
@@ -126,6 +127,24 @@ func viewGrid(a *decode.Array) (view.Grid, error) {
 		g.Resolution = make([]float64, n)
 		for k := range n {
 			g.Resolution[k] = a.Resolution[metaAxis(a, k)]
+		}
+		g.Unitless = a.Unitless
+	}
+	// The origin: OME-Zarr's translation, or the voxel offset
+	// (precomputed) in the resolution's unit, or in voxels without one.
+	switch {
+	case len(a.Origin) == n && g.Resolution != nil:
+		g.Origin = make([]float64, n)
+		for k := range n {
+			g.Origin[k] = a.Origin[metaAxis(a, k)]
+		}
+	case len(a.Offset) == n && slices.ContainsFunc(a.Offset, func(o int64) bool { return o != 0 }):
+		g.Origin = make([]float64, n)
+		for k := range n {
+			g.Origin[k] = float64(a.Offset[metaAxis(a, k)])
+			if g.Resolution != nil {
+				g.Origin[k] *= g.Resolution[k]
+			}
 		}
 	}
 	if len(a.Axes) == n {

@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/volfs/volfs/fs"
+	"github.com/volfs/volfs/internal/testenv"
 )
 
 // TestOMEZarr writes an NGFF 0.4 image (zarr-python 2; axes t, c, z, y, x
@@ -36,4 +39,76 @@ func TestOMEZarr(t *testing.T) {
 			t.Errorf("info output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestOMESpacing writes OME-Zarr images with known scales and
+// translations: NGFF 0.4 with zarr-python 2 (on each level and on the
+// image; space axes without a unit; an image affine with a shear), NGFF
+// 0.5 and 0.6 in Zarr v3 groups with zarrita (0.6: a scale-and-translation
+// sequence, and an affine with a rotation), and a precomputed layer with
+// resolution [4, 4, 40] and a voxel offset. Through a mount, teem's NRRD
+// parser, ITK (plastimatch) on the MetaImage headers and tifffile on the
+// TIFF resolution tags and ImageJ description must find the voxel size and
+// the position of voxel 0 that the metadata give, in nm (or with no unit
+// where the axes have none); the images whose transforms do not reduce
+// have unit spacing, one log line each, and `volfs info` says why.
+func TestOMESpacing(t *testing.T) {
+	requireViewTools(t)
+	src, tmp := t.TempDir(), t.TempDir()
+	run(t, python, "testdata/omespacing.py", "write", src)
+	run(t, "node", zarritaScript(t, "omespacing.mjs"), "write", src)
+	run(t, python, "testdata/mkprecomputed.py", filepath.Join(src, "pre"))
+	var logs logBuffer
+	mnt := mountSource(t, src, fs.Options{Log: newLogger(&logs)})
+	t.Log(strings.TrimSpace(run(t, python, "testdata/omespacing.py", "verify", src, mnt, tmp)))
+	for _, dir := range []string{"/shear.ome.zarr", "/rot06.ome.zarr"} {
+		n := 0
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "OME-Zarr transforms not used") && strings.Contains(line, "dir="+dir+" ") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d log lines say that %s's transforms are not used, want 1:\n%s", n, dir, logs.String())
+		}
+	}
+
+	out := run(t, volfsBin, "info", src)
+	for _, want := range []string{
+		"TRANSLATION", "13,-2,-1.75", "13.5,-1.875,-1.625", // v04: image and level transforms composed, µm
+		"-20,20,-52", "0.002x0.001x0.001", "3x2x2", "resolution=no-unit",
+		"OME-Zarr image shear.ome.zarr: transforms not used", "OME-Zarr image rot06.ome.zarr: transforms not used",
+		"a rotation, shear or axis permutation",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// zarritaScript copies testdata/name into a new directory beside a link to
+// the npm packages .ci/run installs (node resolves an ES module's imports
+// from its own directory) and returns its path; it skips (or, with
+// VOLFS_REQUIRE_FUSE, fails) without zarrita.
+func zarritaScript(t *testing.T, name string) string {
+	t.Helper()
+	modules, err := filepath.Abs(zarritaModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(modules, "zarrita")); err != nil {
+		testenv.Unavailable(t, "zarrita is not installed in %s (bash .ci/run installs it): %v", modules, err)
+	}
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
 }

@@ -45,6 +45,9 @@ func runInfo(c *cli.Context) error {
 			for _, kv := range a.Describe {
 				notes = append(notes, kv[0]+"="+kv[1])
 			}
+			if a.Unitless {
+				notes = append(notes, "resolution=no-unit")
+			}
 			for _, why := range fs.ViewNotes(a) {
 				notes = append(notes, "views: "+why)
 			}
@@ -75,14 +78,15 @@ func runInfo(c *cli.Context) error {
 }
 
 // printOME lists OME-Zarr images, one entry each: the image's group, its
-// axes (name, type, unit) and, per level, the array and its scale in the
-// axes' units.
+// axes (name, type, unit) and, per level, the array and its scale and
+// translation in the axes' units; then one line per image whose
+// transforms give no voxel size, saying why.
 func printOME(images []*decode.OMEImage) error {
 	if len(images) == 0 {
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "\nOME-ZARR IMAGE\tNGFF\tNAME\tAXES\tLEVEL\tSCALE")
+	fmt.Fprintln(w, "\nOME-ZARR IMAGE\tNGFF\tNAME\tAXES\tLEVEL\tSCALE\tTRANSLATION")
 	for _, img := range images {
 		axes := make([]string, len(img.Axes))
 		for i, ax := range img.Axes {
@@ -92,18 +96,37 @@ func printOME(images []*decode.OMEImage) error {
 			}
 		}
 		for i, l := range img.Levels {
-			scale := make([]string, len(l.Scale))
-			for k, x := range l.Scale {
-				scale[k] = strconv.FormatFloat(x, 'g', -1, 64)
+			scale, shift := floats(l.Scale, "x"), floats(l.Translation, ",")
+			if img.NoScale != nil {
+				scale, shift = "not used (views have unit spacing)", "-"
+			} else if !slices.ContainsFunc(l.Translation, func(v float64) bool { return v != 0 }) {
+				shift = "-"
 			}
 			if i == 0 {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", orDot(img.Dir), orDash(img.Version), orDash(img.Name), strings.Join(axes, " "), l.Path, strings.Join(scale, "x"))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDot(img.Dir), orDash(img.Version), orDash(img.Name), strings.Join(axes, " "), l.Path, scale, shift)
 			} else {
-				fmt.Fprintf(w, "\t\t\t\t%s\t%s\n", l.Path, strings.Join(scale, "x"))
+				fmt.Fprintf(w, "\t\t\t\t%s\t%s\t%s\n", l.Path, scale, shift)
 			}
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, img := range images {
+		if img.NoScale != nil {
+			fmt.Printf("OME-Zarr image %s: transforms not used: %v\n", orDot(img.Dir), img.NoScale)
+		}
+	}
+	return nil
+}
+
+// floats joins v, each in its shortest form, with sep.
+func floats(v []float64, sep string) string {
+	s := make([]string, len(v))
+	for k, x := range v {
+		s[k] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(s, sep)
 }
 
 func orDash(s string) string {

@@ -96,6 +96,14 @@ type Grid struct {
 	// Resolution is the voxel size per axis in nanometres; nil when
 	// unknown (the views then write a spacing of 1 with no unit).
 	Resolution []float64
+	// Origin is the position of the first voxel (its centre) per axis,
+	// in Resolution's unit (in voxels when Resolution is nil); nil is
+	// 0 everywhere.
+	Origin []float64
+	// Unitless reports that Resolution and Origin are in a unit the
+	// metadata does not name rather than nanometres: the headers then
+	// give the spacing with no unit.
+	Unitless bool
 	// Axes name the axes and say what they hold (OME-Zarr), per axis;
 	// nil when the metadata does not say. Names of the axes after y
 	// name sections and slabs ("c1_z042.tif"); a channel axis after y
@@ -172,6 +180,14 @@ func newGeom(g Grid) (*geom, error) {
 	for _, r := range g.Resolution {
 		if !(r > 0) || math.IsInf(r, 0) {
 			return nil, fmt.Errorf("view: resolution %v is not a positive number", g.Resolution)
+		}
+	}
+	if g.Origin != nil && len(g.Origin) != n {
+		return nil, fmt.Errorf("view: %d origins for %d axes", len(g.Origin), n)
+	}
+	for _, o := range g.Origin {
+		if math.IsNaN(o) || math.IsInf(o, 0) {
+			return nil, fmt.Errorf("view: origin %v is not finite", g.Origin)
 		}
 	}
 	if g.Axes != nil && len(g.Axes) != n {

@@ -75,6 +75,20 @@ func (h rawHeader) axes() (sizes []int64, spacing []float64) {
 	return sizes, spacing
 }
 
+// origin returns the position of the raw file's first sample along Grid
+// axis i: the Grid's origin, plus the slab's first z times the z spacing
+// on axis 2.
+func (h rawHeader) origin(i int, spacing float64) float64 {
+	o := 0.0
+	if h.m.Origin != nil {
+		o = h.m.Origin[i]
+	}
+	if i == 2 {
+		o += float64(h.z0) * spacing
+	}
+	return o
+}
+
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 func joinInts(v []int64) string {
@@ -86,9 +100,10 @@ func joinInts(v []int64) string {
 }
 
 // nrrd returns a detached NRRD header (format NRRD0004). The first
-// min(3, axes) Grid axes are the space axes, with spacing and units (nm)
-// in "space directions" and "space units" and the slab's position in
-// "space origin"; further axes and the channel axis are "list" axes.
+// min(3, axes) Grid axes are the space axes, with spacing and units (nm;
+// none when Unitless) in "space directions" and "space units" and the
+// first sample's position in "space origin"; further axes and the
+// channel axis are "list" axes.
 func (h rawHeader) nrrd() []byte {
 	sizes, spacing := h.axes()
 	nspace := min(3, len(h.sizes))
@@ -120,15 +135,12 @@ func (h rawHeader) nrrd() []byte {
 	b.WriteString("encoding: raw\n")
 	fmt.Fprintf(&b, "space dimension: %d\n", nspace)
 	fmt.Fprintf(&b, "space directions: %s\n", strings.Join(dirs, " "))
-	if h.m.Resolution != nil {
+	if h.m.Resolution != nil && !h.m.Unitless {
 		b.WriteString("space units:" + strings.Repeat(` "nm"`, nspace) + "\n")
 	}
 	origin := make([]string, nspace)
 	for i := range origin {
-		origin[i] = "0"
-	}
-	if nspace > 2 {
-		origin[2] = fmtFloat(float64(h.z0) * spacing[2])
+		origin[i] = fmtFloat(h.origin(i, spacing[i]))
 	}
 	fmt.Fprintf(&b, "space origin: (%s)\n", strings.Join(origin, ","))
 	fmt.Fprintf(&b, "data file: %s\n", h.data)
@@ -136,8 +148,8 @@ func (h rawHeader) nrrd() []byte {
 }
 
 // mhd returns a MetaImage header. MetaImage has no unit: spacing and
-// offset are in nanometres (3D Slicer and ITK read them as millimetres).
-// A multi-channel array is one more dimension, the slowest, since the raw
+// offset (the first sample's position) are in nanometres (3D Slicer and
+// ITK read them as millimetres). A multi-channel array is one more dimension, the slowest, since the raw
 // layout keeps channels apart rather than interleaved.
 func (h rawHeader) mhd() []byte {
 	sizes, spacing := h.axes()
@@ -145,9 +157,9 @@ func (h rawHeader) mhd() []byte {
 	off := make([]string, len(spacing))
 	for i, s := range spacing {
 		sp[i], off[i] = fmtFloat(s), "0"
-	}
-	if len(h.sizes) > 2 {
-		off[2] = fmtFloat(float64(h.z0) * spacing[2])
+		if i < len(h.sizes) {
+			off[i] = fmtFloat(h.origin(i, s))
+		}
 	}
 	var b strings.Builder
 	b.WriteString("ObjectType = Image\n")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 )
 
@@ -74,7 +73,11 @@ func newTIFF(name string, chunks Chunks, pix *planes, desc string, forceBig bool
 	t.nStrips = (m.Shape[1] + t.rowsPerStrip - 1) / t.rowsPerStrip
 	t.resUnit = 1
 	t.xres, t.yres = [2]uint32{1, 1}, [2]uint32{1, 1}
-	if m.Resolution != nil {
+	switch {
+	case m.Resolution != nil && m.Unitless: // pixels per (unnamed) unit
+		t.xres = rational(1 / m.Resolution[0])
+		t.yres = rational(1 / m.Resolution[1])
+	case m.Resolution != nil:
 		t.resUnit = 3 // centimetre
 		t.xres = rational(1e7 / m.Resolution[0])
 		t.yres = rational(1e7 / m.Resolution[1])
@@ -398,11 +401,26 @@ func imagejDesc(m *geom, channels, slices, frames int64) string {
 	if channels > 1 {
 		b.WriteString("mode=grayscale\n")
 	}
-	if m.Resolution != nil {
+	perUnit := 1000.0 // nanometres per µm
+	if m.Unitless {
+		perUnit = 1
+	}
+	if m.Resolution != nil && !m.Unitless {
 		b.WriteString("unit=um\n")
-		if m.ndim > 2 && slices > 1 {
-			b.WriteString("spacing=" + strconv.FormatFloat(m.Resolution[2]/1000, 'g', -1, 64) + "\n")
+	}
+	if m.Resolution != nil && m.ndim > 2 && slices > 1 {
+		b.WriteString("spacing=" + fmtFloat(m.Resolution[2]/perUnit) + "\n")
+	}
+	// ImageJ's origin is the pixel at the coordinate 0, in pixels.
+	for i, k := range []string{"xorigin", "yorigin", "zorigin"} {
+		if m.Origin == nil || i >= m.ndim || i == 2 && slices <= 1 || m.Origin[i] == 0 {
+			continue
 		}
+		sp := 1.0
+		if m.Resolution != nil {
+			sp = m.Resolution[i]
+		}
+		b.WriteString(k + "=" + fmtFloat(-m.Origin[i]/sp) + "\n")
 	}
 	b.WriteString("loop=false\n")
 	return b.String()
