@@ -27,7 +27,7 @@ func TestOMETransforms(t *testing.T) {
 	for _, c := range []struct {
 		name, file, meta string
 		level            int
-		res, origin      []float64 // nm, or unitless
+		res, origin      []float64 // nm, or unitless; nil: no voxel size
 		unitless         bool
 		noScale          string // part of OMEImage.NoScale, "" for none
 	}{
@@ -68,6 +68,10 @@ func TestOMETransforms(t *testing.T) {
 			noScale: "s.bin"},
 		{name: "wrong length", file: ".zattrs", meta: `{"multiscales": [{"axes": ` + zyx + `, "datasets": [{"path": "0", "coordinateTransformations": [{"type": "translation", "translation": [1, 2]}]}]}]}`,
 			noScale: "datasets[0].coordinateTransformations"},
+		{name: "mixed units", file: ".zattrs", meta: `{"multiscales": [{"axes": [{"name": "y", "type": "space", "unit": "micrometer"}, {"name": "x", "type": "space"}],
+			"datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}]}]}`},
+		{name: "overflow", file: ".zattrs", meta: `{"multiscales": [{"axes": [{"name": "y", "type": "space", "unit": "parsec"}, {"name": "x", "type": "space", "unit": "parsec"}],
+			"datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1e300, 1]}]}]}]}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			img, err := ParseOME("img", c.file, []byte(c.meta))

@@ -33,8 +33,12 @@
 // extent over one chunk's range of z, at one index of every axis after z,
 // as "z000-063.raw" (first and last z) in the raw layout, with
 // "z000-063.nhdr" and "z000-063.mhd" beside it; the headers' origin is the
-// slab's first z times the z spacing. A slab is always 3-D (plus a
-// channel axis).
+// Grid's origin plus the slab's first z times the z spacing. A slab is
+// always 3-D (plus a channel axis).
+//
+// The NRRD and MetaImage headers give Grid.Resolution as the spacing and
+// Grid.Origin as the position of the first sample ("space origin",
+// "Offset"), in nm ("space units"), or with no unit when Grid.Unitless.
 //
 // # TIFF layout
 //
@@ -74,8 +78,11 @@
 //
 // XResolution and YResolution are pixels per centimetre from the voxel
 // size (ResolutionUnit 3), and the ImageJ description says unit=um, the
-// combination ImageJ reads as micrometres. Without a voxel size the
-// resolution is 1 with no unit. Samples of 64 bits are written as TIFF
+// combination ImageJ reads as micrometres. A Unitless voxel size is
+// pixels per unit with no unit (ResolutionUnit 1, no unit=, spacing= as
+// given). Without a voxel size the resolution is 1 with no unit. A
+// non-zero Grid.Origin is ImageJ's xorigin, yorigin (and zorigin in
+// volume.tif): the pixel at coordinate 0, i.e. -origin/spacing. Samples of 64 bits are written as TIFF
 // allows (tifffile, libtiff and GDAL read them; ImageJ does not).
 //
 // # Reading
