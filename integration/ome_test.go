@@ -51,7 +51,8 @@ func TestOMEZarr(t *testing.T) {
 // TIFF resolution tags and ImageJ description must find the voxel size and
 // the position of voxel 0 that the metadata give, in nm (or with no unit
 // where the axes have none); the images whose transforms do not reduce
-// have unit spacing, one log line each, and `volfs info` says why.
+// have unit spacing, one log line each, and `volfs info` says why. ImageJ
+// opens volume.tif with the same voxel size and position of pixel 0.
 func TestOMESpacing(t *testing.T) {
 	requireViewTools(t)
 	src, tmp := t.TempDir(), t.TempDir()
@@ -61,6 +62,23 @@ func TestOMESpacing(t *testing.T) {
 	var logs logBuffer
 	mnt := mountSource(t, src, fs.Options{Log: newLogger(&logs)})
 	t.Log(strings.TrimSpace(run(t, python, "testdata/omespacing.py", "verify", src, mnt, tmp)))
+	// ImageJ itself: the voxel size in µm and where pixel 0 lies
+	// (v04 level 0: image and level transforms composed; the
+	// precomputed scale: voxel_offset times resolution).
+	if _, err := os.Stat(imageJJar); err != nil {
+		testenv.Unavailable(t, "ImageJ (Debian's imagej) unavailable: %v", err)
+	}
+	ij := run(t, "java", "-Djava.awt.headless=true", "-cp", imageJJar, "testdata/IJCalibration.java",
+		filepath.Join(mnt, "v04.ome.zarr/0/volume.tif"), filepath.Join(mnt, "pre/s0/volume.tif"), filepath.Join(mnt, "nounit.ome.zarr/0/volume.tif"))
+	for _, want := range []string{
+		"v04.ome.zarr/0/volume.tif voxel=0.250000,0.250000,1.00000 unit=µm at0=-1.75000,-2.00000,13.0000",
+		"pre/s0/volume.tif voxel=0.00400000,0.00400000,0.0400000 unit=µm at0=-0.0520000,0.0200000,-0.120000",
+		"nounit.ome.zarr/0/volume.tif voxel=2.00000,2.00000,3.00000 unit=pixel at0=1.00000,0.00000,6.00000",
+	} {
+		if !strings.Contains(ij, want) {
+			t.Errorf("ImageJ reads no %q:\n%s", want, ij)
+		}
+	}
 	for _, dir := range []string{"/shear.ome.zarr", "/rot06.ome.zarr"} {
 		n := 0
 		for _, line := range strings.Split(logs.String(), "\n") {
@@ -85,6 +103,9 @@ func TestOMESpacing(t *testing.T) {
 		}
 	}
 }
+
+// imageJJar is Debian's ImageJ (.ci/run installs it).
+const imageJJar = "/usr/share/java/ij.jar"
 
 // zarritaScript copies testdata/name into a new directory beside a link to
 // the npm packages .ci/run installs (node resolves an ES module's imports
