@@ -22,8 +22,9 @@ type OMEImage struct {
 	Levels  []OMELevel
 	// NoScale says why the coordinate transformations give no voxel
 	// size (a rotation, a scale stored in an array, a malformed
-	// scale); nil when every level's reduce to a scale and a
-	// translation. Levels then have nil Scale and Translation.
+	// scale), and the Levels then have nil Scale and Translation; nil
+	// when every level's transforms reduce to a scale and a
+	// translation per axis.
 	NoScale error
 }
 
