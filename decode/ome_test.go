@@ -97,3 +97,40 @@ func TestOMETransforms(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseOME: any group metadata is no image, an image, or a
+// *MetadataError; an image's levels applied to an array of its axis count
+// give a voxel size that is positive and finite and an origin that is
+// finite, or none.
+func FuzzParseOME(f *testing.F) {
+	f.Add(".zattrs", []byte(`{"multiscales": [{"version": "0.4", "axes": [{"name": "y", "type": "space", "unit": "micrometer"}, {"name": "x", "type": "space", "unit": "micrometer"}],
+		"datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [2, 3]}, {"type": "translation", "translation": [1, -1]}]}],
+		"coordinateTransformations": [{"type": "affine", "affine": [[1, 0, 0], [0, 1, 5]]}]}]}`))
+	f.Add("zarr.json", []byte(`{"attributes": {"ome": {"version": "0.6", "multiscales": [{"coordinateSystems": [{"name": "p", "axes": [{"name": "x", "type": "space", "unit": "parsec"}]}],
+		"datasets": [{"path": "0", "coordinateTransformations": [{"type": "sequence", "output": {"name": "p"}, "transformations": [{"type": "scale", "scale": [1e300]}, {"type": "sequence", "transformations": []}]}]}]}]}}}`))
+	f.Fuzz(func(t *testing.T, name string, meta []byte) {
+		img, err := ParseOME("g", name, meta)
+		if err != nil {
+			var me *MetadataError
+			if !errors.As(err, &me) || img != nil {
+				t.Fatalf("error %T %v with image %v", err, err, img)
+			}
+			return
+		}
+		if img == nil {
+			return
+		}
+		for i := range img.Levels {
+			a := &Array{Shape: make([]int64, len(img.Axes))}
+			if !img.Apply(a, i) {
+				t.Fatalf("level %d not applied", i)
+			}
+			for k := range a.Resolution {
+				r, o := a.Resolution[k], a.Origin[k]
+				if !(r > 0) || math.IsInf(r, 0) || math.IsNaN(o) || math.IsInf(o, 0) {
+					t.Fatalf("level %d: resolution %v, origin %v", i, a.Resolution, a.Origin)
+				}
+			}
+		}
+	})
+}
