@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -163,7 +164,13 @@ func ParseZarr3(dir string, meta []byte) (*Volume, error) {
 	}
 	a.Describe = append([][2]string{{"order", "C"}, {"fill", fillString(top["fill_value"])}}, a.Describe...)
 	if raw, ok := top["dimension_names"]; ok {
-		a.Describe = append(a.Describe, [2]string{"dimensions", string(raw)})
+		// One line in `volfs info`'s table, however zarr.json is indented.
+		var flat bytes.Buffer
+		if json.Compact(&flat, raw) != nil {
+			flat.Reset()
+			flat.Write(raw)
+		}
+		a.Describe = append(a.Describe, [2]string{"dimensions", flat.String()})
 	}
 
 	set := map[string]json.RawMessage{

@@ -366,3 +366,32 @@ func TestSameChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestZarr3DimensionNamesOneLine: `volfs info` prints Describe as a table,
+// so an indented zarr.json (zarrita writes one) must still describe its
+// dimension names on one line.
+func TestZarr3DimensionNamesOneLine(t *testing.T) {
+	meta := []byte(`{
+  "zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "uint8",
+  "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+  "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+  "codecs": [{"name": "bytes"}],
+  "dimension_names": [
+    "y",
+    "x"
+  ]
+}`)
+	vol, err := ParseZarr3("a", meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range vol.Arrays[0].Describe {
+		if kv[0] == "dimensions" {
+			if kv[1] != `["y","x"]` {
+				t.Fatalf("dimensions = %q, want one line", kv[1])
+			}
+			return
+		}
+	}
+	t.Fatal("no dimensions in Describe")
+}
