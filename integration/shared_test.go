@@ -299,26 +299,40 @@ func TestFleetShared(t *testing.T) {
 	}
 }
 
-// TestFleetEngineKilled kills the engine (a redis-server, a memcached, or
-// one node of a 3-node cluster) while the fleet of four reads, at the origin's GET of
-// the 16th chunk: every read still returns the volume's bytes, each process
-// logs the outage at most once, and, with the engine back (restarted, or
-// with the cluster's other nodes), two fresh processes read the volume
-// with the second one served by the engine, not the origin.
+// TestFleetEngineKilled kills the engine (SIGKILL: a redis-server, a
+// memcached, or one node of a 3-node cluster) while the fleet of four
+// reads, when the origin's chunk GETs reach half the volume's chunks:
+// every read still returns
+// the volume's bytes, each process logs the outage at most once, and, with
+// the engine back (restarted, or with the cluster's other nodes), two
+// fresh processes read the volume with the second one served by the
+// engine, not the origin. memcache-parts reads 2 MiB chunks, which
+// memcached holds in parts, so that the engine dies between the parts of
+// a value. In the "restarted" runs the engine is killed and started
+// again, empty, at that GET, while the fleet reads on, the nodes
+// holding the fleet's secret and a TTL (so that the shared metadata and
+// the leases of the chunks in flight are lost mid-read too): every read is
+// still exact.
 func TestFleetEngineKilled(t *testing.T) {
-	src, _, want := fleetVolume(t)
+	small, _, smallWant := fleetVolume(t)
+	big, bigWant := bigFleetVolume(t, 8)
 	for _, tc := range []struct {
 		name  string
 		start func(t *testing.T) (url string, kill, restart func())
+		big   bool // the 2 MiB volume, stored on memcached in parts
 	}{
 		{"redis", func(t *testing.T) (string, func(), func()) {
 			e := testenv.StartRedis(t)
 			return "redis://" + e.Addr, e.Kill, e.Restart
-		}},
+		}, false},
 		{"memcache", func(t *testing.T) (string, func(), func()) {
 			e := testenv.StartMemcached(t)
 			return "memcache://" + e.Addr, e.Kill, e.Restart
-		}},
+		}, false},
+		{"memcache-parts", func(t *testing.T) (string, func(), func()) {
+			e := testenv.StartMemcached(t)
+			return "memcache://" + e.Addr, e.Kill, e.Restart
+		}, true},
 		{"redis-cluster", func(t *testing.T) (string, func(), func()) {
 			nodes := testenv.StartRedisCluster(t, 3)
 			var addrs []string
@@ -332,72 +346,110 @@ func TestFleetEngineKilled(t *testing.T) {
 				nodes[2].Restart()
 				testenv.WaitClusterOK(t, nodes)
 			}
-		}},
+		}, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			url, kill, restart := tc.start(t)
-			origin := newByteOrigin(t, src)
-			origin.pause = fleetChunks / 2
-			fleet := startFleet(t, origin.URL, 4, "--shared-cache", url)
-			go func() {
-				<-origin.paused
-				kill()
-				close(origin.resume)
-			}()
-			readFleet(t, fleet, want)
-			select {
-			case <-origin.paused:
-			default:
-				t.Fatal("the fleet read the volume without the origin's 16th chunk GET")
-			}
-			outages := 0
-			for i, s := range fleet {
-				stopVolfs(t, s)
-				n := strings.Count(s.stderr.String(), "shared cache unreachable")
-				if n > 1 {
-					t.Errorf("node %d logged the outage %d times, want at most once:\n%s", i, n, s.stderr.String())
+		for _, mode := range []string{"killed", "restarted"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				src, want, chunks := small, smallWant, int64(fleetChunks)
+				if tc.big {
+					src, want, chunks = big, bigWant, 8
 				}
-				outages += n
-			}
-			if outages == 0 {
-				t.Error("no node logged the outage")
-			}
+				url, kill, restart := tc.start(t)
+				args := []string{"--shared-cache", url}
+				if mode == "restarted" {
+					args = append(args, "--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m")
+				}
+				origin := newByteOrigin(t, src)
+				origin.pause = chunks / 2
+				fleet := startFleet(t, origin.URL, 4, args...)
+				go func() {
+					<-origin.paused
+					if mode == "restarted" {
+						restart()
+					} else {
+						kill()
+					}
+					close(origin.resume)
+				}()
+				readFleet(t, fleet, want)
+				select {
+				case <-origin.paused:
+				default:
+					t.Fatalf("the fleet read the volume without the origin's chunk GET %d", chunks/2)
+				}
+				outages := 0
+				for i, s := range fleet {
+					stopVolfs(t, s)
+					n := strings.Count(s.stderr.String(), "shared cache unreachable")
+					if n > 1 {
+						t.Errorf("node %d logged the outage %d times, want at most once:\n%s", i, n, s.stderr.String())
+					}
+					outages += n
+				}
+				if outages == 0 && mode == "killed" {
+					t.Error("no node logged the outage")
+				}
 
-			restart()
-			first := startFleet(t, origin.URL, 1, "--shared-cache", url)
-			readFleet(t, first, want)
-			stopVolfs(t, first[0])
-			before := origin.chunkGets.Load()
-			second := startFleet(t, origin.URL, 1, "--shared-cache", url)
-			readFleet(t, second, want)
-			stopVolfs(t, second[0])
-			if got := origin.chunkGets.Load() - before; got > fleetChunks/10 {
-				t.Errorf("chunk GETs of a fresh node after the engine came back: got %d, want about 0 (served by the engine)", got)
-			}
-		})
+				if mode == "killed" {
+					restart()
+				}
+				first := startFleet(t, origin.URL, 1, args...)
+				readFleet(t, first, want)
+				stopVolfs(t, first[0])
+				before := origin.chunkGets.Load()
+				second := startFleet(t, origin.URL, 1, args...)
+				readFleet(t, second, want)
+				stopVolfs(t, second[0])
+				if got := origin.chunkGets.Load() - before; got > chunks/10 {
+					t.Errorf("chunk GETs of a fresh node after the engine came back: got %d, want about 0 (served by the engine)", got)
+				}
+			})
+		}
 	}
 }
 
-// TestFleetEngineFull: four nodes read the 2 MiB volume (16 MiB) through a
-// Redis with room for no value (3 MB, noeviction: every SET fails with
-// OOM) or for a few (12 MB, allkeys-lru, evicting): every read is right, no
+// TestFleetEngineFull: four nodes read the 2 MiB volume (16 MiB) through an
+// engine that cannot hold it: a Redis with room for no value (3 MB,
+// noeviction: every SET fails with OOM) or for a few (12 MB, allkeys-lru,
+// evicting), a memcached of 2 MB that refuses writes once full (-M: every
+// SET of a part fails "out of memory"), and one of 10 MB that evicts (the
+// parts of a value go one by one, so a manifest may name parts no longer
+// there). The memcached nodes hold the fleet's secret and a TTL, so that
+// the shared metadata meets the full engine too. Every read is right, no
 // node waits for a value that cannot be stored, and the origin serves at
 // most what four nodes without the tier would fetch.
 func TestFleetEngineFull(t *testing.T) {
 	src, want := bigFleetVolume(t, 8)
-	for _, tc := range []struct{ policy, room string }{{"noeviction", "3mb"}, {"allkeys-lru", "12mb"}} {
-		policy := tc.policy
-		t.Run(policy, func(t *testing.T) {
-			e := testenv.StartRedis(t, "--maxmemory", tc.room, "--maxmemory-policy", policy)
+	secret := []string{"--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m"}
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) string
+		args  []string
+	}{
+		{"redis-noeviction", func(t *testing.T) string {
+			return "redis://" + testenv.StartRedis(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction").Addr
+		}, nil},
+		{"redis-allkeys-lru", func(t *testing.T) string {
+			return "redis://" + testenv.StartRedis(t, "--maxmemory", "12mb", "--maxmemory-policy", "allkeys-lru").Addr
+		}, nil},
+		{"memcache-refusing", func(t *testing.T) string {
+			return "memcache://" + testenv.StartMemcached(t, "-m", "2", "-M").Addr
+		}, secret},
+		{"memcache-evicting", func(t *testing.T) string {
+			return "memcache://" + testenv.StartMemcached(t, "-m", "10").Addr
+		}, secret},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := tc.start(t)
 			origin := newByteOrigin(t, src)
 			start := time.Now()
-			fleet := startFleet(t, origin.URL, 4, "--shared-cache", "redis://"+e.Addr+loaded)
+			fleet := startFleet(t, origin.URL, 4, append([]string{"--shared-cache", u + loaded}, tc.args...)...)
 			readFleet(t, fleet, want)
 			for _, s := range fleet {
 				stopVolfs(t, s)
 			}
 			ratio := float64(origin.bytes.Load()) / float64(storedBytes(t, src))
-			t.Logf("%s: %.2fx the volume from the origin, %d chunk GETs, in %v", policy, ratio, origin.chunkGets.Load(), time.Since(start).Round(time.Millisecond))
+			t.Logf("%s: %.2fx the volume from the origin, %d chunk GETs, in %v", tc.name, ratio, origin.chunkGets.Load(), time.Since(start).Round(time.Millisecond))
 			if ratio > 4.5 {
 				t.Errorf("origin bytes: %.2fx the volume, want at most 4.5x", ratio)
 			}
