@@ -166,12 +166,13 @@ var (
 	keepChecksDesc        = prometheus.NewDesc("volfs_keep_checks_total", "Identity checks of kept copies (tier entries) against the origin's objects.", nil, nil)
 	keepCheckRequestsDesc = prometheus.NewDesc("volfs_keep_check_requests_total", "Identity checks that asked the origin (a Stat): the rest were answered within --metadata-ttl or while offline.", nil, nil)
 	keepVouchedDesc       = prometheus.NewDesc("volfs_keep_checks_vouched_total", "Identity checks answered by a fleet's verification: a shared value signed with the fleet's secret, verified at the origin within --metadata-ttl.", nil, nil)
+	keepFleetAnswersDesc  = prometheus.NewDesc("volfs_keep_fleet_answers_total", "Metadata objects, listings and absences taken from a fleet's signed answer read at the origin within --metadata-ttl, instead of the origin.", nil, nil)
 	keepKeptServedDesc    = prometheus.NewDesc("volfs_keep_kept_served_total", "Kept answers (metadata, listings, absences) served from disk while the origin was offline.", nil, nil)
 	keepOfflineDesc       = prometheus.NewDesc("volfs_keep_offline_spells_total", "Times the origin was taken as offline.", nil, nil)
 )
 
 func (c keepCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{keepChecksDesc, keepCheckRequestsDesc, keepVouchedDesc, keepKeptServedDesc, keepOfflineDesc} {
+	for _, d := range []*prometheus.Desc{keepChecksDesc, keepCheckRequestsDesc, keepVouchedDesc, keepFleetAnswersDesc, keepKeptServedDesc, keepOfflineDesc} {
 		ch <- d
 	}
 }
@@ -183,6 +184,7 @@ func (c keepCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(keepChecksDesc, c.s.Checks.Load())
 	counter(keepCheckRequestsDesc, c.s.CheckRequests.Load())
 	counter(keepVouchedDesc, c.s.Vouched.Load())
+	counter(keepFleetAnswersDesc, c.s.FleetAnswers.Load())
 	counter(keepKeptServedDesc, c.s.KeptServed.Load())
 	counter(keepOfflineDesc, c.s.OfflineSpells.Load())
 }

@@ -30,8 +30,10 @@ type sourceDir struct {
 // wants it while it runs (go-fuse sends concurrent lookups of one
 // directory), so a dead server costs one retry budget, not one per lookup.
 type listFlight struct {
-	done    chan struct{} // closed when the fields below are set
-	start   time.Time     // when the listing was asked for
+	done chan struct{} // closed when the fields below are set
+	// at is when the origin gave the listing: when the listing was asked
+	// for, or when the fleet's node whose answer stood in asked.
+	at      time.Time
 	entries []fetcher.Entry
 	byName  map[string]int // index into entries
 	err     error
@@ -46,15 +48,17 @@ func (d *sourceDir) IsDir() bool { return true }
 func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, error) {
 	d.mu.Lock()
 	f := d.listing
-	if f != nil && d.t.opts.MetadataTTL > 0 && time.Since(f.start) > d.t.opts.MetadataTTL {
+	if f != nil && d.t.opts.MetadataTTL > 0 {
 		select {
 		case <-f.done:
-			f = nil // expired: list again
+			if time.Since(f.at) > d.t.opts.MetadataTTL {
+				f = nil // expired: list again
+			}
 		default: // still running: share it
 		}
 	}
 	if f == nil {
-		f = &listFlight{done: make(chan struct{}), start: time.Now()}
+		f = &listFlight{done: make(chan struct{})}
 		d.listing = f
 		d.mu.Unlock()
 		go d.runList(context.WithoutCancel(ctx), f)
@@ -76,7 +80,7 @@ func (d *sourceDir) list(ctx context.Context) ([]fetcher.Entry, map[string]int, 
 // caller that started it goes away, and it is bounded by the fetcher's
 // retries and stall timeout.
 func (d *sourceDir) runList(ctx context.Context, f *listFlight) {
-	f.entries, f.err = d.t.listMeta(ctx, d.key)
+	f.entries, f.at, f.err = d.t.origin.ListAt(ctx, d.key)
 	if errors.Is(f.err, fetcher.ErrNotSupported) {
 		if named, ok := d.t.named.entries(d.key); ok {
 			f.entries, f.err = named, nil

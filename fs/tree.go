@@ -30,12 +30,6 @@ func (t *Tree) getChunk(ctx context.Context, key string, limit int64) (fetcher.O
 	return t.origin.GetChunk(ctx, key, limit, t.warming.Load())
 }
 
-// listMeta is the keeping source's List of a directory: kept on disk, and
-// served from there while the origin is offline.
-func (t *Tree) listMeta(ctx context.Context, key string) ([]fetcher.Entry, error) {
-	return t.origin.List(ctx, key)
-}
-
 // TouchMetadata marks every metadata entry the tree has kept on disk as
 // just used, so that the chunks a warm wrote after them do not push them
 // out of the disk cache first (it evicts the least recently used).
@@ -168,6 +162,15 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	kopts := keep.Options{TTL: opts.MetadataTTL, MaxKept: maxMetadataBytes, Log: t.log}
 	if opts.Disk != nil {
 		kopts.Store = opts.Disk
+	}
+	for _, tier := range opts.Tiers {
+		// Only a fleet's signed tier shares the origin's answers: see
+		// keep's "Answers shared by the fleet".
+		signed, _ := tier.(interface{ Signed() bool })
+		if f, ok := tier.(keep.Fleet); ok && signed != nil && signed.Signed() {
+			kopts.Fleet = f
+			break
+		}
 	}
 	t.origin = keep.New(src, kopts)
 	t.store = cache.NewStore(cache.Options{

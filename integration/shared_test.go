@@ -46,6 +46,9 @@ type byteOrigin struct {
 	pause            int64
 	delay            time.Duration // before each chunk GET's answer: an origin far away
 	paused, resume   chan struct{}
+
+	mu     sync.Mutex
+	byPath map[string]int // GUARDED_BY(mu); requests other than chunk GETs, by method and path
 }
 
 // bodyCounter counts the bytes of a response body.
@@ -66,6 +69,14 @@ func newByteOrigin(t *testing.T, dir string) *byteOrigin {
 	files := http.FileServer(http.Dir(dir))
 	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.requests.Add(1)
+		if !strings.HasPrefix(r.URL.Path, "/s0/") || r.Method != http.MethodGet || r.URL.Path == "/s0/" {
+			o.mu.Lock()
+			if o.byPath == nil {
+				o.byPath = make(map[string]int)
+			}
+			o.byPath[r.Method+" "+r.URL.Path]++
+			o.mu.Unlock()
+		}
 		if strings.HasPrefix(r.URL.Path, "/s0/") && r.URL.Path != "/s0/" {
 			o.chunkRequests.Add(1)
 		}
@@ -184,6 +195,11 @@ func bigFleetVolume(t *testing.T, n int) (string, []byte) {
 // (A waiter waits as long as the lease holder works: no setting of that.)
 const loaded = "?timeout=500ms"
 
+// bigFleetChunks is the number of 2 MiB chunks of TestFleetShared's
+// larger volume (64 MiB): enough that each mount's metadata is a share of
+// the origin's requests a real volume would show, not most of them.
+const bigFleetChunks = 32
+
 // TestFleetShared: four volfs processes reading the whole volume at once
 // through one shared engine make the origin serve it about once: at most
 // 1.2x its stored bytes with Redis (standalone or a 3-node cluster) and
@@ -191,39 +207,48 @@ const loaded = "?timeout=500ms"
 // wait for it, both with chunks of 128 KiB and of 2 MiB (above memcached's
 // item limit, stored in parts) from an origin that takes 400 ms to answer
 // each (longer than the 300 ms a waiter used to give the lease holder
-// before it went to the origin itself). The origin's requests per chunk read are
-// reported beside its bytes: all of them, and those of chunk objects (the
-// loads and the version checks; the rest are each mount's metadata and
-// listings, a fixed cost per node). With a secret and a metadata TTL
-// (redis-signed), a node takes the version checks the loading node made
-// (its signed value says when) as its own: at most 0.3 chunk-object
-// requests per chunk read, where without a secret every node checks every
-// chunk once (about 1.0). Four processes without the tier are the baseline
-// (about 4x).
+// before it went to the origin itself).
+//
+// The origin's requests per chunk read are reported beside its bytes: all
+// of them (every mount's listings and metadata included), and those of
+// chunk objects (the loads and the version checks). With a secret and a
+// metadata TTL (redis-signed, memcache-signed), a node takes the version
+// checks the loading node made (its signed value says when) as its own,
+// and the listings and metadata another node read within the TTL: at most
+// 0.3 requests of any kind per chunk read for the whole fleet, where
+// without a secret every node checks every chunk once (about 1.0) and
+// reads its own metadata. With a TTL of 0 (redis-signed-ttl0) a mount
+// takes only what was read since it started, so each mount's metadata
+// (started one after the other) is its own: at most 0.3 chunk-object
+// requests per chunk read. Four processes without the tier are the
+// baseline (about 4x).
 func TestFleetShared(t *testing.T) {
 	small, _, smallWant := fleetVolume(t)
-	big, bigWant := bigFleetVolume(t, 8)
+	big, bigWant := bigFleetVolume(t, bigFleetChunks)
+	secret := []string{"--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m"}
 	for _, tc := range []struct {
-		name       string
-		engine     func(t *testing.T) string
-		maxRatio   float64
-		args       []string
-		maxPerRead float64 // chunk-object requests per chunk read; 0: not asserted
+		name     string
+		engine   func(t *testing.T) string
+		maxRatio float64
+		args     []string
+		// maxPerRead bounds the origin's requests per chunk read,
+		// maxChunkPerRead those of chunk objects; 0: not asserted.
+		maxPerRead, maxChunkPerRead float64
 	}{
-		{"none", func(*testing.T) string { return "" }, 4.5, nil, 0},
-		{"redis", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2, nil, 0},
+		{"none", func(*testing.T) string { return "" }, 4.5, nil, 0, 0},
+		{"redis", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2, nil, 0, 0},
 		{"redis-cluster", func(t *testing.T) string {
 			var addrs []string
 			for _, e := range testenv.StartRedisCluster(t, 3) {
 				addrs = append(addrs, e.Addr)
 			}
 			return "redis+cluster://" + strings.Join(addrs, ",") + loaded
-		}, 1.2, nil, 0},
-		{"memcache", func(t *testing.T) string { return "memcache://" + testenv.StartMemcached(t).Addr + loaded }, 1.2, nil, 0},
-		{"redis-signed", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2,
-			[]string{"--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m"}, 0.3},
+		}, 1.2, nil, 0, 0},
+		{"memcache", func(t *testing.T) string { return "memcache://" + testenv.StartMemcached(t).Addr + loaded }, 1.2, nil, 0, 0},
+		{"redis-signed", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2, secret, 0.3, 0.3},
+		{"memcache-signed", func(t *testing.T) string { return "memcache://" + testenv.StartMemcached(t).Addr + loaded }, 1.2, secret, 0.3, 0.3},
 		{"redis-signed-ttl0", func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr + loaded }, 1.2,
-			[]string{"--shared-cache-secret", "fleet-secret"}, 0.3},
+			[]string{"--shared-cache-secret", "fleet-secret"}, 0, 0.3},
 	} {
 		for _, vol := range []struct {
 			name   string
@@ -231,7 +256,7 @@ func TestFleetShared(t *testing.T) {
 			want   []byte
 			chunks int
 			delay  time.Duration
-		}{{"128KiB", small, smallWant, fleetChunks, 0}, {"2MiB", big, bigWant, 8, 400 * time.Millisecond}} {
+		}{{"128KiB", small, smallWant, fleetChunks, 0}, {"2MiB", big, bigWant, bigFleetChunks, 400 * time.Millisecond}} {
 			t.Run(tc.name+"/"+vol.name, func(t *testing.T) {
 				origin := newByteOrigin(t, vol.src)
 				origin.delay = vol.delay
@@ -249,10 +274,19 @@ func TestFleetShared(t *testing.T) {
 				ratio := float64(origin.bytes.Load()) / float64(stored)
 				perRead := float64(origin.requests.Load()) / float64(nodes*vol.chunks)
 				chunkPerRead := float64(origin.chunkRequests.Load()) / float64(nodes*vol.chunks)
-				t.Logf("%s, %s chunks: the origin served %d bytes for a volume of %d: %.2fx; %d requests (%d of chunk objects, %d chunk GETs) for %d chunk reads: %.2f requests per chunk read, %.2f of chunk objects",
-					tc.name, vol.name, origin.bytes.Load(), stored, ratio, origin.requests.Load(), origin.chunkRequests.Load(), origin.chunkGets.Load(), nodes*vol.chunks, perRead, chunkPerRead)
-				if tc.maxPerRead > 0 && chunkPerRead > tc.maxPerRead {
-					t.Errorf("chunk-object requests: %.2f per chunk read, want at most %.2f", chunkPerRead, tc.maxPerRead)
+				origin.mu.Lock()
+				other := fmt.Sprint(origin.byPath)
+				origin.mu.Unlock()
+				if len(other) > 300 {
+					other = other[:300] + "..."
+				}
+				t.Logf("%s, %s chunks: the origin served %d bytes for a volume of %d: %.2fx; %d requests (%d of chunk objects, %d chunk GETs) for %d chunk reads: %.2f requests per chunk read, %.2f of chunk objects; other than chunk GETs: %s",
+					tc.name, vol.name, origin.bytes.Load(), stored, ratio, origin.requests.Load(), origin.chunkRequests.Load(), origin.chunkGets.Load(), nodes*vol.chunks, perRead, chunkPerRead, other)
+				if tc.maxPerRead > 0 && perRead > tc.maxPerRead {
+					t.Errorf("origin requests, metadata and listings included: %.2f per chunk read, want at most %.2f", perRead, tc.maxPerRead)
+				}
+				if tc.maxChunkPerRead > 0 && chunkPerRead > tc.maxChunkPerRead {
+					t.Errorf("chunk-object requests: %.2f per chunk read, want at most %.2f", chunkPerRead, tc.maxChunkPerRead)
 				}
 				if ratio > tc.maxRatio {
 					t.Errorf("origin bytes: %.2fx the volume, want at most %.1fx", ratio, tc.maxRatio)
@@ -265,26 +299,40 @@ func TestFleetShared(t *testing.T) {
 	}
 }
 
-// TestFleetEngineKilled kills the engine (a redis-server, a memcached, or
-// one node of a 3-node cluster) while the fleet of four reads, at the origin's GET of
-// the 16th chunk: every read still returns the volume's bytes, each process
-// logs the outage at most once, and, with the engine back (restarted, or
-// with the cluster's other nodes), two fresh processes read the volume
-// with the second one served by the engine, not the origin.
+// TestFleetEngineKilled kills the engine (SIGKILL: a redis-server, a
+// memcached, or one node of a 3-node cluster) while the fleet of four
+// reads, when the origin's chunk GETs reach half the volume's chunks:
+// every read still returns
+// the volume's bytes, each process logs the outage at most once, and, with
+// the engine back (restarted, or with the cluster's other nodes), two
+// fresh processes read the volume with the second one served by the
+// engine, not the origin. memcache-parts reads 2 MiB chunks, which
+// memcached holds in parts, so that the engine dies between the parts of
+// a value. In the "restarted" runs the engine is killed and started
+// again, empty, at that GET, while the fleet reads on, the nodes
+// holding the fleet's secret and a TTL (so that the shared metadata and
+// the leases of the chunks in flight are lost mid-read too): every read is
+// still exact.
 func TestFleetEngineKilled(t *testing.T) {
-	src, _, want := fleetVolume(t)
+	small, _, smallWant := fleetVolume(t)
+	big, bigWant := bigFleetVolume(t, 8)
 	for _, tc := range []struct {
 		name  string
 		start func(t *testing.T) (url string, kill, restart func())
+		big   bool // the 2 MiB volume, stored on memcached in parts
 	}{
 		{"redis", func(t *testing.T) (string, func(), func()) {
 			e := testenv.StartRedis(t)
 			return "redis://" + e.Addr, e.Kill, e.Restart
-		}},
+		}, false},
 		{"memcache", func(t *testing.T) (string, func(), func()) {
 			e := testenv.StartMemcached(t)
 			return "memcache://" + e.Addr, e.Kill, e.Restart
-		}},
+		}, false},
+		{"memcache-parts", func(t *testing.T) (string, func(), func()) {
+			e := testenv.StartMemcached(t)
+			return "memcache://" + e.Addr, e.Kill, e.Restart
+		}, true},
 		{"redis-cluster", func(t *testing.T) (string, func(), func()) {
 			nodes := testenv.StartRedisCluster(t, 3)
 			var addrs []string
@@ -298,72 +346,110 @@ func TestFleetEngineKilled(t *testing.T) {
 				nodes[2].Restart()
 				testenv.WaitClusterOK(t, nodes)
 			}
-		}},
+		}, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			url, kill, restart := tc.start(t)
-			origin := newByteOrigin(t, src)
-			origin.pause = fleetChunks / 2
-			fleet := startFleet(t, origin.URL, 4, "--shared-cache", url)
-			go func() {
-				<-origin.paused
-				kill()
-				close(origin.resume)
-			}()
-			readFleet(t, fleet, want)
-			select {
-			case <-origin.paused:
-			default:
-				t.Fatal("the fleet read the volume without the origin's 16th chunk GET")
-			}
-			outages := 0
-			for i, s := range fleet {
-				stopVolfs(t, s)
-				n := strings.Count(s.stderr.String(), "shared cache unreachable")
-				if n > 1 {
-					t.Errorf("node %d logged the outage %d times, want at most once:\n%s", i, n, s.stderr.String())
+		for _, mode := range []string{"killed", "restarted"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				src, want, chunks := small, smallWant, int64(fleetChunks)
+				if tc.big {
+					src, want, chunks = big, bigWant, 8
 				}
-				outages += n
-			}
-			if outages == 0 {
-				t.Error("no node logged the outage")
-			}
+				url, kill, restart := tc.start(t)
+				args := []string{"--shared-cache", url}
+				if mode == "restarted" {
+					args = append(args, "--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m")
+				}
+				origin := newByteOrigin(t, src)
+				origin.pause = chunks / 2
+				fleet := startFleet(t, origin.URL, 4, args...)
+				go func() {
+					<-origin.paused
+					if mode == "restarted" {
+						restart()
+					} else {
+						kill()
+					}
+					close(origin.resume)
+				}()
+				readFleet(t, fleet, want)
+				select {
+				case <-origin.paused:
+				default:
+					t.Fatalf("the fleet read the volume without the origin's chunk GET %d", chunks/2)
+				}
+				outages := 0
+				for i, s := range fleet {
+					stopVolfs(t, s)
+					n := strings.Count(s.stderr.String(), "shared cache unreachable")
+					if n > 1 {
+						t.Errorf("node %d logged the outage %d times, want at most once:\n%s", i, n, s.stderr.String())
+					}
+					outages += n
+				}
+				if outages == 0 && mode == "killed" {
+					t.Error("no node logged the outage")
+				}
 
-			restart()
-			first := startFleet(t, origin.URL, 1, "--shared-cache", url)
-			readFleet(t, first, want)
-			stopVolfs(t, first[0])
-			before := origin.chunkGets.Load()
-			second := startFleet(t, origin.URL, 1, "--shared-cache", url)
-			readFleet(t, second, want)
-			stopVolfs(t, second[0])
-			if got := origin.chunkGets.Load() - before; got > fleetChunks/10 {
-				t.Errorf("chunk GETs of a fresh node after the engine came back: got %d, want about 0 (served by the engine)", got)
-			}
-		})
+				if mode == "killed" {
+					restart()
+				}
+				first := startFleet(t, origin.URL, 1, args...)
+				readFleet(t, first, want)
+				stopVolfs(t, first[0])
+				before := origin.chunkGets.Load()
+				second := startFleet(t, origin.URL, 1, args...)
+				readFleet(t, second, want)
+				stopVolfs(t, second[0])
+				if got := origin.chunkGets.Load() - before; got > chunks/10 {
+					t.Errorf("chunk GETs of a fresh node after the engine came back: got %d, want about 0 (served by the engine)", got)
+				}
+			})
+		}
 	}
 }
 
-// TestFleetEngineFull: four nodes read the 2 MiB volume (16 MiB) through a
-// Redis with room for no value (3 MB, noeviction: every SET fails with
-// OOM) or for a few (12 MB, allkeys-lru, evicting): every read is right, no
+// TestFleetEngineFull: four nodes read the 2 MiB volume (16 MiB) through an
+// engine that cannot hold it: a Redis with room for no value (3 MB,
+// noeviction: every SET fails with OOM) or for a few (12 MB, allkeys-lru,
+// evicting), a memcached of 2 MB that refuses writes once full (-M: every
+// SET of a part fails "out of memory"), and one of 10 MB that evicts (the
+// parts of a value go one by one, so a manifest may name parts no longer
+// there). The memcached nodes hold the fleet's secret and a TTL, so that
+// the shared metadata meets the full engine too. Every read is right, no
 // node waits for a value that cannot be stored, and the origin serves at
 // most what four nodes without the tier would fetch.
 func TestFleetEngineFull(t *testing.T) {
 	src, want := bigFleetVolume(t, 8)
-	for _, tc := range []struct{ policy, room string }{{"noeviction", "3mb"}, {"allkeys-lru", "12mb"}} {
-		policy := tc.policy
-		t.Run(policy, func(t *testing.T) {
-			e := testenv.StartRedis(t, "--maxmemory", tc.room, "--maxmemory-policy", policy)
+	secret := []string{"--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m"}
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) string
+		args  []string
+	}{
+		{"redis-noeviction", func(t *testing.T) string {
+			return "redis://" + testenv.StartRedis(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction").Addr
+		}, nil},
+		{"redis-allkeys-lru", func(t *testing.T) string {
+			return "redis://" + testenv.StartRedis(t, "--maxmemory", "12mb", "--maxmemory-policy", "allkeys-lru").Addr
+		}, nil},
+		{"memcache-refusing", func(t *testing.T) string {
+			return "memcache://" + testenv.StartMemcached(t, "-m", "2", "-M").Addr
+		}, secret},
+		{"memcache-evicting", func(t *testing.T) string {
+			return "memcache://" + testenv.StartMemcached(t, "-m", "10").Addr
+		}, secret},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := tc.start(t)
 			origin := newByteOrigin(t, src)
 			start := time.Now()
-			fleet := startFleet(t, origin.URL, 4, "--shared-cache", "redis://"+e.Addr+loaded)
+			fleet := startFleet(t, origin.URL, 4, append([]string{"--shared-cache", u + loaded}, tc.args...)...)
 			readFleet(t, fleet, want)
 			for _, s := range fleet {
 				stopVolfs(t, s)
 			}
 			ratio := float64(origin.bytes.Load()) / float64(storedBytes(t, src))
-			t.Logf("%s: %.2fx the volume from the origin, %d chunk GETs, in %v", policy, ratio, origin.chunkGets.Load(), time.Since(start).Round(time.Millisecond))
+			t.Logf("%s: %.2fx the volume from the origin, %d chunk GETs, in %v", tc.name, ratio, origin.chunkGets.Load(), time.Since(start).Round(time.Millisecond))
 			if ratio > 4.5 {
 				t.Errorf("origin bytes: %.2fx the volume, want at most 4.5x", ratio)
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,10 +39,16 @@ const (
 // redis-server and one real memcached: each node reads every chunk once,
 // as a store would (Get; on a miss, the origin, then Put, or Release when
 // the origin fails). It reports origin bytes over stored bytes, origin
-// requests per chunk, the engine's commands per chunk (what a lease costs
-// it) and its peak memory. Run it with
+// requests per chunk, the engine's commands per read (what a lease costs
+// it), the commands of the hottest chunk (its value, lease and parts, as
+// counted by a proxy in front of the engine: census) against the mean of
+// all, and the engine's peak memory (Redis: used_memory_peak; memcached:
+// the most bytes its items held, sampled every 20 ms). With -v it logs
+// the commands of each name per read, and Redis's own view of its hot
+// keys (redis-cli --hotkeys: the test's redis-server runs allkeys-lfu,
+// which the LFU counters need). Run it with
 //
-//	go test -run '^$' -bench BenchmarkFleet200 -benchtime 1x ./cache/shared
+//	go test -run '^$' -bench BenchmarkFleet200 -benchtime 1x -v ./cache/shared
 func BenchmarkFleet200(b *testing.B) {
 	chunks := make([][]byte, simChunks)
 	for i := range chunks {
@@ -62,11 +69,16 @@ func BenchmarkFleet200(b *testing.B) {
 	defer origin.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: simNodes}}
 
-	redisEngine := testenv.StartRedis(b)
+	redisEngine := testenv.StartRedis(b, "--maxmemory-policy", "allkeys-lfu")
 	mcEngine := testenv.StartMemcached(b)
-	for _, eng := range []struct{ name, url string }{
-		{"redis", "redis://" + redisEngine.Addr},
-		{"memcache", "memcache://" + mcEngine.Addr},
+	redisCensus := startCensus(b, redisEngine.Addr, false)
+	mcCensus := startCensus(b, mcEngine.Addr, true)
+	for _, eng := range []struct {
+		name, url string
+		census    *census
+	}{
+		{"redis", "redis://" + redisCensus.addr(), redisCensus},
+		{"memcache", "memcache://" + mcCensus.addr(), mcCensus},
 	} {
 		b.Run(eng.name, func(b *testing.B) {
 			for n := 0; b.Loop(); n++ {
@@ -76,6 +88,7 @@ func BenchmarkFleet200(b *testing.B) {
 				prefix := fmt.Sprintf("%s-%d/", eng.name, n)
 				var wg sync.WaitGroup
 				var wrong atomic.Int64
+				peak := sampleMemcache(b, eng.name, mcEngine.Addr)
 				for node := range simNodes {
 					tier, err := Open(Options{URL: eng.url, Timeout: time.Second, Log: discardLog})
 					if err != nil {
@@ -99,10 +112,28 @@ func BenchmarkFleet200(b *testing.B) {
 					b.Fatalf("%d reads failed or were wrong", wrong.Load())
 				}
 				cmds := engineCommands(b, eng.name, redisEngine.Addr, mcEngine.Addr) - cmdsBefore
+				reads := float64(simChunks * simNodes)
 				b.ReportMetric(float64(bytesSent.Load())/float64(simChunks*simChunk), "origin-bytes/stored")
 				b.ReportMetric(float64(requests.Load())/float64(simChunks), "origin-requests/chunk")
-				b.ReportMetric(float64(cmds)/float64(simChunks*simNodes), "engine-cmds/read")
-				b.ReportMetric(float64(enginePeak(b, eng.name, redisEngine.Addr, mcEngine.Addr))/(1<<20), "engine-peak-MiB")
+				b.ReportMetric(float64(cmds)/reads, "engine-cmds/read")
+				if eng.name == "redis" {
+					b.ReportMetric(float64(redisInfo(b, redisEngine.Addr, "memory", "used_memory_peak"))/(1<<20), "engine-peak-MiB")
+				} else {
+					b.ReportMetric(float64(peak())/(1<<20), "engine-peak-MiB")
+				}
+				hot, hotN, mean := eng.census.hottest()
+				b.ReportMetric(float64(hotN), "hottest-chunk-cmds")
+				b.ReportMetric(mean, "mean-chunk-cmds")
+				var per []string
+				for _, c := range eng.census.commands() {
+					per = append(per, fmt.Sprintf("%s %.3f", c.name, float64(c.n)/reads))
+				}
+				b.Logf("%s: hottest chunk %s: %d commands (mean %.1f); commands per read: %s", eng.name, hot, hotN, mean, strings.Join(per, ", "))
+				if eng.name == "redis" {
+					if out, err := exec.Command("redis-cli", "-p", strings.TrimPrefix(redisEngine.Addr, "127.0.0.1:"), "--hotkeys").CombinedOutput(); err == nil {
+						b.Logf("redis-cli --hotkeys:\n%s", hotTail(string(out)))
+					}
+				}
 			}
 		})
 	}
@@ -140,13 +171,52 @@ func engineCommands(b *testing.B, name, redisAddr, mcAddr string) int64 {
 	return s["cmd_get"] + s["cmd_set"] + s["cmd_touch"] + s["cas_hits"] + s["cas_misses"] + s["cas_badval"]
 }
 
-// enginePeak returns the engine's peak memory in bytes (memcached: the
-// bytes its items hold now).
-func enginePeak(b *testing.B, name, redisAddr, mcAddr string) int64 {
-	if name == "redis" {
-		return redisInfo(b, redisAddr, "memory", "used_memory_peak")
+// sampleMemcache samples the bytes memcached's items hold every 20 ms
+// (memcached keeps no peak of its own) until the function it returns is
+// called, which returns the most seen; for another engine it samples
+// nothing.
+func sampleMemcache(b *testing.B, name, addr string) func() int64 {
+	if name != "memcache" {
+		return func() int64 { return 0 }
 	}
-	return memcacheStats(b, mcAddr)["bytes"]
+	stop := make(chan struct{})
+	var most atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if n := memcacheStats(b, addr)["bytes"]; n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		if n := memcacheStats(b, addr)["bytes"]; n > most.Load() {
+			most.Store(n)
+		}
+		return most.Load()
+	}
+}
+
+// hotTail is the lines of redis-cli --hotkeys's summary that name keys.
+func hotTail(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "hot key found") {
+			keep = append(keep, strings.TrimSpace(l))
+		}
+	}
+	if len(keep) > 5 {
+		keep = keep[:5]
+	}
+	return strings.Join(keep, "\n")
 }
 
 func redisInfo(b *testing.B, addr, section, field string) int64 {

@@ -21,6 +21,7 @@ type stats struct {
 	leasesRenewed             atomic.Int64
 	refused                   atomic.Int64
 	notOverwritten            atomic.Int64
+	answerHits, answerMisses  atomic.Int64
 	getLatency                latency
 }
 
@@ -51,6 +52,9 @@ type Stats struct {
 	// value volfs writes; NotOverwritten, values not written over a
 	// value this node could not verify (Forged).
 	Refused, NotOverwritten int64
+	// AnswerHits and AnswerMisses count lookups of the origin's answers
+	// (Answer: metadata, listings, absences).
+	AnswerHits, AnswerMisses int64
 }
 
 // Stats returns the tier's counters.
@@ -64,6 +68,7 @@ func (t *Tier) Stats() Stats {
 		HitBytes: s.hitBytes.Load(), LeasesWon: s.leasesWon.Load(), LeasesWaited: s.leasesWaited.Load(),
 		LeasesTimedOut: s.leasesTimedOut.Load(), LeasesLapsed: s.leasesLapsed.Load(), LeasesRenewed: s.leasesRenewed.Load(),
 		Refused: s.refused.Load(), NotOverwritten: s.notOverwritten.Load(),
+		AnswerHits: s.answerHits.Load(), AnswerMisses: s.answerMisses.Load(),
 	}
 }
 
@@ -98,6 +103,8 @@ var (
 		{"leases_timed_out", "Waits for another node's value that ended without it."},
 		{"leases_lapsed", "Leases that lapsed while a node waited under them (their holder died)."},
 		{"leases_renewed", "Renewals of leases held while loading from the origin."},
+		{"answer_hits", "Lookups of the origin's answers (metadata, listings, absences) the shared tier served."},
+		{"answer_misses", "Lookups of the origin's answers the shared tier could not serve."},
 		{"get_seconds", "Time spent in lookups of the shared engine."},
 		{"gets", "Lookups of the shared engine."},
 	}
@@ -142,6 +149,7 @@ func (t *Tier) Collect(ch chan<- prometheus.Metric) {
 		"saved_bytes": float64(s.HitBytes), "leases_won": float64(s.LeasesWon), "leases_waited": float64(s.LeasesWaited),
 		"leases_timed_out": float64(s.LeasesTimedOut), "leases_lapsed": float64(s.LeasesLapsed),
 		"leases_renewed": float64(s.LeasesRenewed), "refused": float64(s.Refused), "not_overwritten": float64(s.NotOverwritten),
+		"answer_hits": float64(s.AnswerHits), "answer_misses": float64(s.AnswerMisses),
 		"get_seconds": time.Duration(t.stats.getLatency.nanos.Load()).Seconds(),
 		"gets":        float64(t.stats.getLatency.calls.Load()),
 	}

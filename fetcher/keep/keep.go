@@ -24,7 +24,9 @@
 // # Kept answers
 //
 // While the origin answers, kept answers are never read: metadata and
-// listings come from the origin, and what it says is written over the
+// listings come from the origin (or, with Options.Fleet, from a node of
+// the fleet that read them from the origin within the TTL: see "Answers
+// shared by the fleet" in fleet.go), and what it says is written over the
 // copy, so a metadata object that changed is served as it is now. A kept
 // answer stands in for the origin's only while the origin is offline.
 // Nothing that has no copy is made up: a request with no kept answer fails
@@ -104,7 +106,11 @@ type Options struct {
 	TTL time.Duration
 	// MaxKept bounds a kept metadata object or listing, in bytes.
 	MaxKept int64
-	Log     *slog.Logger // nil means slog.Default()
+	// Fleet, when not nil, shares the origin's answers to metadata Gets
+	// and Lists with a fleet; see "Answers shared by the fleet". Only a
+	// tier whose values are signed with the fleet's secret may be given.
+	Fleet Fleet
+	Log   *slog.Logger // nil means slog.Default()
 }
 
 // ErrKept marks an error that a kept answer produced, while the origin is
@@ -161,6 +167,9 @@ type Stats struct {
 	// Vouched counts the checks that a fleet's verification answered
 	// (CheckCopy with a fresh Copy.Verified), without the origin.
 	Vouched atomic.Int64
+	// FleetAnswers counts metadata Gets and Lists that a fleet's answer
+	// (Options.Fleet) answered, without the origin.
+	FleetAnswers atomic.Int64
 	// KeptServed counts answers served from disk while offline.
 	KeptServed atomic.Int64
 	// OfflineSpells counts the times the origin was taken as offline.

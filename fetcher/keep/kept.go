@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher"
@@ -28,18 +29,24 @@ func (s *Source) storeKey(what, key string) string {
 }
 
 // Get is the origin's Get of a metadata object, kept in the Store and
-// served from there while the origin is offline; see "Kept answers".
+// served from there while the origin is offline (see "Kept answers"), and
+// shared with the fleet (see "Answers shared by the fleet").
 func (s *Source) Get(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
-	if s.opts.Store == nil {
-		return s.get(ctx, key, limit)
-	}
 	skey := s.storeKey("get", key)
-	if s.off.active() {
+	if s.opts.Store != nil && s.off.active() {
 		if obj, err, ok := s.keptObject(skey, key, limit); ok {
 			return obj, err
 		}
 	}
+	if obj, err, ok := s.fleetObject(ctx, skey, key, limit); ok {
+		return obj, err
+	}
+	start := time.Now()
 	obj, err := s.get(ctx, key, limit)
+	s.shareObject(skey, start, obj, err)
+	if s.opts.Store == nil {
+		return obj, err
+	}
 	switch {
 	case err == nil && obj.ID.Known():
 		s.keep(skey, encodeRecord([]field{{keptObject, obj.ID}, {"encoding", fetcher.Identity(obj.ContentEncoding)}}), obj.Data)
@@ -139,19 +146,34 @@ func (s *Source) keptObject(skey, key string, limit int64) (obj fetcher.Object, 
 	return fetcher.Object{}, nil, false
 }
 
-// List is the origin's List, kept in the Store and served from there while
-// the origin is offline; see "Kept answers".
+// List is the origin's List, kept in the Store and served from there
+// while the origin is offline (see "Kept answers"), and shared with the
+// fleet (see "Answers shared by the fleet").
 func (s *Source) List(ctx context.Context, key string) ([]fetcher.Entry, error) {
-	if s.opts.Store == nil {
-		return s.list(ctx, key)
-	}
+	entries, _, err := s.ListAt(ctx, key)
+	return entries, err
+}
+
+// ListAt is List that also says when its answer was read from the origin:
+// now, or when the node of the fleet whose answer it takes asked (or, for
+// a kept answer while offline, now). A caller that keeps the listing for
+// the TTL counts from then.
+func (s *Source) ListAt(ctx context.Context, key string) ([]fetcher.Entry, time.Time, error) {
 	skey := s.storeKey("list", key)
-	if s.off.active() {
+	if s.opts.Store != nil && s.off.active() {
 		if entries, err, ok := s.keptListing(skey, key); ok {
-			return entries, err
+			return entries, time.Now(), err
 		}
 	}
+	if entries, at, err, ok := s.fleetListing(ctx, skey, key); ok {
+		return entries, at, err
+	}
+	start := time.Now()
 	entries, err := s.list(ctx, key)
+	s.shareListing(skey, start, entries, err)
+	if s.opts.Store == nil {
+		return entries, start, err
+	}
 	switch {
 	case err == nil:
 		if b, ok := encodeEntries(entries, s.opts.MaxKept); ok {
@@ -163,10 +185,10 @@ func (s *Source) List(ctx context.Context, key string) ([]fetcher.Entry, error) 
 		s.keep(skey, encodeRecord([]field{{keptUnsupported, ""}}), nil)
 	case s.isOffline(ctx, key, err):
 		if kept, kerr, ok := s.keptListing(skey, key); ok {
-			return kept, kerr
+			return kept, time.Now(), kerr
 		}
 	}
-	return entries, err
+	return entries, start, err
 }
 
 // list is the origin's List. It learns the identity of every object the
@@ -177,16 +199,22 @@ func (s *Source) list(ctx context.Context, key string) ([]fetcher.Entry, error) 
 	s.stats.Requests.Add(1)
 	entries, err := s.src.List(ctx, key)
 	s.answered(ctx, key, err)
+	s.learnListing(key, entries, time.Now())
+	return entries, err
+}
+
+// learnListing learns, as of at, the identity of every object of the
+// directory key that entries name with one.
+func (s *Source) learnListing(key string, entries []fetcher.Entry, at time.Time) {
 	for _, e := range entries {
 		if !e.IsDir && e.ID.Known() {
 			name := e.Name
 			if key != "" {
 				name = key + "/" + e.Name
 			}
-			s.Learn(name, e.ID)
+			s.learnAt(name, e.ID, at)
 		}
 	}
-	return entries, err
 }
 
 // keptListing returns the kept answer of a List of key, whose entry is

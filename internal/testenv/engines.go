@@ -55,13 +55,15 @@ func StartRedisTLS(t testing.TB, cert, key string) *Engine {
 }
 
 // StartMemcached starts a memcached (64 MiB, default 1 MiB item limit) on a
-// free loopback port and returns once it listens; see StartRedis.
-func StartMemcached(t testing.TB) *Engine {
+// free loopback port, with extra arguments args (which override those:
+// "-m", "2", "-M" for a server that refuses writes once full), and returns
+// once it listens; see StartRedis.
+func StartMemcached(t testing.TB, args ...string) *Engine {
 	t.Helper()
 	addr := FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	e := &Engine{Addr: addr, name: "memcached", t: t, ready: "server listening",
-		args: []string{"-u", "nobody", "-p", port, "-l", "127.0.0.1", "-U", "0", "-m", "64", "-vv"}}
+		args: append([]string{"-u", "nobody", "-p", port, "-l", "127.0.0.1", "-U", "0", "-m", "64", "-vv"}, args...)}
 	e.start()
 	return e
 }

@@ -1,0 +1,211 @@
+package keep
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/volfs/volfs/fetcher"
+)
+
+// Answers shared by the fleet
+//
+// With Options.Fleet (a shared tier signed with the fleet's secret), the
+// origin's answers to a Get of a metadata object and to a List (the
+// object, its absence; the listing, the directory's absence, "cannot
+// list") are kept in the tier, each with the time its request to the
+// origin began, and a node of the fleet takes one as the origin's answer
+// when that verification is fresh by this Source's rule (see "Verified by
+// the fleet": less than the TTL ago, or with a TTL of 0 made since the
+// Source started), as it takes a chunk's value. A fleet's mounts so ask the
+// origin for their metadata and listings about once in all, not once each.
+// An identity learnt later by this Source than the answer's verification
+// wins over it: the origin is asked. A miss takes the answer's lease (the
+// tier's single flight), so that mounts starting together wait for the one
+// that asks. Answers are shared only while the origin answers; while it is
+// offline the disk's kept answers stand in, as without a fleet.
+
+// Fleet keeps answers of the origin for a fleet: a shared tier with a
+// secret (cache/shared.Tier).
+type Fleet interface {
+	// Answer returns the answer kept under key, at most limit bytes, and
+	// its record; on a miss the caller may hold key's lease, which Put or
+	// Release lets go.
+	Answer(ctx context.Context, key string, limit int64) (val, rec []byte, ok bool)
+	// Put keeps val under key with its record, and lets key's lease go.
+	Put(key string, rec, val []byte)
+	// Release lets key's lease go when no Put follows.
+	Release(key string)
+}
+
+// verifiedField is the record field of an answer's verification time, in
+// Unix nanoseconds, decimal.
+const verifiedField = "verified"
+
+// fleetAnswer returns the fleet's answer kept under skey when its
+// verification is fresh: the record's fields without the time, the bytes,
+// and the time.
+func (s *Source) fleetAnswer(ctx context.Context, skey string) (rec []field, data []byte, at time.Time, ok bool) {
+	if s.opts.Fleet == nil || s.off.active() {
+		return nil, nil, time.Time{}, false
+	}
+	data, raw, ok := s.opts.Fleet.Answer(ctx, skey, s.opts.MaxKept)
+	if !ok {
+		return nil, nil, time.Time{}, false
+	}
+	rec, good := decodeRecord(raw)
+	if n := len(rec); !good || n < 2 || rec[n-1].key != verifiedField {
+		return nil, nil, time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(string(rec[len(rec)-1].id), 10, 64)
+	at = time.Unix(0, ns)
+	if err != nil || !s.fresh(at) {
+		return nil, nil, time.Time{}, false
+	}
+	return rec[:len(rec)-1], data, at, true
+}
+
+// learntSince reports whether this Source learnt the identity of key
+// after at: its own answer then wins over the fleet's.
+func (s *Source) learntSince(key string, at time.Time) bool {
+	l, ok := s.known.Peek(key)
+	return ok && l.at.After(at)
+}
+
+// fleetObject returns the fleet's answer to a Get of key (entry skey):
+// the object, or an error wrapping ErrNotExist; ok is false when the
+// origin is to be asked.
+func (s *Source) fleetObject(ctx context.Context, skey, key string, limit int64) (obj fetcher.Object, err error, ok bool) {
+	rec, data, at, ok := s.fleetAnswer(ctx, skey)
+	if !ok || s.learntSince(key, at) {
+		return fetcher.Object{}, nil, false
+	}
+	switch {
+	case rec[0].key == keptAbsent:
+		s.learnAt(key, Absent, at)
+		s.stats.FleetAnswers.Add(1)
+		return fetcher.Object{}, fmt.Errorf("keep: %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
+	case rec[0].key == keptObject && len(rec) == 2 && rec[0].id.Known() && int64(len(data)) <= limit:
+		s.learnAt(key, rec[0].id, at)
+		s.stats.FleetAnswers.Add(1)
+		return fetcher.Object{Data: slices.Clone(data), ContentEncoding: string(rec[1].id), ID: rec[0].id}, nil, true
+	}
+	return fetcher.Object{}, nil, false
+}
+
+// shareObject keeps the origin's answer to a Get in the fleet (entry
+// skey), verified at start, or lets its lease go.
+func (s *Source) shareObject(skey string, start time.Time, obj fetcher.Object, err error) {
+	switch {
+	case s.opts.Fleet == nil:
+	case err == nil && obj.ID.Known() && int64(len(obj.Data)) <= s.opts.MaxKept:
+		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptObject, obj.ID}, field{"encoding", fetcher.Identity(obj.ContentEncoding)}), obj.Data)
+	case errors.Is(err, fetcher.ErrNotExist) && !errors.Is(err, ErrKept):
+		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptAbsent, ""}), nil)
+	default:
+		s.opts.Fleet.Release(skey)
+	}
+}
+
+// fleetListing returns the fleet's answer to a List of key (entry skey)
+// and when it was read from the origin; ok is false when the origin is
+// to be asked.
+func (s *Source) fleetListing(ctx context.Context, skey, key string) (entries []fetcher.Entry, at time.Time, err error, ok bool) {
+	rec, data, at, ok := s.fleetAnswer(ctx, skey)
+	if !ok {
+		return nil, time.Time{}, nil, false
+	}
+	switch rec[0].key {
+	case keptAbsent:
+		s.stats.FleetAnswers.Add(1)
+		return nil, at, fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
+	case keptUnsupported:
+		s.stats.FleetAnswers.Add(1)
+		return nil, at, fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotSupported), true
+	case keptListing:
+		entries, good := decodeEntriesIDs(data)
+		if !good {
+			return nil, time.Time{}, nil, false
+		}
+		s.stats.FleetAnswers.Add(1)
+		s.learnListing(key, entries, at)
+		return entries, at, nil, true
+	}
+	return nil, time.Time{}, nil, false
+}
+
+// shareListing keeps the origin's answer to a List in the fleet (entry
+// skey), verified at start, or lets its lease go.
+func (s *Source) shareListing(skey string, start time.Time, entries []fetcher.Entry, err error) {
+	if s.opts.Fleet == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		if b, ok := encodeEntriesIDs(entries, s.opts.MaxKept); ok {
+			s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptListing, ""}), b)
+			return
+		}
+	case errors.Is(err, fetcher.ErrNotExist):
+		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptAbsent, ""}), nil)
+		return
+	case errors.Is(err, fetcher.ErrNotSupported):
+		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptUnsupported, ""}), nil)
+		return
+	}
+	s.opts.Fleet.Release(skey)
+}
+
+// verifiedRecord is the record of an answer of fields read from the
+// origin at at.
+func verifiedRecord(at time.Time, fields ...field) []byte {
+	return encodeRecord(append(fields, field{verifiedField, fetcher.Identity(strconv.FormatInt(at.UnixNano(), 10))}))
+}
+
+// encodeEntriesIDs is encodeEntries with each object's identity after
+// its size (uvarint length, bytes), so that a node taking the fleet's
+// listing learns what the listing named.
+func encodeEntriesIDs(entries []fetcher.Entry, max int64) ([]byte, bool) {
+	var b []byte
+	for _, e := range entries {
+		one, _ := encodeEntries([]fetcher.Entry{e}, max)
+		b = append(b, one...)
+		b = binary.AppendUvarint(b, uint64(len(e.ID)))
+		b = append(b, e.ID...)
+		if int64(len(b)) > max {
+			return nil, false
+		}
+	}
+	return b, true
+}
+
+// decodeEntriesIDs reads what encodeEntriesIDs wrote.
+func decodeEntriesIDs(b []byte) ([]fetcher.Entry, bool) {
+	var entries []fetcher.Entry
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n >= uint64(len(b)-k) {
+			return nil, false
+		}
+		name := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		dir := b[0] == 1
+		size, k := binary.Uvarint(b[1:])
+		if k <= 0 || size > 1<<62 {
+			return nil, false
+		}
+		b = b[1+k:]
+		n, k = binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, false
+		}
+		id := fetcher.Identity(b[k : k+int(n)])
+		b = b[k+int(n):]
+		entries = append(entries, fetcher.Entry{Name: name, IsDir: dir, Size: int64(size) - 1, ID: id})
+	}
+	return entries, true
+}
