@@ -107,7 +107,8 @@ func New(tree *fs.Tree, opts Options) *Server {
 }
 
 // Collectors returns the server's Prometheus collectors:
-// volfs_http_requests_total by method and code, and
+// volfs_http_requests_total by method and the code sent (counted before
+// the reply's first byte goes out), volfs_http_replies_cut_total, and
 // volfs_http_served_bytes_total.
 func (s *Server) Collectors() []prometheus.Collector { return s.metrics.collectors() }
 
@@ -120,9 +121,9 @@ func (s *Server) readMethods() string {
 }
 
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := newResponse(rw, s.policy.WriteTimeout, s.active)
+	w := newResponse(rw, r, s.metrics, s.policy.WriteTimeout, s.active)
 	defer func() {
-		s.metrics.observe(r.Method, w.code, w.bytes)
+		w.finish()
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "depth", r.Header.Get("Depth"), "range", r.Header.Get("Range"),
 			"proto", r.Proto, "tls", r.TLS != nil, "code", w.code, "bytes", w.bytes)
 	}()
