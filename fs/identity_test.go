@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/volfs/volfs/cache"
-	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fetcher/keep"
 )
@@ -44,16 +43,7 @@ func TestDiskIdentityTTL(t *testing.T) {
 		{"every hit past the TTL", time.Nanosecond, rewritten, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeFiles(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
-			d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
-			src, err := fetcher.Open(dir, fetcher.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, d, src := diskSource(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
 			fill, err := New(context.Background(), src, Options{Disk: cache.NewDisk(d), CacheBytes: 1})
 			if err != nil {
 				t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/volfs/volfs/cache"
-	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 )
@@ -92,16 +91,7 @@ func (f cancelAfter) Get(ctx context.Context, key string, limit int64) (fetcher.
 // chunks the disk cache holds.
 func TestWarmInterruptCounted(t *testing.T) {
 	const key = "layer/s0/0-4_0-4_0-2"
-	dir := writeFiles(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
-	d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, err := fetcher.Open(dir, fetcher.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d, src := diskSource(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tree, err := New(context.Background(), cancelAfter{src, key, cancel}, Options{Disk: cache.NewDisk(d), CacheBytes: 1})
