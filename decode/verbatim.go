@@ -12,3 +12,9 @@ package decode
 func (a *Array) Verbatim() bool {
 	return a.verbatim && a.load == nil && a.header == nil && a.widen <= 1
 }
+
+// OwnObject reports whether every chunk of a is stored as its own object,
+// at ChunkKey(c) or its transport-encoded twin, rather than inside a shard:
+// then the identities of those objects and the recipe (Recipe) fix the
+// decoded chunk.
+func (a *Array) OwnObject() bool { return a.load == nil }

@@ -38,6 +38,11 @@
 //     generation precondition. Never retried here: the caller decides
 //     whether to load again from the start.
 //
+// Every source words its errors alike, with no package prefix: the
+// operation and the object, then the cause ("read gs://b/k: ...", "GET
+// https://host/k: 503 Service Unavailable: transient failure"), so that
+// they read as they are to the user of the command line.
+//
 // # Concurrency
 //
 // All methods of every Fetcher are safe for concurrent use. A cancelled
@@ -63,6 +68,11 @@ var (
 	ErrNotSupported = errors.New("operation not supported by this source")
 	ErrTooLarge     = errors.New("object larger than allowed")
 	ErrChanged      = errors.New("object changed during the read")
+	// ErrUnsupportedScheme is Open's error for a URL of a scheme that no
+	// Fetcher serves; ErrNotDirectory for a local source that is not a
+	// directory.
+	ErrUnsupportedScheme = errors.New("unsupported scheme")
+	ErrNotDirectory      = errors.New("not a directory")
 	// ErrOutsideSource is the ErrPermission of an object that a local
 	// source reaches only through a symbolic link it does not follow
 	// (FileOptions.FollowSymlinks). The fetcher logs the first; callers

@@ -92,18 +92,18 @@ func NewFile(root string) (*File, error) { return NewFileWith(root, FileOptions{
 func NewFileWith(root string, opts FileOptions) (*File, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return nil, fmt.Errorf("fetcher: %w", err)
+		return nil, err
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, fmt.Errorf("fetcher: %w", err)
+		return nil, err
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("fetcher: %s is not a directory", abs)
+		return nil, fmt.Errorf("%s is %w", abs, ErrNotDirectory)
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return nil, fmt.Errorf("fetcher: %w", err)
+		return nil, err
 	}
 	log := opts.Log
 	if log == nil {
@@ -115,7 +115,7 @@ func NewFileWith(root string, opts FileOptions) (*File, error) {
 			x, err = filepath.EvalSymlinks(x)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fetcher: %w", err)
+			return nil, err
 		}
 		f.exclude = append(f.exclude, x)
 	}
@@ -154,7 +154,7 @@ func (f *File) Get(ctx context.Context, key string, limit int64) (obj Object, er
 	}
 	defer fh.Close()
 	if fi.Size() > limit {
-		return Object{}, fmt.Errorf("fetcher: read %s: %d bytes: %w (limit %d)", p, fi.Size(), ErrTooLarge, limit)
+		return Object{}, fmt.Errorf("read %s: %d bytes: %w (limit %d)", p, fi.Size(), ErrTooLarge, limit)
 	}
 	// The file may grow after the stat: read at most one byte past the
 	// limit, so that growth is seen without reading it all.
@@ -172,7 +172,7 @@ func (f *File) Get(ctx context.Context, key string, limit int64) (obj Object, er
 			return Object{}, fileError("read", p, err)
 		}
 	}
-	return Object{}, fmt.Errorf("fetcher: read %s: more than %d bytes: %w", p, limit, ErrTooLarge)
+	return Object{}, fmt.Errorf("read %s: more than %d bytes: %w", p, limit, ErrTooLarge)
 }
 
 // openRegular opens the file at p for reading, refusing anything but a
@@ -268,7 +268,7 @@ func (f *File) resolve(p string) (string, error) {
 func (f *File) inside(p, real string) error {
 	for _, x := range f.exclude {
 		if real == x || x == "/" || strings.HasPrefix(real, x+"/") {
-			return fmt.Errorf("fetcher: %s: leads to %s, inside the mountpoint %s, which volfs never reads: %w", p, real, x, ErrPermission)
+			return fmt.Errorf("%s: leads to %s, inside the mountpoint %s, which volfs never reads: %w", p, real, x, ErrPermission)
 		}
 	}
 	if f.follow || real == f.real || f.real == "/" || strings.HasPrefix(real, f.real+"/") {
@@ -278,7 +278,7 @@ func (f *File) inside(p, real string) error {
 		f.log.Warn("fetcher: a symbolic link leaves the source and is not followed: what it leads to reads as permission denied (EACCES); volfs confines links to the source under --allow-other, and --follow-symlinks follows them (FollowSymlinks)",
 			"link", p, "target", real, "source", f.real)
 	}
-	return fmt.Errorf("fetcher: %s: leads to %s, outside the source %s (--follow-symlinks follows it): %w",
+	return fmt.Errorf("%s: leads to %s, outside the source %s (--follow-symlinks follows it): %w",
 		p, real, f.real, ErrOutsideSource)
 }
 
@@ -425,7 +425,7 @@ func (f *File) List(ctx context.Context, prefix string) (entries []Entry, err er
 		}
 		dir = p
 	} else if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fetcher: %s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	des, err := os.ReadDir(dir)
 	if err != nil {
@@ -466,7 +466,7 @@ func (f *File) path(ctx context.Context, key string) (string, error) {
 	}
 	p := filepath.Join(f.root, filepath.FromSlash(key))
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("fetcher: %s: %w", p, err)
+		return "", fmt.Errorf("%s: %w", p, err)
 	}
 	return p, nil
 }
@@ -487,13 +487,13 @@ func fileError(op, path string, err error) error {
 			err = pe.Err
 		}
 	}
-	return fmt.Errorf("fetcher: %s %s: %w", op, path, err)
+	return fmt.Errorf("%s %s: %w", op, path, err)
 }
 
 // checkRange refuses a negative offset or length, a caller's bug.
 func checkRange(offset, length int64) error {
 	if offset < 0 || length < 0 {
-		return fmt.Errorf("fetcher: invalid range: offset %d, length %d", offset, length)
+		return fmt.Errorf("invalid range: offset %d, length %d", offset, length)
 	}
 	return nil
 }

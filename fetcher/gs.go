@@ -150,16 +150,16 @@ type wholeObject struct {
 func NewGCS(source string, opts GCSOptions) (*GCS, error) {
 	rest, ok := strings.CutPrefix(source, "gs://")
 	if !ok {
-		return nil, fmt.Errorf("fetcher: %q is not a gs:// URL", source)
+		return nil, fmt.Errorf("%q is not a gs:// URL", source)
 	}
 	bucket, prefix, _ := strings.Cut(rest, "/")
 	prefix = strings.TrimSuffix(prefix, "/")
 	if bucket == "" || strings.ContainsAny(bucket, "?#\\ ") {
-		return nil, fmt.Errorf("fetcher: %q: want gs://BUCKET or gs://BUCKET/PREFIX", source)
+		return nil, fmt.Errorf("%q: want gs://BUCKET or gs://BUCKET/PREFIX", source)
 	}
 	if prefix != "" {
 		if err := CheckKey(prefix); err != nil {
-			return nil, fmt.Errorf("fetcher: %q: bad prefix: %w", source, err)
+			return nil, fmt.Errorf("%q: bad prefix: %w", source, err)
 		}
 		prefix += "/"
 	}
@@ -170,7 +170,7 @@ func NewGCS(source string, opts GCSOptions) (*GCS, error) {
 	}
 	attrs, err := lru.New[string, gcsAttrs](gcsAttrCacheEntries)
 	if err != nil {
-		return nil, fmt.Errorf("fetcher: %w", err)
+		return nil, err
 	}
 	m := new(Metrics)
 	m.ConnsFrom(client.sess.dials.Load)
@@ -309,7 +309,7 @@ func (g *GCS) GetRange(ctx context.Context, key string, offset, length int64) (d
 		return nil, "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, "", fmt.Errorf("fetcher: read %s/%s: %w", g, key, err)
+		return nil, "", fmt.Errorf("read %s/%s: %w", g, key, err)
 	}
 	bound := g.callBound(length)
 	cctx, cancel := g.call(ctx, bound)
@@ -475,7 +475,7 @@ func (g *GCS) Stat(ctx context.Context, key string) (size int64, id Identity, er
 		return 0, "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, "", fmt.Errorf("fetcher: stat %s/%s: %w", g, key, err)
+		return 0, "", fmt.Errorf("stat %s/%s: %w", g, key, err)
 	}
 	cctx, cancel := g.call(ctx, g.opts.CallTimeout)
 	defer cancel()

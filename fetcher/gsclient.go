@@ -34,7 +34,7 @@ func (g *GCS) callBound(n int64) time.Duration {
 // error classifies err, from a call on key that ran under cctx, a child of
 // the caller's ctx with a timeout of bound.
 func (g *GCS) error(ctx, cctx context.Context, bound time.Duration, op, key string, err error) error {
-	where := fmt.Sprintf("fetcher: %s %s/%s", op, g, strings.TrimPrefix(key, "/"))
+	where := fmt.Sprintf("%s %s/%s", op, g, strings.TrimPrefix(key, "/"))
 	err = withoutURL(err)
 	var gerr *googleapi.Error
 	switch {
@@ -132,7 +132,7 @@ func newGCSClient(opts GCSOptions, anonymous bool) (*gcsClient, error) {
 			rt = &oauth2.Transport{Source: creds.TokenSource, Base: rt}
 		} else if file := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); file != "" {
 			// Named but unusable: falling back to anonymous would hide it.
-			return nil, fmt.Errorf("fetcher: gs: GOOGLE_APPLICATION_CREDENTIALS=%s: %w", file, err)
+			return nil, fmt.Errorf("gs: GOOGLE_APPLICATION_CREDENTIALS=%s: %w", file, err)
 		} else {
 			c.auth += " (no Application Default Credentials found)"
 		}
@@ -147,13 +147,13 @@ func newGCSClient(opts GCSOptions, anonymous bool) (*gcsClient, error) {
 	if opts.Endpoint != "" {
 		u, err := url.Parse(opts.Endpoint)
 		if err != nil || u.Scheme == "" || u.Host == "" {
-			return nil, fmt.Errorf("fetcher: bad GCS endpoint %q", opts.Endpoint)
+			return nil, fmt.Errorf("bad GCS endpoint %q", opts.Endpoint)
 		}
 		copts = append(copts, option.WithEndpoint(opts.Endpoint))
 	}
 	client, err := storage.NewClient(ctx, copts...)
 	if err != nil {
-		return nil, fmt.Errorf("fetcher: gs: %w", err)
+		return nil, fmt.Errorf("gs: %w", err)
 	}
 	c.client = client
 	return c, nil

@@ -122,13 +122,13 @@ func (h *HTTP) Stats() Stats { return h.m.Stats() }
 func NewHTTP(base string, opts HTTPOptions) (*HTTP, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return nil, fmt.Errorf("fetcher: %w", err)
+		return nil, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("fetcher: %q is not an http or https URL", base)
+		return nil, fmt.Errorf("%q is not an http or https URL", base)
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return nil, fmt.Errorf("fetcher: %q: a base URL cannot have a query or a fragment", u.Redacted())
+		return nil, fmt.Errorf("%q: a base URL cannot have a query or a fragment", u.Redacted())
 	}
 	if err := checkPort(u); err != nil {
 		return nil, err
@@ -225,13 +225,13 @@ func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) (
 		return nil, "", err
 	}
 	if ok && got.Known() && got != id {
-		return nil, "", fmt.Errorf("fetcher: %s: %s, the read was pinned to %s: %w", h.url(key).Redacted(), got, id, ErrChanged)
+		return nil, "", fmt.Errorf("%s: %s, the read was pinned to %s: %w", h.url(key).Redacted(), got, id, ErrChanged)
 	}
 	return data, got, nil
 }
 
 // errPreconditionFailed is a 412 reply to If-Match.
-var errPreconditionFailed = errors.New("fetcher: precondition failed (412)")
+var errPreconditionFailed = errors.New("precondition failed (412)")
 
 // getRange is GetRange with ifMatch, when not empty, sent as If-Match.
 func (h *HTTP) getRange(ctx context.Context, key string, offset, length int64, ifMatch string) ([]byte, Identity, error) {
@@ -468,7 +468,7 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 	}
 	u := h.url(key)
 	what := fmt.Sprintf("stream %s from %d", u.Redacted(), offset)
-	fail := func(err error) error { return fmt.Errorf("fetcher: %s: %w", what, err) }
+	fail := func(err error) error { return fmt.Errorf("%s: %w", what, err) }
 	sctx, wd := newWatchdog(ctx, what, h.opts.StallTimeout)
 	req, err := http.NewRequestWithContext(sctx, "GET", u.String(), nil)
 	if err != nil {
@@ -480,7 +480,7 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 	if err != nil {
 		wd.stop()
 		if e := wd.ended(); e != nil {
-			return nil, fmt.Errorf("fetcher: %w", e)
+			return nil, e
 		}
 		return nil, fail(transportError(err))
 	}

@@ -49,7 +49,7 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 
 	req, err := http.NewRequestWithContext(actx, method, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("fetcher: %w", err)
+		return err
 	}
 	req.Header = header
 	resp, err := h.client.Do(req)
@@ -72,7 +72,7 @@ func (h *HTTP) try(ctx context.Context, method string, u *url.URL, header http.H
 		// matters, and it must never be retried.
 		err = ctx.Err()
 	case wd.ended() != nil:
-		return fmt.Errorf("fetcher: %w", wd.ended())
+		return wd.ended()
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, u.Redacted(), err)

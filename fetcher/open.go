@@ -34,10 +34,10 @@ func Open(source string, opts Options) (Fetcher, error) {
 	case "file":
 		u, err := url.Parse(source)
 		if err != nil {
-			return nil, fmt.Errorf("fetcher: %w", err)
+			return nil, err
 		}
 		if u.Host != "" && u.Host != "localhost" || u.Path == "" {
-			return nil, fmt.Errorf("fetcher: %q does not name a local directory", source)
+			return nil, fmt.Errorf("%q does not name a local directory", source)
 		}
 		return newFile(u.Path, opts.File)
 	case "gs":
@@ -53,7 +53,7 @@ func Open(source string, opts Options) (Fetcher, error) {
 		}
 		return s, nil
 	}
-	return nil, fmt.Errorf("fetcher: %q: unsupported scheme %q", source, scheme)
+	return nil, fmt.Errorf("%q: %w %q", source, ErrUnsupportedScheme, scheme)
 }
 
 // newFile is NewFileWith returning a nil interface, not a typed nil, on

@@ -1,10 +1,15 @@
 package fetcher
 
 import (
+	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/volfs/volfs/internal/gcsfake"
 )
 
 func TestOpen(t *testing.T) {
@@ -57,6 +62,45 @@ func TestOpenBadPort(t *testing.T) {
 		}
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("Open(%q) took %v, want at once", src, d)
+		}
+	}
+}
+
+// TestErrorWording: the errors of a local and of a gs:// source begin
+// with the operation and the object, as an http(s):// source's do, with
+// no package prefix for the command line to strip; a SOURCE that no
+// fetcher serves is told by a sentinel, not by its text.
+func TestErrorWording(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	_, scheme := Open("ftp://h/vol", Options{})
+	_, notDir := Open(file, Options{})
+	_, missing := Open(filepath.Join(dir, "missing"), Options{})
+	local, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, localGet := local.Get(context.Background(), "nothere", 10)
+	gs := gcsFetcher(t, gcsfake.Start(t, gcsfake.Options{}), "nobucket/p")
+	_, gsGet := gs.Get(context.Background(), "k", 10)
+	_, gsList := gs.List(context.Background(), "")
+	for name, tc := range map[string]struct {
+		err      error
+		sentinel error
+	}{
+		"unsupported scheme": {scheme, ErrUnsupportedScheme},
+		"a file as SOURCE":   {notDir, ErrNotDirectory},
+		"missing SOURCE":     {missing, nil},
+		"local Get":          {localGet, ErrNotExist},
+		"gs Get":             {gsGet, ErrNotExist},
+		"gs List":            {gsList, ErrNotExist},
+	} {
+		if tc.err == nil || strings.Contains(tc.err.Error(), "fetcher: ") {
+			t.Errorf("%s: %v, want an error with no package prefix", name, tc.err)
+		}
+		if tc.sentinel != nil && !errors.Is(tc.err, tc.sentinel) {
+			t.Errorf("%s: %v, want it to wrap %v", name, tc.err, tc.sentinel)
 		}
 	}
 }

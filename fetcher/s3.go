@@ -123,16 +123,16 @@ var _ Statser = (*S3)(nil)
 func NewS3(source string, opts S3Options) (*S3, error) {
 	rest, ok := strings.CutPrefix(source, "s3://")
 	if !ok {
-		return nil, fmt.Errorf("fetcher: %q is not an s3:// URL", source)
+		return nil, fmt.Errorf("%q is not an s3:// URL", source)
 	}
 	bucket, prefix, _ := strings.Cut(rest, "/")
 	prefix = strings.TrimSuffix(prefix, "/")
 	if bucket == "" || strings.ContainsAny(bucket, "?#\\ ") {
-		return nil, fmt.Errorf("fetcher: %q: want s3://BUCKET or s3://BUCKET/PREFIX", source)
+		return nil, fmt.Errorf("%q: want s3://BUCKET or s3://BUCKET/PREFIX", source)
 	}
 	if prefix != "" {
 		if err := CheckKey(prefix); err != nil {
-			return nil, fmt.Errorf("fetcher: %q: bad prefix: %w", source, err)
+			return nil, fmt.Errorf("%q: bad prefix: %w", source, err)
 		}
 		prefix += "/"
 	}
@@ -140,7 +140,7 @@ func NewS3(source string, opts S3Options) (*S3, error) {
 	if opts.Endpoint != "" {
 		u, err := url.Parse(opts.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-			return nil, fmt.Errorf("fetcher: s3: bad endpoint URL %q: want http(s)://HOST[:PORT][/PATH]", opts.Endpoint)
+			return nil, fmt.Errorf("s3: bad endpoint URL %q: want http(s)://HOST[:PORT][/PATH]", opts.Endpoint)
 		}
 		if err := checkPort(u); err != nil {
 			return nil, fmt.Errorf("s3: bad endpoint URL: %w", err)
@@ -246,7 +246,7 @@ func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) ([]
 		return nil, "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, "", fmt.Errorf("fetcher: read %s/%s: %w", s, key, err)
+		return nil, "", fmt.Errorf("read %s/%s: %w", s, key, err)
 	}
 	if length == 0 {
 		return []byte{}, "", nil
@@ -423,7 +423,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 		token = page.NextContinuationToken
 	}
 	if entries == nil && prefix != "" {
-		return nil, fmt.Errorf("fetcher: list %s/%s/: no object under it: %w", s, prefix, ErrNotExist)
+		return nil, fmt.Errorf("list %s/%s/: no object under it: %w", s, prefix, ErrNotExist)
 	}
 	// A name that is both an object and a prefix shows as the directory,
 	// so that what lies below it stays reachable.

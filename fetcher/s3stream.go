@@ -26,7 +26,7 @@ func (s *S3) Stream(ctx context.Context, key string, offset int64) (io.ReadClose
 	ctx = withStall(withMetrics(ctx, &s.m), s.opts.StallTimeout, s.opts.MinRate)
 	fail := func(err error) error {
 		s.m.Done(err)
-		return fmt.Errorf("fetcher: stream %s/%s from %d: %w", s, key, offset, err)
+		return fmt.Errorf("stream %s/%s from %d: %w", s, key, offset, err)
 	}
 	st, err := s.conn.settle(ctx)
 	if err != nil {

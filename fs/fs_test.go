@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs/view"
@@ -50,6 +51,23 @@ func writeFiles(t *testing.T, files map[string][]byte) string {
 		}
 	}
 	return dir
+}
+
+// diskSource writes files under a new directory and opens it as a local
+// source, with a disk cache of 1 MiB in another (closed at the test's end).
+func diskSource(t *testing.T, files map[string][]byte) (dir string, d *disk.Cache, src fetcher.Fetcher) {
+	t.Helper()
+	dir = writeFiles(t, files)
+	d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	src, err = fetcher.Open(dir, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, d, src
 }
 
 func chunk0() []byte {

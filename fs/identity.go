@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -58,11 +57,10 @@ const verifiedKey = "\x00verified"
 // absent is the identity recorded for a key with no object.
 const absent = keep.Absent
 
-// seen is one object a load read, with the identity of the version read.
-type seen struct {
-	key string
-	id  fetcher.Identity
-}
+// seen is one object a load read (Key), with the identity of the version
+// read (ID); a list of them is written as an identity record by
+// keep.EncodeFields.
+type seen = keep.Field
 
 // identities checks and makes the identity records of the tiers' entries;
 // what the tree knows of its objects' identities, and whether the origin
@@ -79,17 +77,17 @@ func (ids *identities) init(t *Tree) { ids.t = t }
 func (ids *identities) learn(key string, id fetcher.Identity) { ids.t.origin.Learn(key, id) }
 
 // check is the tiers' check of an entry whose identity record is rec
-// (encodeSeen): nil when every object it was made from is still the
+// (keep.EncodeFields): nil when every object it was made from is still the
 // version it read (keep.Source.Check: while the origin is offline, every
 // entry), an error wrapping cache.ErrStale when one is not, and another
 // error when the origin could not tell (the entry is then kept).
 //
 // trust is that of the tier holding the entry: see "Verified at".
 func (ids *identities) check(ctx context.Context, rec []byte, trust cache.Trust) error {
-	objs, ok := decodeSeen(rec)
+	objs, ok := keep.DecodeFields(rec)
 	var c keep.Copy
-	if n := len(objs); ok && n > 0 && objs[n-1].key == verifiedKey {
-		ns, err := strconv.ParseInt(string(objs[n-1].id), 10, 64)
+	if n := len(objs); ok && n > 0 && objs[n-1].Key == verifiedKey {
+		ns, err := strconv.ParseInt(string(objs[n-1].ID), 10, 64)
 		if err != nil {
 			ok = false
 		}
@@ -103,7 +101,7 @@ func (ids *identities) check(ctx context.Context, rec []byte, trust cache.Trust)
 	}
 	c.Unvouched = trust == cache.TrustRecord
 	for _, o := range objs {
-		err := ids.t.origin.CheckCopy(ctx, o.key, o.id, c)
+		err := ids.t.origin.CheckCopy(ctx, o.Key, o.ID, c)
 		if errors.Is(err, keep.ErrChanged) {
 			return fmt.Errorf("fs: tier entry: %w: %w", err, cache.ErrStale)
 		}
@@ -120,58 +118,22 @@ func (ids *identities) check(ctx context.Context, rec []byte, trust cache.Trust)
 // read with one known identity.
 func (ids *identities) record(objs []seen, verified time.Time) ([]byte, bool) {
 	objs = slices.Clone(objs)
-	slices.SortFunc(objs, func(a, b seen) int { return strings.Compare(a.key, b.key) })
+	slices.SortFunc(objs, func(a, b seen) int { return strings.Compare(a.Key, b.Key) })
 	for i, o := range objs {
-		if !o.id.Known() {
+		if !o.ID.Known() {
 			if !ids.warned.Swap(true) {
 				ids.t.log.Warn("the source does not identify versions of its objects (an HTTP server without ETag or Last-Modified): chunks read from them are not kept in the disk cache",
-					"source", ids.t.src.String(), "object", o.key)
+					"source", ids.t.src.String(), "object", o.Key)
 			}
 			return nil, false
 		}
-		if i > 0 && objs[i-1].key == o.key && objs[i-1].id != o.id {
+		if i > 0 && objs[i-1].Key == o.Key && objs[i-1].ID != o.ID {
 			return nil, false // changed while the load read it
 		}
 	}
-	objs = slices.CompactFunc(objs, func(a, b seen) bool { return a.key == b.key })
+	objs = slices.CompactFunc(objs, func(a, b seen) bool { return a.Key == b.Key })
 	if !verified.IsZero() {
-		objs = append(objs, seen{verifiedKey, fetcher.Identity(strconv.FormatInt(verified.UnixNano(), 10))})
+		objs = append(objs, seen{Key: verifiedKey, ID: fetcher.Identity(strconv.FormatInt(verified.UnixNano(), 10))})
 	}
-	return encodeSeen(objs), true
-}
-
-// encodeSeen writes objects as a sequence of length-prefixed key and
-// identity pairs.
-func encodeSeen(objs []seen) []byte {
-	var b []byte
-	for _, o := range objs {
-		b = binary.AppendUvarint(b, uint64(len(o.key)))
-		b = append(b, o.key...)
-		b = binary.AppendUvarint(b, uint64(len(o.id)))
-		b = append(b, o.id...)
-	}
-	return b
-}
-
-// decodeSeen reads what encodeSeen wrote.
-func decodeSeen(b []byte) ([]seen, bool) {
-	var objs []seen
-	next := func() (string, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return "", false
-		}
-		s := string(b[k : k+int(n)])
-		b = b[k+int(n):]
-		return s, true
-	}
-	for len(b) > 0 {
-		key, ok1 := next()
-		id, ok2 := next()
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		objs = append(objs, seen{key, fetcher.Identity(id)})
-	}
-	return objs, true
+	return keep.EncodeFields(objs), true
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/volfs/volfs/cache"
-	"github.com/volfs/volfs/cache/disk"
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fetcher/keep"
 )
 
 // statCounter counts the Stats of a fetcher.
@@ -43,16 +43,7 @@ func TestDiskIdentityTTL(t *testing.T) {
 		{"every hit past the TTL", time.Nanosecond, rewritten, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeFiles(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
-			d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
-			src, err := fetcher.Open(dir, fetcher.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, d, src := diskSource(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
 			fill, err := New(context.Background(), src, Options{Disk: cache.NewDisk(d), CacheBytes: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -103,11 +94,11 @@ func TestIdentityRecord(t *testing.T) {
 		ok   bool
 		want []seen
 	}{
-		{"one", []seen{{"a", "x"}}, true, []seen{{"a", "x"}}},
-		{"sorted, once", []seen{{"b", "y"}, {"a", "x"}, {"b", "y"}}, true, []seen{{"a", "x"}, {"b", "y"}}},
-		{"changed while read", []seen{{"a", "x"}, {"a", "z"}}, false, nil},
-		{"unknown", []seen{{"a", "x"}, {"b", ""}}, false, nil},
-		{"absent sibling", []seen{{"k", absent}, {"k.gz", "x"}}, true, []seen{{"k", absent}, {"k.gz", "x"}}},
+		{"one", []seen{{Key: "a", ID: "x"}}, true, []seen{{Key: "a", ID: "x"}}},
+		{"sorted, once", []seen{{Key: "b", ID: "y"}, {Key: "a", ID: "x"}, {Key: "b", ID: "y"}}, true, []seen{{Key: "a", ID: "x"}, {Key: "b", ID: "y"}}},
+		{"changed while read", []seen{{Key: "a", ID: "x"}, {Key: "a", ID: "z"}}, false, nil},
+		{"unknown", []seen{{Key: "a", ID: "x"}, {Key: "b", ID: ""}}, false, nil},
+		{"absent sibling", []seen{{Key: "k", ID: absent}, {Key: "k.gz", ID: "x"}}, true, []seen{{Key: "k", ID: absent}, {Key: "k.gz", ID: "x"}}},
 	} {
 		rec, ok := ids.record(tc.objs, time.Time{})
 		if ok != tc.ok {
@@ -117,7 +108,7 @@ func TestIdentityRecord(t *testing.T) {
 		if !ok {
 			continue
 		}
-		got, dok := decodeSeen(rec)
+		got, dok := keep.DecodeFields(rec)
 		if !dok || len(got) != len(tc.want) {
 			t.Errorf("%s: record decodes to %v, %v; want %v", tc.name, got, dok, tc.want)
 			continue

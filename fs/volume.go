@@ -382,7 +382,7 @@ func (s *treeSource) ask(key string) {
 // returns the zero time: its record carries no verification).
 func (s *treeSource) verified() time.Time {
 	for _, o := range s.seen {
-		if !s.asked[o.key] {
+		if !s.asked[o.Key] {
 			return time.Time{}
 		}
 	}
@@ -482,7 +482,7 @@ func (s *treeSource) Stat(ctx context.Context, key string) (int64, error) {
 // load saw another version of the object before.
 func (s *treeSource) saw(key string, id fetcher.Identity) error {
 	if !id.Known() {
-		s.seen = append(s.seen, seen{key, id})
+		s.seen = append(s.seen, seen{Key: key, ID: id})
 		return nil
 	}
 	if was, ok := s.pinned[key]; ok && was != id {
@@ -492,7 +492,7 @@ func (s *treeSource) saw(key string, id fetcher.Identity) error {
 		s.pinned = make(map[string]fetcher.Identity, 2)
 	}
 	s.pinned[key] = id
-	s.seen = append(s.seen, seen{key, id})
+	s.seen = append(s.seen, seen{Key: key, ID: id})
 	s.t.ids.learn(key, id)
 	return nil
 }
@@ -514,7 +514,7 @@ func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Con
 		if err != nil {
 			return nil, err
 		}
-		rec := encodeSeen(s.seen[mark:])
+		rec := keep.EncodeFields(s.seen[mark:])
 		stored := make([]byte, 4, 4+len(rec)+len(b))
 		binary.LittleEndian.PutUint32(stored, uint32(len(rec)))
 		return append(append(stored, rec...), b...), nil
@@ -526,12 +526,12 @@ func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Con
 		return nil, fmt.Errorf("fs: memo %s: malformed", key)
 	}
 	n := 4 + int(binary.LittleEndian.Uint32(stored))
-	objs, ok := decodeSeen(stored[4:n])
+	objs, ok := keep.DecodeFields(stored[4:n])
 	if !ok {
 		return nil, fmt.Errorf("fs: memo %s: malformed identity record", key)
 	}
 	for _, o := range objs {
-		if err := s.saw(o.key, o.id); err != nil {
+		if err := s.saw(o.Key, o.ID); err != nil {
 			return nil, err
 		}
 	}

@@ -469,8 +469,11 @@ func gridTotal(a *decode.Array, box [][2]int64) (n, b int64, ok bool) {
 // each, one call at a time, with every chunk's result. With dryRun it
 // loads and writes nothing: chunks no tier holds are WarmWouldFetch,
 // those some tiers lack WarmWouldCopy. A failed chunk does not stop the
-// others; the end of ctx does (its error is returned), promptly: the
-// chunks still loading are abandoned and not reported. The disk cache
+// others; the end of ctx does (its error is returned), promptly: no chunk
+// starts after it, and a chunk still loading is abandoned and not
+// reported, but one whose load completed is reported as it ended, kept or
+// not, so that the results reported are what the tiers hold. Run returns
+// once every chunk has settled. The disk cache
 // holds what the warm writes (disk.Cache.Hold), so that a warm larger than
 // the cache reports the chunks that did not fit instead of evicting its
 // own. The tiers' writes are done when each is called.
@@ -512,9 +515,12 @@ func (p *WarmPlan) Run(ctx context.Context, workers int, dryRun bool, each func(
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				r := p.t.warmChunk(ctx, j.a, j.c, dryRun)
 				if ctx.Err() != nil {
 					continue // drain: the producer stops at ctx's end
+				}
+				r := p.t.warmChunk(ctx, j.a, j.c, dryRun)
+				if r.Status == WarmFailed && ctx.Err() != nil {
+					continue // abandoned: left for the next warm
 				}
 				mu.Lock()
 				each(r)

@@ -1,11 +1,15 @@
 package fs
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/fetcher"
 )
 
 // TestChunkBox: a box of voxels becomes the chunk index ranges that meet
@@ -62,5 +66,56 @@ func TestGridChunks(t *testing.T) {
 	gridChunks(a, [][2]int64{{1, 1}, {0, 2}}, func(*decode.Array, []int64) bool { n++; return true })
 	if n != 0 {
 		t.Errorf("empty box: %d chunks, want 0", n)
+	}
+}
+
+// cancelAfter is a source that ends a warm (cancel) as it answers the
+// fetch of the chunk at key, with the chunk's bytes: the interrupt comes
+// after the chunk was fetched, before the warm has reported it.
+type cancelAfter struct {
+	fetcher.Fetcher
+	key    string
+	cancel context.CancelFunc
+}
+
+func (f cancelAfter) Get(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
+	o, err := f.Fetcher.Get(ctx, key, limit)
+	if key == f.key {
+		f.cancel()
+	}
+	return o, err
+}
+
+// TestWarmInterruptCounted: a chunk whose load completes as the warm is
+// interrupted is kept, and reported as such: the results counted are the
+// chunks the disk cache holds.
+func TestWarmInterruptCounted(t *testing.T) {
+	const key = "layer/s0/0-4_0-4_0-2"
+	_, d, src := diskSource(t, map[string][]byte{"layer/info": []byte(testInfo), key: chunk0()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tree, err := New(context.Background(), cancelAfter{src, key, cancel}, Options{Disk: cache.NewDisk(d), CacheBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	plan, err := tree.PlanWarm(context.Background(), []string{"layer/s0"}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []WarmResult
+	err = plan.Run(ctx, 1, false, func(r WarmResult) { got = append(got, r) })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v, want context.Canceled", err)
+	}
+	kept := 0
+	for _, r := range got {
+		if r.Status == WarmFetched && r.NotKept == nil {
+			kept++
+		}
+	}
+	t.Logf("reported %+v", got)
+	if kept != 1 {
+		t.Errorf("reported %d chunks kept, want 1: the chunk fetched as the warm was interrupted", kept)
 	}
 }

@@ -72,7 +72,7 @@ func (s *Server) fail(w *response, r *http.Request, code int) {
 func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 	ctx := r.Context()
 	size := f.Size()
-	v := s.validators(p, size)
+	v, _ := s.validators(ctx, p, f, true)
 	h := w.Header()
 	h.Set("ETag", v.etag)
 	h.Set("Last-Modified", v.mod.UTC().Format(http.TimeFormat))

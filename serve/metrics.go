@@ -11,10 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics counts the requests answered, by method and status code, and the
-// body bytes sent.
+// metrics counts the requests answered, by method and status code, the
+// replies cut after their status was sent, and the body bytes sent. A
+// request is counted as its reply's status is committed, before any byte
+// of it goes out: a client that has its reply finds it counted.
 type metrics struct {
 	requests *prometheus.CounterVec
+	cut      *prometheus.CounterVec
 	bytes    atomic.Int64
 	bytesCol prometheus.Collector
 }
@@ -31,7 +34,11 @@ func newMetrics() *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "volfs_http_requests_total",
-			Help: "Requests answered by volfs serve, by method and status code (499: the client left first).",
+			Help: "Requests answered by volfs serve, by method and the status code sent (499: the client left before a reply).",
+		}, []string{"method", "code"}),
+		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "volfs_http_replies_cut_total",
+			Help: "Replies of volfs serve cut after their status was sent, by method and why (499: the client left; else the code the failure maps to).",
 		}, []string{"method", "code"}),
 	}
 	m.bytesCol = prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -42,24 +49,22 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.requests, m.bytesCol}
+	return []prometheus.Collector{m.requests, m.cut, m.bytesCol}
 }
 
-func (m *metrics) observe(method string, code int, n int64) {
+// label is method as counted.
+func label(method string) string {
 	if !knownMethods[method] {
-		method = "other"
+		return "other"
 	}
-	if code == 0 {
-		code = http.StatusOK
-	}
-	m.requests.WithLabelValues(method, strconv.Itoa(code)).Inc()
-	m.bytes.Add(n)
+	return method
 }
 
 // response is the ResponseWriter of one request: it sets a write deadline
 // before each write, so that a client that stops reading fails the write
 // after timeout instead of holding the request; it records the status and
-// the body bytes for the metrics; and it holds the request's tree-read
+// the body bytes, and counts the request as its status is committed
+// (metrics); and it holds the request's tree-read
 // slot, taken from slots, which it gives back while a block is written
 // (writeBlock). It is used by its request's goroutine only.
 type response struct {
@@ -68,13 +73,38 @@ type response struct {
 	timeout time.Duration
 	slots   chan struct{}
 	held    bool // a slot is taken
+	m       *metrics
+	method  string
 	once    sync.Once
-	code    int
+	sent    int // the status committed and counted; 0 before
+	code    int // the request's outcome: sent, or what cut the reply
 	bytes   int64
 }
 
-func newResponse(w http.ResponseWriter, timeout time.Duration, slots chan struct{}) *response {
-	return &response{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout, slots: slots}
+func newResponse(w http.ResponseWriter, r *http.Request, m *metrics, timeout time.Duration, slots chan struct{}) *response {
+	return &response{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout, slots: slots, m: m, method: label(r.Method)}
+}
+
+// commit counts the request under code, the status about to be sent, once.
+func (w *response) commit(code int) {
+	w.once.Do(func() {
+		w.code, w.sent = code, code
+		w.m.requests.WithLabelValues(w.method, strconv.Itoa(code)).Inc()
+	})
+}
+
+// finish counts a request that sent no status (net/http then sends 200,
+// unless the handler set code: the client left first), or the cut of a
+// reply whose outcome differs from the status it sent.
+func (w *response) finish() {
+	switch code := w.code; {
+	case w.sent == 0 && code == 0:
+		w.commit(http.StatusOK)
+	case w.sent == 0:
+		w.commit(code)
+	case code != w.sent:
+		w.m.cut.WithLabelValues(w.method, strconv.Itoa(code)).Inc()
+	}
 }
 
 // take takes a tree-read slot; false when ctx ended first.
@@ -116,17 +146,18 @@ func (w *response) writeBlock(ctx context.Context, p []byte) error {
 }
 
 func (w *response) WriteHeader(code int) {
-	w.once.Do(func() { w.code = code })
+	w.commit(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *response) Write(p []byte) (int, error) {
-	w.once.Do(func() { w.code = http.StatusOK })
+	w.commit(http.StatusOK)
 	// Only a connection's writer can take a deadline; an HTTP/2 stream
 	// or a test recorder cannot, and keeps the server's bounds.
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes += int64(n)
+	w.m.bytes.Add(int64(n))
 	return n, err
 }
 

@@ -44,6 +44,8 @@ package serve
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"hash/fnv"
 	"io"
@@ -107,7 +109,8 @@ func New(tree *fs.Tree, opts Options) *Server {
 }
 
 // Collectors returns the server's Prometheus collectors:
-// volfs_http_requests_total by method and code, and
+// volfs_http_requests_total by method and the code sent (counted before
+// the reply's first byte goes out), volfs_http_replies_cut_total, and
 // volfs_http_served_bytes_total.
 func (s *Server) Collectors() []prometheus.Collector { return s.metrics.collectors() }
 
@@ -120,9 +123,9 @@ func (s *Server) readMethods() string {
 }
 
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := newResponse(rw, s.policy.WriteTimeout, s.active)
+	w := newResponse(rw, r, s.metrics, s.policy.WriteTimeout, s.active)
 	defer func() {
-		s.metrics.observe(r.Method, w.code, w.bytes)
+		w.finish()
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "depth", r.Header.Get("Depth"), "range", r.Header.Get("Range"),
 			"proto", r.Proto, "tls", r.TLS != nil, "code", w.code, "bytes", w.bytes)
 	}()
@@ -273,27 +276,53 @@ type validators struct {
 	strong bool
 }
 
-// validators returns the validators of the file at p of size bytes. Without
-// a metadata TTL a file's bytes do not change while the server runs: the
-// ETag is strong, made of the server's start (a restarted server may read
-// a source that changed), the path and the size. With one, the source may
-// change under the server and a file's bytes with it: the ETag is weak and
-// changes every TTL (so a client that revalidates sees new bytes within
-// about a TTL of the tree), and If-Range, which needs a strong validator,
-// never applies, so that no resumed download splices two versions.
-func (s *Server) validators(p string, size int64) validators {
-	h := fnv.New64a()
-	h.Write([]byte(strconv.FormatInt(s.start.Unix(), 10)))
-	h.Write([]byte{0})
-	h.Write([]byte(p))
-	tag := strconv.FormatUint(h.Sum64(), 16) + "-" + strconv.FormatInt(size, 16)
+// validators returns the validators of f, the file at p. The ETag of a
+// file whose version the tree names (fs.Tree.Version: a chunk, from the
+// identities of its objects and its array's recipe) changes exactly when
+// its bytes can, and is the same in every server over the same source.
+// Any other file's is made of the server's start (a restarted server may
+// read a source that changed), the path and the size. Without a metadata
+// TTL a file's bytes do not change while the server runs: the ETag is
+// strong. With one, the source may change under the server and a file's
+// bytes with it: the ETag is weak (a version-less file's changes every
+// TTL, so that a client that revalidates sees new bytes within about a TTL
+// of the tree), and If-Range, which needs a strong validator, never
+// applies, so that no resumed download splices two versions.
+//
+// With ask false (a PROPFIND's listing) the tree names only the versions
+// it knows without asking the origin (fs.Tree.KnownVersion), and a file
+// whose version it would have to ask for has no ETag (ok false): never a
+// tag that GET would not give.
+func (s *Server) validators(ctx context.Context, p string, f fs.File, ask bool) (v validators, ok bool) {
+	size := strconv.FormatInt(f.Size(), 16)
 	ttl := s.policy.MetadataTTL
+	var ver string
+	var err error
+	if ask {
+		ver, err = s.tree.Version(ctx, f)
+	} else {
+		ver, err = s.tree.KnownVersion(f)
+		if errors.Is(err, fs.ErrVersionNotKnown) {
+			return validators{}, false
+		}
+	}
+	var tag string
+	if err == nil {
+		sum := sha256.Sum256([]byte(ver))
+		tag = hex.EncodeToString(sum[:16]) + "-" + size
+	} else {
+		h := fnv.New64a()
+		h.Write([]byte(strconv.FormatInt(s.start.Unix(), 10)))
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+		tag = strconv.FormatUint(h.Sum64(), 16) + "-" + size
+		if ttl > 0 {
+			tag += "-" + strconv.FormatInt(time.Now().UnixNano()/int64(ttl), 16)
+		}
+	}
 	if ttl <= 0 {
-		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true}
+		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true}, true
 	}
 	epoch := time.Now().UnixNano() / int64(ttl)
-	return validators{
-		etag: `W/"` + tag + "-" + strconv.FormatInt(epoch, 16) + `"`,
-		mod:  time.Unix(0, epoch*int64(ttl)).Truncate(time.Second),
-	}
+	return validators{etag: `W/"` + tag + `"`, mod: time.Unix(0, epoch*int64(ttl)).Truncate(time.Second)}, true
 }

@@ -61,6 +61,16 @@ func open(t *testing.T, opts Options) (*Tier, *logBuffer) {
 	return tier, logs
 }
 
+// engineURL starts a real engine of kind, "redis" or "memcache", for the
+// test, and returns its URL.
+func engineURL(t *testing.T, kind string) string {
+	t.Helper()
+	if kind == "redis" {
+		return "redis://" + testenv.StartRedis(t).Addr
+	}
+	return "memcache://" + testenv.StartMemcached(t).Addr
+}
+
 func accept([]byte) error { return nil }
 
 func random(n int) []byte {
@@ -73,10 +83,7 @@ func random(n int) []byte {
 // reads them back: compressible ones stored as zstd, random ones raw, with
 // and without a secret; a lookup of another size misses.
 func TestRoundTrip(t *testing.T) {
-	engines := map[string]string{
-		"redis":    "redis://" + testenv.StartRedis(t).Addr,
-		"memcache": "memcache://" + testenv.StartMemcached(t).Addr,
-	}
+	engines := map[string]string{"redis": engineURL(t, "redis"), "memcache": engineURL(t, "memcache")}
 	for name, u := range engines {
 		for _, secret := range []string{"", "s3cret"} {
 			tier, _ := open(t, Options{URL: u, Secret: []byte(secret)})
@@ -397,12 +404,7 @@ func TestOutage(t *testing.T) {
 func TestLease(t *testing.T) {
 	for _, kind := range []string{"redis", "memcache"} {
 		t.Run(kind, func(t *testing.T) {
-			var u string
-			if kind == "redis" {
-				u = "redis://" + testenv.StartRedis(t).Addr
-			} else {
-				u = "memcache://" + testenv.StartMemcached(t).Addr
-			}
+			u := engineURL(t, kind)
 			ttl := 300 * time.Millisecond
 			if kind == "memcache" {
 				ttl = time.Second // memcached's expiry counts whole seconds
@@ -483,12 +485,7 @@ func TestLease(t *testing.T) {
 func TestLeaseToken(t *testing.T) {
 	for _, kind := range []string{"redis", "memcache"} {
 		t.Run(kind, func(t *testing.T) {
-			var u string
-			if kind == "redis" {
-				u = "redis://" + testenv.StartRedis(t).Addr
-			} else {
-				u = "memcache://" + testenv.StartMemcached(t).Addr
-			}
+			u := engineURL(t, kind)
 			tier, _ := open(t, Options{URL: u, Timeout: time.Second})
 			ctx := context.Background()
 			ek := engineKey("k")

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+
+	"github.com/volfs/volfs/fetcher"
 )
 
 // sourceKinds is what a SOURCE may be, for messages that refuse one.
@@ -14,10 +16,11 @@ const sourceKinds = "a SOURCE is a directory of volumes or a URL of one: a local
 	"http(s)://HOST/PATH, gs://BUCKET[/PREFIX] or s3://BUCKET[/PREFIX], " +
 	"optionally after a format prefix (precomputed://, zarr://, zarr2://, zarr3://, n5://)"
 
-// packagePrefix is a package's error prefix ("fetcher: ") at the start of
-// a message or of a wrapped cause: the packages' errors carry them for
-// the programmer, and the user needs none.
-var packagePrefix = regexp.MustCompile(`(^|: )(?:fetcher|fs|decode|codec|cache|disk|shared|serve|view): `)
+// packagePrefix is a package's error prefix ("fs: ") at the start of a
+// message or of a wrapped cause: the packages' errors carry them for the
+// programmer, and the user needs none. The fetcher's errors carry none:
+// they begin with the operation and the object ("read gs://b/k: ...").
+var packagePrefix = regexp.MustCompile(`(^|: )(?:fs|decode|codec|cache|disk|shared|serve|view): `)
 
 // userMessage presents err, as a command ends with it, in the user's
 // words: no internal package names, the cause said once, and for the
@@ -37,22 +40,14 @@ func userMessage(err error) string {
 	if errors.As(err, &dns) {
 		return fmt.Sprintf("cannot find the host %q (%s); check the host name in SOURCE", dns.Name, dns.Err)
 	}
-	msg := err.Error()
-	if m := unsupportedScheme.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("%s: unsupported scheme %s; %s", m[1], m[2], sourceKinds)
-	}
-	if m := notADirectory.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("%s is a file, not a directory; %s", m[1], sourceKinds)
-	}
-	msg = packagePrefix.ReplaceAllString(msg, "$1")
+	msg := packagePrefix.ReplaceAllString(err.Error(), "$1")
 	msg = strings.ReplaceAll(msg, "object does not exist", "not found")
-	return dedupe(msg)
+	msg = dedupe(msg)
+	if errors.Is(err, fetcher.ErrUnsupportedScheme) || errors.Is(err, fetcher.ErrNotDirectory) {
+		msg += "; " + sourceKinds
+	}
+	return msg
 }
-
-var (
-	unsupportedScheme = regexp.MustCompile(`^fetcher: ("[^"]*"): unsupported scheme ("[^"]*")$`)
-	notADirectory     = regexp.MustCompile(`^fetcher: (.+) is not a directory$`)
-)
 
 // dedupe drops a ": "-separated part of msg that repeats the one before
 // it ("not found: not found").

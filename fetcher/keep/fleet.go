@@ -49,7 +49,7 @@ const verifiedField = "verified"
 // fleetAnswer returns the fleet's answer kept under skey when its
 // verification is fresh: the record's fields without the time, the bytes,
 // and the time.
-func (s *Source) fleetAnswer(ctx context.Context, skey string) (rec []field, data []byte, at time.Time, ok bool) {
+func (s *Source) fleetAnswer(ctx context.Context, skey string) (rec []Field, data []byte, at time.Time, ok bool) {
 	if s.opts.Fleet == nil || s.off.active() {
 		return nil, nil, time.Time{}, false
 	}
@@ -57,11 +57,11 @@ func (s *Source) fleetAnswer(ctx context.Context, skey string) (rec []field, dat
 	if !ok {
 		return nil, nil, time.Time{}, false
 	}
-	rec, good := decodeRecord(raw)
-	if n := len(rec); !good || n < 2 || rec[n-1].key != verifiedField {
+	rec, good := DecodeFields(raw)
+	if n := len(rec); !good || n < 2 || rec[n-1].Key != verifiedField {
 		return nil, nil, time.Time{}, false
 	}
-	ns, err := strconv.ParseInt(string(rec[len(rec)-1].id), 10, 64)
+	ns, err := strconv.ParseInt(string(rec[len(rec)-1].ID), 10, 64)
 	at = time.Unix(0, ns)
 	if err != nil || !s.fresh(at) {
 		return nil, nil, time.Time{}, false
@@ -85,14 +85,14 @@ func (s *Source) fleetObject(ctx context.Context, skey, key string, limit int64)
 		return fetcher.Object{}, nil, false
 	}
 	switch {
-	case rec[0].key == keptAbsent:
+	case rec[0].Key == keptAbsent:
 		s.learnAt(key, Absent, at)
 		s.stats.FleetAnswers.Add(1)
 		return fetcher.Object{}, fmt.Errorf("keep: %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
-	case rec[0].key == keptObject && len(rec) == 2 && rec[0].id.Known() && int64(len(data)) <= limit:
-		s.learnAt(key, rec[0].id, at)
+	case rec[0].Key == keptObject && len(rec) == 2 && rec[0].ID.Known() && int64(len(data)) <= limit:
+		s.learnAt(key, rec[0].ID, at)
 		s.stats.FleetAnswers.Add(1)
-		return fetcher.Object{Data: slices.Clone(data), ContentEncoding: string(rec[1].id), ID: rec[0].id}, nil, true
+		return fetcher.Object{Data: slices.Clone(data), ContentEncoding: string(rec[1].ID), ID: rec[0].ID}, nil, true
 	}
 	return fetcher.Object{}, nil, false
 }
@@ -103,9 +103,9 @@ func (s *Source) shareObject(skey string, start time.Time, obj fetcher.Object, e
 	switch {
 	case s.opts.Fleet == nil:
 	case err == nil && obj.ID.Known() && int64(len(obj.Data)) <= s.opts.MaxKept:
-		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptObject, obj.ID}, field{"encoding", fetcher.Identity(obj.ContentEncoding)}), obj.Data)
+		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptObject, obj.ID}, Field{"encoding", fetcher.Identity(obj.ContentEncoding)}), obj.Data)
 	case errors.Is(err, fetcher.ErrNotExist) && !errors.Is(err, ErrKept):
-		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptAbsent, ""}), nil)
+		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptAbsent, ""}), nil)
 	default:
 		s.opts.Fleet.Release(skey)
 	}
@@ -119,7 +119,7 @@ func (s *Source) fleetListing(ctx context.Context, skey, key string) (entries []
 	if !ok {
 		return nil, time.Time{}, nil, false
 	}
-	switch rec[0].key {
+	switch rec[0].Key {
 	case keptAbsent:
 		s.stats.FleetAnswers.Add(1)
 		return nil, at, fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
@@ -147,14 +147,14 @@ func (s *Source) shareListing(skey string, start time.Time, entries []fetcher.En
 	switch {
 	case err == nil:
 		if b, ok := encodeEntriesIDs(entries, s.opts.MaxKept); ok {
-			s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptListing, ""}), b)
+			s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptListing, ""}), b)
 			return
 		}
 	case errors.Is(err, fetcher.ErrNotExist):
-		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptAbsent, ""}), nil)
+		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptAbsent, ""}), nil)
 		return
 	case errors.Is(err, fetcher.ErrNotSupported):
-		s.opts.Fleet.Put(skey, verifiedRecord(start, field{keptUnsupported, ""}), nil)
+		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptUnsupported, ""}), nil)
 		return
 	}
 	s.opts.Fleet.Release(skey)
@@ -162,8 +162,8 @@ func (s *Source) shareListing(skey string, start time.Time, entries []fetcher.En
 
 // verifiedRecord is the record of an answer of fields read from the
 // origin at at.
-func verifiedRecord(at time.Time, fields ...field) []byte {
-	return encodeRecord(append(fields, field{verifiedField, fetcher.Identity(strconv.FormatInt(at.UnixNano(), 10))}))
+func verifiedRecord(at time.Time, fields ...Field) []byte {
+	return EncodeFields(append(fields, Field{verifiedField, fetcher.Identity(strconv.FormatInt(at.UnixNano(), 10))}))
 }
 
 // encodeEntriesIDs is encodeEntries with each object's identity after

@@ -46,12 +46,12 @@ func (m *memFleet) age(t *testing.T, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, v := range m.vals {
-		rec, ok := decodeRecord(v[0])
+		rec, ok := DecodeFields(v[0])
 		n := len(rec)
-		if !ok || n == 0 || rec[n-1].key != verifiedField {
+		if !ok || n == 0 || rec[n-1].Key != verifiedField {
 			t.Fatalf("%q: record %q", k, v[0])
 		}
-		ns, err := strconv.ParseInt(string(rec[n-1].id), 10, 64)
+		ns, err := strconv.ParseInt(string(rec[n-1].ID), 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}

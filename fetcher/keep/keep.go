@@ -247,13 +247,23 @@ func (s *Source) Stat(ctx context.Context, key string) (int64, fetcher.Identity,
 	return n, id, err
 }
 
+// Known returns the identity of the object at key that Current would
+// return without asking the origin: one learnt within the TTL (or ever,
+// with 0); false when Current would ask.
+func (s *Source) Known(key string) (fetcher.Identity, bool) {
+	l, ok := s.known.Get(key)
+	if !ok || s.opts.TTL > 0 && time.Since(l.at) >= s.opts.TTL {
+		return "", false
+	}
+	return l.id, true
+}
+
 // Current returns the identity of the object at key as the origin holds
 // it: learnt within the TTL (or ever, with 0), or else from a Stat shared
 // by every caller that asks meanwhile. A key with no object is Absent.
 func (s *Source) Current(ctx context.Context, key string) (fetcher.Identity, error) {
-	ttl := s.opts.TTL
-	if l, ok := s.known.Get(key); ok && (ttl <= 0 || time.Since(l.at) < ttl) {
-		return l.id, nil
+	if id, ok := s.Known(key); ok {
+		return id, nil
 	}
 	ch := s.flight.DoChan(key, func() (any, error) {
 		s.stats.CheckRequests.Add(1)

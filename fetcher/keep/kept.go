@@ -49,9 +49,9 @@ func (s *Source) Get(ctx context.Context, key string, limit int64) (fetcher.Obje
 	}
 	switch {
 	case err == nil && obj.ID.Known():
-		s.keep(skey, encodeRecord([]field{{keptObject, obj.ID}, {"encoding", fetcher.Identity(obj.ContentEncoding)}}), obj.Data)
+		s.keep(skey, EncodeFields([]Field{{keptObject, obj.ID}, {"encoding", fetcher.Identity(obj.ContentEncoding)}}), obj.Data)
 	case errors.Is(err, fetcher.ErrNotExist):
-		s.keep(skey, encodeRecord([]field{{keptAbsent, ""}}), nil)
+		s.keep(skey, EncodeFields([]Field{{keptAbsent, ""}}), nil)
 	case err != nil && s.isOffline(ctx, key, err):
 		if kept, kerr, ok := s.keptObject(skey, key, limit); ok {
 			return kept, kerr
@@ -102,7 +102,7 @@ func (s *Source) GetChunk(ctx context.Context, key string, limit int64, keepAbse
 		// origin's answer any more.
 		s.forget(skey)
 	case errors.Is(err, fetcher.ErrNotExist) && keepAbsent:
-		s.keep(skey, encodeRecord([]field{{keptAbsent, ""}}), nil)
+		s.keep(skey, EncodeFields([]Field{{keptAbsent, ""}}), nil)
 	case err != nil && s.isOffline(ctx, key, err):
 		if kerr, ok := keptAbsence(); ok {
 			return fetcher.Object{}, kerr
@@ -124,10 +124,10 @@ var errForgotten = fmt.Errorf("keep: kept answer no longer the origin's: %w", ca
 // skey: the object, or an error wrapping ErrNotExist and ErrKept; ok is
 // false when none is kept.
 func (s *Source) keptObject(skey, key string, limit int64) (obj fetcher.Object, err error, ok bool) {
-	var rec []field
+	var rec []Field
 	data, ok := s.opts.Store.GetUpTo(skey, limit, func(ident []byte) error {
 		var good bool
-		if rec, good = decodeRecord(ident); !good || len(rec) == 0 {
+		if rec, good = DecodeFields(ident); !good || len(rec) == 0 {
 			return fmt.Errorf("keep: unreadable kept entry: %w", errUnreadable)
 		}
 		return nil
@@ -136,12 +136,12 @@ func (s *Source) keptObject(skey, key string, limit int64) (obj fetcher.Object, 
 		return fetcher.Object{}, nil, false
 	}
 	switch {
-	case rec[0].key == keptAbsent:
+	case rec[0].Key == keptAbsent:
 		s.stats.KeptServed.Add(1)
 		return fetcher.Object{}, fmt.Errorf("keep: %s/%s: %w (%w)", s.src, key, fetcher.ErrNotExist, ErrKept), true
-	case rec[0].key == keptObject && len(rec) == 2:
+	case rec[0].Key == keptObject && len(rec) == 2:
 		s.stats.KeptServed.Add(1)
-		return fetcher.Object{Data: data, ContentEncoding: string(rec[1].id), ID: rec[0].id}, nil, true
+		return fetcher.Object{Data: data, ContentEncoding: string(rec[1].ID), ID: rec[0].ID}, nil, true
 	}
 	return fetcher.Object{}, nil, false
 }
@@ -177,12 +177,12 @@ func (s *Source) ListAt(ctx context.Context, key string) ([]fetcher.Entry, time.
 	switch {
 	case err == nil:
 		if b, ok := encodeEntries(entries, s.opts.MaxKept); ok {
-			s.keep(skey, encodeRecord([]field{{keptListing, ""}}), b)
+			s.keep(skey, EncodeFields([]Field{{keptListing, ""}}), b)
 		}
 	case errors.Is(err, fetcher.ErrNotExist):
-		s.keep(skey, encodeRecord([]field{{keptAbsent, ""}}), nil)
+		s.keep(skey, EncodeFields([]Field{{keptAbsent, ""}}), nil)
 	case errors.Is(err, fetcher.ErrNotSupported):
-		s.keep(skey, encodeRecord([]field{{keptUnsupported, ""}}), nil)
+		s.keep(skey, EncodeFields([]Field{{keptUnsupported, ""}}), nil)
 	case s.isOffline(ctx, key, err):
 		if kept, kerr, ok := s.keptListing(skey, key); ok {
 			return kept, time.Now(), kerr
@@ -222,11 +222,11 @@ func (s *Source) learnListing(key string, entries []fetcher.Entry, at time.Time)
 func (s *Source) keptListing(skey, key string) (entries []fetcher.Entry, err error, ok bool) {
 	var kind string
 	data, ok := s.opts.Store.GetUpTo(skey, s.opts.MaxKept, func(ident []byte) error {
-		rec, good := decodeRecord(ident)
+		rec, good := DecodeFields(ident)
 		if !good || len(rec) == 0 {
 			return fmt.Errorf("keep: unreadable listing entry: %w", errUnreadable)
 		}
-		kind = rec[0].key
+		kind = rec[0].Key
 		return nil
 	})
 	if !ok {
@@ -284,28 +284,30 @@ func (s *Source) Touch() {
 	})
 }
 
-// field is one key and value of a kept entry's record.
-type field struct {
-	key string
-	id  fetcher.Identity
+// Field is one key and value of an identity record: the records of the
+// kept entries here, and those of the tiers' chunk entries (fs).
+type Field struct {
+	Key string
+	ID  fetcher.Identity
 }
 
-// encodeRecord writes fields as a sequence of length-prefixed key and
-// value pairs (uvarint lengths), the layout of the tiers' identity records.
-func encodeRecord(fields []field) []byte {
+// EncodeFields writes fields as a sequence of length-prefixed key and
+// value pairs (uvarint lengths), the layout of every identity record.
+func EncodeFields(fields []Field) []byte {
 	var b []byte
 	for _, f := range fields {
-		b = binary.AppendUvarint(b, uint64(len(f.key)))
-		b = append(b, f.key...)
-		b = binary.AppendUvarint(b, uint64(len(f.id)))
-		b = append(b, f.id...)
+		b = binary.AppendUvarint(b, uint64(len(f.Key)))
+		b = append(b, f.Key...)
+		b = binary.AppendUvarint(b, uint64(len(f.ID)))
+		b = append(b, f.ID...)
 	}
 	return b
 }
 
-// decodeRecord reads what encodeRecord wrote.
-func decodeRecord(b []byte) ([]field, bool) {
-	var fields []field
+// DecodeFields reads what EncodeFields wrote; false if b is not such a
+// sequence (truncated, or a length past its end).
+func DecodeFields(b []byte) ([]Field, bool) {
+	var fields []Field
 	next := func() (string, bool) {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
@@ -321,7 +323,7 @@ func decodeRecord(b []byte) ([]field, bool) {
 		if !ok1 || !ok2 {
 			return nil, false
 		}
-		fields = append(fields, field{key, fetcher.Identity(id)})
+		fields = append(fields, Field{key, fetcher.Identity(id)})
 	}
 	return fields, true
 }
