@@ -299,6 +299,12 @@ func (s *shardingSpec) minishardRange(ctx context.Context, src Source, key strin
 			return 0, 0, fmt.Errorf("%w: %s: shard index entry of %d bytes", ErrCorrupt, key, len(entry))
 		}
 	}
+	return s.entryRange(key, minishard, entry)
+}
+
+// entryRange returns the absolute byte range of the minishard index that
+// entry, minishard's 16-byte entry of the shard index of key, names.
+func (s *shardingSpec) entryRange(key string, minishard uint64, entry []byte) (start, end uint64, err error) {
 	start, end = binary.LittleEndian.Uint64(entry), binary.LittleEndian.Uint64(entry[8:])
 	base := s.shardIndexSize()
 	if start > end || end-start > maxMinishardIndexBytes || end > 1<<62-base {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/decode/ngobj"
 	"github.com/volfs/volfs/fetcher"
 )
@@ -24,11 +25,12 @@ import (
 //
 // A view lists one file per object, from the source directory's listing
 // (skeleton objects named by a segment id, meshes by their manifest
-// "<id>:0"), without reading an object. A file is converted when it is
+// "<id>:0") or, for sharded skeletons, from the minishard indexes of the
+// shard files it lists (objshard.go), without reading an object. A file is converted when it is
 // looked up, so that stat knows its size; the node holds the converted
 // bytes like a decoded value, so an inode the kernel keeps converts once.
-// Sharded skeletons and multi-resolution (Draco) meshes are not converted:
-// their views are empty and their directories pass through.
+// Multi-resolution (Draco) meshes are not converted: their views are
+// empty and their directories pass through.
 const (
 	SkeletonView = "skeletons.swc"
 	MeshOBJView  = "mesh.obj"
@@ -104,10 +106,11 @@ type objectDir struct {
 	key  string // the object directory's key
 	src  Dir    // the object directory as the source shows it
 
-	once sync.Once
-	skel *ngobj.SkeletonInfo // for SkeletonView
-	off  bool                // a layout not converted: the view is empty
-	err  error
+	once  sync.Once
+	skel  *ngobj.SkeletonInfo // for SkeletonView
+	shard *decode.Sharding    // the skeletons' sharding; nil when each is an object
+	off   bool                // a layout not converted: the view is empty
+	err   error
 }
 
 func (d *objectDir) IsDir() bool { return true }
@@ -139,7 +142,9 @@ func (d *objectDir) info(ctx context.Context) (bool, error) {
 			d.off = mi.Type != "" && mi.Type != "neuroglancer_legacy_mesh"
 		} else if err == nil {
 			d.skel, err = ngobj.ParseSkeletonInfo(data)
-			d.off = err == nil && d.skel.Sharding != nil && string(d.skel.Sharding) != "null"
+			if err == nil && d.skel.Sharding != nil && string(d.skel.Sharding) != "null" {
+				d.shard, err = decode.ParseSharding(d.skel.Sharding)
+			}
 		}
 		if err != nil {
 			d.err = fmt.Errorf("fs: %s: %w", key, err)
@@ -163,7 +168,13 @@ func (d *objectDir) Lookup(ctx context.Context, name string) (Node, error) {
 	}
 	if d.view == SkeletonView {
 		key := path.Join(d.key, id)
-		data, err := d.get(ctx, key, maxObjectBytes)
+		var data []byte
+		if d.shard != nil {
+			n, _ := strconv.ParseUint(id, 10, 64)
+			data, err = d.t.readSharded(ctx, d.key, d.shard, n, maxObjectBytes)
+		} else {
+			data, err = d.get(ctx, key, maxObjectBytes)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -249,6 +260,13 @@ func (d *objectDir) List(ctx context.Context) (Listing, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.shard != nil {
+		ids, err := d.t.shardedIDs(ctx, d.key, d.shard, l)
+		if err != nil {
+			return nil, err
+		}
+		return idListing{ids, d.ext()}, nil
+	}
 	var ids []int64 // indexes into l of the objects
 	for i := range l.Len() {
 		if name, isDir := l.Entry(i); !isDir && d.objectID(name) != "" {
@@ -287,11 +305,13 @@ func (s objectListing) Entry(i int64) (string, bool) {
 }
 
 // AnnotationCSV names the file in a neuroglancer_annotations_v1 directory
-// that shows its annotations as CSV, one row per object of the unsharded
-// by_id index in listing order (decode/ngobj AnnotationInfo.Header and
-// Row say the columns). It is built when looked up, reading every
-// annotation, at most maxAnnotations of them and maxObjectBytes in all.
-// A sharded by_id index is not converted: no file is shown.
+// that shows its annotations as CSV, one row per object of the by_id
+// index: in listing order when unsharded, by id when sharded (its ids
+// from the minishard indexes, each read through the sharding code)
+// (decode/ngobj AnnotationInfo.Header and Row say the columns). It is
+// built when looked up, reading every annotation, at most maxAnnotations
+// of them and maxObjectBytes in all. A by_id index whose sharding volfs
+// does not read is not converted: no file is shown, and a line is logged.
 const AnnotationCSV = "annotations.csv"
 
 const maxAnnotations = 1 << 20
@@ -307,7 +327,7 @@ type annotationState struct {
 }
 
 // annotationInfo returns the annotation info of d, nil when d is not an
-// unsharded annotation directory.
+// annotation directory whose by_id index volfs reads.
 func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
 	d.ann.mu.Lock()
 	defer d.ann.mu.Unlock()
@@ -330,8 +350,14 @@ func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
 		d.t.log.Warn("annotation info not converted", "object", "/"+key, "err", err)
 		return nil
 	}
-	if ai.Sharded() || !localName(ai.ByID.Key) {
+	if !localName(ai.ByID.Key) {
 		return nil
+	}
+	if ai.Sharded() {
+		if _, err := decode.ParseSharding(ai.ByID.Sharding); err != nil {
+			d.t.log.Warn("annotation info not converted", "object", "/"+key, "err", fmt.Errorf("by_id.%w", err))
+			return nil
+		}
 	}
 	d.ann.ai = ai
 	return ai
@@ -350,6 +376,9 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 	l, err := byID.List(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if ai.Sharded() {
+		return d.shardedAnnotationCSV(ctx, ai, l)
 	}
 	var rows [][]string
 	left := int64(maxObjectBytes)
@@ -374,6 +403,42 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 		row, err := ai.Row(name, b)
 		if err != nil {
 			return nil, fmt.Errorf("fs: %s: %w", key, err)
+		}
+		rows = append(rows, row)
+	}
+	return bytesFile(ngobj.CSV(ai.Header(), rows)), nil
+}
+
+// shardedAnnotationCSV builds the CSV of d's annotations from its sharded
+// by_id index, whose pass-through listing is l.
+func (d *sourceDir) shardedAnnotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo, l Listing) (Node, error) {
+	sh, err := decode.ParseSharding(ai.ByID.Sharding)
+	if err != nil {
+		return nil, fmt.Errorf("fs: %s: by_id.%w", d.key, err)
+	}
+	dir := path.Join(d.key, ai.ByID.Key)
+	ids, err := d.t.shardedIDs(ctx, dir, sh, l)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > maxAnnotations {
+		return nil, fmt.Errorf("fs: %s: more than %d annotations: %w", d.key, maxAnnotations, ngobj.ErrCorrupt)
+	}
+	rows := make([][]string, 0, len(ids))
+	left := int64(maxObjectBytes)
+	for _, id := range ids {
+		if left <= 0 {
+			return nil, fmt.Errorf("fs: %s: more than %d bytes of annotations: %w", d.key, maxObjectBytes, ngobj.ErrCorrupt)
+		}
+		b, err := d.t.readSharded(ctx, dir, sh, id, min(left, 1<<20))
+		if err != nil {
+			return nil, err
+		}
+		left -= int64(len(b))
+		name := strconv.FormatUint(id, 10)
+		row, err := ai.Row(name, b)
+		if err != nil {
+			return nil, fmt.Errorf("fs: %s: annotation %s: %w", dir, name, err)
 		}
 		rows = append(rows, row)
 	}
