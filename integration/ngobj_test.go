@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/volfs/volfs/fs"
@@ -32,18 +33,30 @@ func TestObjectViews(t *testing.T) {
 }
 
 // TestShardedObjectViews writes a segmentation whose skeletons are
-// sharded (murmurhash3, preshift, gzip minishard indexes and data, four
+// sharded (murmurhash3, preshift, gzip minishard indexes and data, up to four
 // shard files, ids up to 2^64-1) and annotation layers whose by_id index
 // is sharded, with the project's shard writer built from sharded.md, and
 // reads the views through a mount: skeletons.swc lists exactly the ids
 // the shards hold (not the README beside them), each SWC parses to what
 // was written, an id no shard holds is ENOENT, the lying objects read as
 // EIO within seconds; annotations.csv has one row per annotation as
-// written, and a short record in a shard reads as EIO.
+// written, and a short record in a shard reads as EIO. A multi-resolution
+// (Draco) mesh directory beside them passes through, its views empty, and
+// `volfs info` lists each object directory with its type, whether it is
+// sharded and what converts it.
 func TestShardedObjectViews(t *testing.T) {
 	requirePython(t)
 	src := t.TempDir()
 	run(t, python, "testdata/ngobjcheck.py", "write-sharded", src)
+	info := run(t, volfsBin, "info", src)
+	for _, want := range []string{
+		`(?m)^segsh/skel +neuroglancer_skeletons +sharded\(preshift=1,hash=murmurhash3_x86_128,minishard_bits=2,shard_bits=2,index=gzip,data=gzip\) +skeletons\.swc$`,
+		`(?m)^segsh/mesh +neuroglancer_multilod_draco +sharded\(preshift=0,hash=identity,minishard_bits=1,shard_bits=1,index=raw,data=gzip\) +not converted \(multi-resolution Draco meshes\), passed through$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(info) {
+			t.Errorf("volfs info has no line matching %s:\n%s", want, info)
+		}
+	}
 	mnt := mountSource(t, src, fs.Options{})
 	run(t, python, "testdata/ngobjcheck.py", "verify-sharded", src, mnt)
 }

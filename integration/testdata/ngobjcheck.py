@@ -408,7 +408,7 @@ def write_sharded(src):
     w = shard_writer()
     seg = os.path.join(src, 'segsh')
     put(os.path.join(seg, 'info'), json.dumps({
-        'type': 'segmentation', 'data_type': 'uint64', 'num_channels': 1, 'skeletons': 'skel',
+        'type': 'segmentation', 'data_type': 'uint64', 'num_channels': 1, 'skeletons': 'skel', 'mesh': 'mesh',
         'scales': [{'key': 's0', 'size': [64, 64, 16], 'resolution': [8, 8, 40], 'voxel_offset': [0, 0, 0],
                     'chunk_sizes': [[64, 64, 16]], 'encoding': 'raw'}]}), 'w')
     put(os.path.join(seg, 'skel', 'info'), json.dumps({
@@ -422,6 +422,12 @@ def write_sharded(src):
     for name, data in files.items():
         put(os.path.join(seg, 'skel', name), data)
     put(os.path.join(seg, 'skel', 'README'), b'not a shard\n')  # listed by the pass-through only
+    # A multi-resolution (Draco) mesh directory: not converted, passed through.
+    put(os.path.join(seg, 'mesh', 'info'), json.dumps({
+        '@type': 'neuroglancer_multilod_draco', 'vertex_quantization_bits': 10, 'transform': TRANSFORM,
+        'lod_scale_multiplier': 1.0, 'sharding': ANN_SHARDING}), 'w')
+    for name, data in w.shard_files(ANN_SHARDING, {7: b'draco bytes', 12: b'more draco bytes'})[0].items():
+        put(os.path.join(seg, 'mesh', name), data)
 
     for name, anns in (('annsh', {i: ann_record(*a) for i, a in sharded_anns().items()}),
                        ('annsh_bad', {1: ann_record(*ANNS[5]), 2: ann_record(*ANNS[5])[:30]})):
@@ -441,6 +447,11 @@ def verify_sharded(src, mnt):
     assert sorted(os.listdir(os.path.join(seg, 'skel'))) == sorted(os.listdir(os.path.join(src, 'segsh', 'skel')))
     for i, obj in objs.items():
         check_skeleton(view, i, obj, 2 if i == 12 else 1)
+    for v in ('mesh.obj', 'mesh.ply'):
+        assert os.listdir(os.path.join(seg, v)) == [], (v, os.listdir(os.path.join(seg, v)))
+    for name in os.listdir(os.path.join(src, 'segsh', 'mesh')):
+        with open(os.path.join(src, 'segsh', 'mesh', name), 'rb') as a, open(os.path.join(seg, 'mesh', name), 'rb') as b:
+            assert a.read() == b.read(), name
     for name in ('99.swc', '18446744073709551614.swc', '007.swc'):
         try:
             os.stat(os.path.join(view, name))
