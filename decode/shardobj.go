@@ -35,9 +35,10 @@ func (s *Sharding) String() string { return s.s.String() }
 // Read returns the stored bytes of object id in the sharded directory dir,
 // data_encoding gzip undone, at most limit bytes: readChunk's contract
 // (ErrMissing for an id its minishard does not list, ErrCorrupt for a
-// shard that lies, src's error for a missing shard file).
+// shard that lies, src's error for a missing shard file), except that
+// the memory gzip decoding takes follows the object's size, not limit.
 func (s *Sharding) Read(ctx context.Context, src Source, dir string, id uint64, limit int64) ([]byte, error) {
-	return s.s.readChunk(ctx, src, dir, id, limit)
+	return s.s.read(ctx, src, dir, id, 0, limit)
 }
 
 // ShardNumber reports whether name is the name of a shard file of this
