@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/volfs/volfs/decode/codec"
 )
 
 // Sharding reads objects that a neuroglancer_uint64_sharded_v1 directory
@@ -68,14 +71,103 @@ const maxListedMinishardBits = 20
 // never an object, memoised under the keys Read uses. More than max ids is
 // an error wrapping ErrCorrupt; so is a shard whose indexes lie.
 func (s *Sharding) ShardIDs(ctx context.Context, src Source, dir, name string, max int) ([]uint64, error) {
+	var ids []uint64
+	err := s.minishards(ctx, src, dir, name, func(_ string, entries [][3]uint64) error {
+		for _, e := range entries {
+			if len(ids) == max {
+				return fmt.Errorf("%w: %s: more than %d objects", ErrCorrupt, path.Join(dir, name), max)
+			}
+			ids = append(ids, e[0])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// maxObjectRun bounds one ranged read of ShardObjects: the objects of a
+// minishard stored at most maxObjectGap apart are read together up to
+// this many bytes.
+const (
+	maxObjectRun = 4 << 20
+	maxObjectGap = 64 << 10
+)
+
+// ShardObjects calls fn with every object of the shard file name of dir
+// (the ids ShardIDs returns, in stored order within each minishard, an id
+// listed twice once) and its bytes, data_encoding gzip undone; fn must not
+// keep b. Objects stored near each other are read with one ranged read of
+// at most maxObjectRun bytes, so that reading every object of a shard costs
+// a few requests, not one per object. An object of more than limit bytes,
+// stored or decoded, is an error wrapping ErrCorrupt, as for Read; so is a
+// shard whose indexes lie. fn's error ends the walk and is returned.
+func (s *Sharding) ShardObjects(ctx context.Context, src Source, dir, name string, limit int64, fn func(id uint64, b []byte) error) error {
+	sp := s.s
+	base := sp.shardIndexSize()
+	key := path.Join(dir, name)
+	return s.minishards(ctx, src, dir, name, func(ms string, entries [][3]uint64) error {
+		for _, e := range entries {
+			if e[2] > uint64(max(limit, 0)) || e[1] > 1<<62-base {
+				return fmt.Errorf("%w: %s: object %d: %d bytes at %d, more than the %d an object may take",
+					ErrCorrupt, key, e[0], e[2], e[1], limit)
+			}
+		}
+		slices.SortStableFunc(entries, func(a, b [3]uint64) int { return cmp.Compare(a[1], b[1]) })
+		for len(entries) > 0 {
+			start, end := entries[0][1], entries[0][1]+entries[0][2]
+			n := 1
+			for ; n < len(entries); n++ {
+				e := entries[n]
+				if e[1] > end+maxObjectGap || max(end, e[1]+e[2])-start > maxObjectRun {
+					break
+				}
+				end = max(end, e[1]+e[2])
+			}
+			release, err := reserveLoad(ctx, src, end-start)
+			if err != nil {
+				return err
+			}
+			run, err := readExactly(ctx, src, key, base+start, end-start, "objects of minishard "+ms)
+			if err == nil {
+				for _, e := range entries[:n] {
+					b := run[e[1]-start : e[1]-start+e[2]]
+					if sp.gzipData {
+						if b, err = codec.Gunzip(b, min(8*len(b)+4096, int(min(limit, 1<<40))), int(limit)); err != nil {
+							err = fmt.Errorf("%s: object %d: %w", key, e[0], err)
+							break
+						}
+					}
+					if err = fn(e[0], b); err != nil {
+						break
+					}
+				}
+			}
+			release()
+			if err != nil {
+				return err
+			}
+			entries = entries[n:]
+		}
+		return nil
+	})
+}
+
+// minishards calls fn with the entries (id, offset from the end of the
+// shard index, size) of each non-empty minishard of the shard file name of
+// dir, keeping only the ids that hash to it, each once (the first, which
+// Read finds); ms is the minishard's number.
+func (s *Sharding) minishards(ctx context.Context, src Source, dir, name string, fn func(ms string, entries [][3]uint64) error) error {
 	shard, ok := s.ShardNumber(name)
 	if !ok {
-		return nil, fmt.Errorf("decode: %s: not a shard file name of %s", name, s)
+		return fmt.Errorf("decode: %s: not a shard file name of %s", name, s)
 	}
 	key := path.Join(dir, name)
 	sp := s.s
 	if sp.minishardBits > maxListedMinishardBits {
-		return nil, fmt.Errorf("%w: %s: a shard of 2^%d minishards is not listed (objects are read by id)", ErrUnsupported, key, sp.minishardBits)
+		return fmt.Errorf("%w: %s: a shard of 2^%d minishards is not listed (objects are read by id)", ErrUnsupported, key, sp.minishardBits)
 	}
 	n := sp.shardIndexSize()
 	var index []byte
@@ -92,21 +184,23 @@ func (s *Sharding) ShardIDs(ctx context.Context, src Source, dir, name string, m
 		}
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if uint64(len(index)) != n {
-		return nil, fmt.Errorf("%w: %s: shard index of %d bytes, want %d", ErrCorrupt, key, len(index), n)
+		return fmt.Errorf("%w: %s: shard index of %d bytes, want %d", ErrCorrupt, key, len(index), n)
 	}
-	var ids []uint64
+	var entries [][3]uint64
+	seen := map[uint64]bool{}
 	for ms := range uint64(1) << sp.minishardBits {
 		start, end, err := sp.entryRange(key, ms, index[16*ms:])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if start == end {
 			continue
 		}
-		mi, err := src.Memo(ctx, key+"#minishard/"+strconv.FormatUint(ms, 10), func(ctx context.Context) ([]byte, error) {
+		msName := strconv.FormatUint(ms, 10)
+		mi, err := src.Memo(ctx, key+"#minishard/"+msName, func(ctx context.Context) ([]byte, error) {
 			b, err := sp.readMinishardIndex(ctx, src, key, start, end)
 			if err != nil {
 				return nil, fmt.Errorf("%s: minishard %d index: %w", key, ms, err)
@@ -114,19 +208,23 @@ func (s *Sharding) ShardIDs(ctx context.Context, src Source, dir, name string, m
 			return b, nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
+		entries = entries[:0]
+		clear(seen)
 		for e := mi; len(e) >= 24; e = e[24:] {
 			id := binary.LittleEndian.Uint64(e)
-			if sh, m := sp.locate(id); sh != shard || m != ms {
-				continue // listed where Read would not look: not an object
+			if sh, m := sp.locate(id); sh != shard || m != ms || seen[id] {
+				continue // listed where Read would not look, or again: not an object
 			}
-			if len(ids) == max {
-				return nil, fmt.Errorf("%w: %s: more than %d objects", ErrCorrupt, key, max)
+			seen[id] = true
+			entries = append(entries, [3]uint64{id, binary.LittleEndian.Uint64(e[8:]), binary.LittleEndian.Uint64(e[16:])})
+		}
+		if len(entries) > 0 {
+			if err := fn(msName, entries); err != nil {
+				return err
 			}
-			ids = append(ids, id)
 		}
 	}
-	slices.Sort(ids)
-	return slices.Compact(ids), nil
+	return nil
 }

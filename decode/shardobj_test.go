@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,5 +59,48 @@ func TestShardNumber(t *testing.T) {
 		if n, ok := sh.ShardNumber(tc.name); n != tc.n || ok != tc.ok {
 			t.Errorf("shard_bits %d: ShardNumber(%q) = %d, %v; want %d, %v", tc.bits, tc.name, n, ok, tc.n, tc.ok)
 		}
+	}
+}
+
+// TestShardObjects reads every object of tensorstore's golden shard with
+// one ranged read per minishard (2 and 8 lie side by side), the bytes
+// those of Read, and refuses an object past the limit.
+func TestShardObjects(t *testing.T) {
+	sh, err := ParseSharding(json.RawMessage(fmt.Sprintf(tensorstoreShardSpec, "raw", "raw")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newMemSource(map[string][]byte{"seg/0.shard": tensorstoreRawShard})
+	ctx := context.Background()
+	got := map[uint64][]byte{}
+	err = sh.ShardObjects(ctx, src, "seg", "0.shard", 100, func(id uint64, b []byte) error {
+		if got[id] != nil {
+			t.Errorf("object %d twice", id)
+		}
+		got[id] = slices.Clone(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ranges := src.stats(); ranges != 5 {
+		t.Errorf("%d ranged reads, want 5 (shard index, two minishard indexes, one run of objects per minishard)", ranges)
+	}
+	for _, id := range []uint64{2, 3, 8} {
+		want, err := sh.Read(ctx, src, "seg", id, 100)
+		if err != nil || !bytes.Equal(got[id], want) {
+			t.Errorf("object %d: ShardObjects %v, Read %v, %v", id, got[id], want, err)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("objects %v, want 2, 3 and 8", got)
+	}
+	err = sh.ShardObjects(ctx, src, "seg", "0.shard", 3, func(uint64, []byte) error { return nil })
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("ShardObjects with limit 3 of an object of 4 bytes: %v, want an error wrapping ErrCorrupt", err)
+	}
+	stop := errors.New("stop")
+	if err := sh.ShardObjects(ctx, src, "seg", "0.shard", 100, func(uint64, []byte) error { return stop }); err != stop {
+		t.Errorf("fn's error: got %v", err)
 	}
 }

@@ -1,11 +1,13 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -306,8 +308,9 @@ func (s objectListing) Entry(i int64) (string, bool) {
 
 // AnnotationCSV names the file in a neuroglancer_annotations_v1 directory
 // that shows its annotations as CSV, one row per object of the by_id
-// index: in listing order when unsharded, by id when sharded (its ids
-// from the minishard indexes, each read through the sharding code)
+// index: in listing order when unsharded, by id when sharded (the objects
+// of each shard file read in runs of few requests through the sharding
+// code, decode.Sharding.ShardObjects)
 // (decode/ngobj AnnotationInfo.Header and Row say the columns). It is
 // built when looked up, reading every annotation, at most maxAnnotations
 // of them and maxObjectBytes in all. A by_id index whose sharding volfs
@@ -410,37 +413,53 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 }
 
 // shardedAnnotationCSV builds the CSV of d's annotations from its sharded
-// by_id index, whose pass-through listing is l.
+// by_id index, whose pass-through listing is l: shard by shard, the
+// objects of each read in runs (decode.Sharding.ShardObjects), the rows
+// sorted by id.
 func (d *sourceDir) shardedAnnotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo, l Listing) (Node, error) {
 	sh, err := decode.ParseSharding(ai.ByID.Sharding)
 	if err != nil {
 		return nil, fmt.Errorf("fs: %s: by_id.%w", d.key, err)
 	}
 	dir := path.Join(d.key, ai.ByID.Key)
-	ids, err := d.t.shardedIDs(ctx, dir, sh, l)
-	if err != nil {
-		return nil, err
+	type row struct {
+		id     uint64
+		fields []string
 	}
-	if len(ids) > maxAnnotations {
-		return nil, fmt.Errorf("fs: %s: more than %d annotations: %w", d.key, maxAnnotations, ngobj.ErrCorrupt)
-	}
-	rows := make([][]string, 0, len(ids))
+	var rows []row
 	left := int64(maxObjectBytes)
-	for _, id := range ids {
-		if left <= 0 {
-			return nil, fmt.Errorf("fs: %s: more than %d bytes of annotations: %w", d.key, maxObjectBytes, ngobj.ErrCorrupt)
+	for i := range l.Len() {
+		name, isDir := l.Entry(i)
+		if _, ok := sh.ShardNumber(name); isDir || !ok {
+			continue
 		}
-		b, err := d.t.readSharded(ctx, dir, sh, id, min(left, 1<<20))
+		var got []row
+		var spent int64
+		err := d.t.objectLoad(ctx, dir, shardRecipe(sh), func(src *treeSource) error {
+			got, spent = got[:0], 0
+			return sh.ShardObjects(ctx, src, dir, name, 1<<20, func(id uint64, b []byte) error {
+				if len(rows)+len(got) == maxAnnotations || spent >= left {
+					return fmt.Errorf("fs: %s: more than %d annotations or %d bytes: %w", d.key, maxAnnotations, maxObjectBytes, ngobj.ErrCorrupt)
+				}
+				spent += int64(len(b))
+				f, err := ai.Row(strconv.FormatUint(id, 10), b)
+				if err != nil {
+					return fmt.Errorf("annotation %d: %w", id, err)
+				}
+				got = append(got, row{id, f})
+				return nil
+			})
+		})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("fs: %s: %w", path.Join(dir, name), err)
 		}
-		left -= int64(len(b))
-		name := strconv.FormatUint(id, 10)
-		row, err := ai.Row(name, b)
-		if err != nil {
-			return nil, fmt.Errorf("fs: %s: annotation %s: %w", dir, name, err)
-		}
-		rows = append(rows, row)
+		left -= spent
+		rows = append(rows, got...)
 	}
-	return bytesFile(ngobj.CSV(ai.Header(), rows)), nil
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.id, b.id) })
+	fields := make([][]string, len(rows))
+	for i, r := range rows {
+		fields[i] = r.fields
+	}
+	return bytesFile(ngobj.CSV(ai.Header(), fields)), nil
 }
