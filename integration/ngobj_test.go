@@ -143,3 +143,48 @@ func TestHostileObjectsMemory(t *testing.T) {
 			base>>20, peak>>20, stored>>20, margin>>20)
 	}
 }
+
+// TestShardedObjectViewsHTTP reads the sharded views of
+// TestShardedObjectViews from a loopback HTTP origin (ranged reads, the
+// directory listings as HTML index pages): the same checks pass; listing
+// skeletons.swc moves the shards' indexes, not their objects; and
+// annotations.csv costs each by_id shard a few requests (its index, its
+// minishard indexes, one run of objects per minishard), not one per
+// annotation.
+func TestShardedObjectViewsHTTP(t *testing.T) {
+	requirePython(t)
+	src := t.TempDir()
+	run(t, python, "testdata/ngobjcheck.py", "write-sharded", src)
+	srv, origin := serveCounted(t, src)
+
+	mnt := mountSource(t, srv.URL+"/", fs.Options{})
+	if _, err := os.ReadDir(filepath.Join(mnt, "segsh", "skeletons.swc")); err != nil {
+		t.Fatal(err)
+	}
+	shards, _ := filepath.Glob(filepath.Join(src, "segsh", "skel", "*.shard"))
+	var stored, served int64
+	for _, f := range shards {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += fi.Size()
+		n, _ := origin.snapshot("/segsh/skel/" + filepath.Base(f))
+		served += n
+	}
+	t.Logf("listing skeletons.swc: %d of the shards' %d bytes served", served, stored)
+	if served == 0 || served > stored/4 {
+		t.Errorf("listing skeletons.swc served %d of the shards' %d bytes, want their indexes only", served, stored)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "annsh", "annotations.csv")); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(src, "annsh", "by_id", "*.shard"))
+	for _, f := range files {
+		// Minishard bits 1: the shard index, 2 minishard indexes, 2 runs.
+		if _, ranges := origin.snapshot("/annsh/by_id/" + filepath.Base(f)); len(ranges) > 5 {
+			t.Errorf("annotations.csv: %d requests for %s, want at most 5", len(ranges), filepath.Base(f))
+		}
+	}
+	run(t, python, "testdata/ngobjcheck.py", "verify-sharded", src, mnt)
+}
