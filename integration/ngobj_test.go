@@ -135,7 +135,7 @@ func TestHostileObjectsMemory(t *testing.T) {
 		}
 	}
 	peak := peakRSS(t, s.cmd.Process.Pid)
-	margin := int64(map[bool]int{false: 32, true: 96}[raceEnabled]) << 20
+	margin := int64(map[bool]int{false: 48, true: 128}[raceEnabled]) << 20
 	t.Logf("hostile objects: %.1f MiB stored; VmHWM %.1f MiB after the listings, %.1f MiB after the reads",
 		float64(stored)/(1<<20), float64(base)/(1<<20), float64(peak)/(1<<20))
 	if peak > base+2*stored+margin {
