@@ -28,9 +28,10 @@ import (
 // A view lists one file per object, from the source directory's listing
 // (skeleton objects named by a segment id, meshes by their manifest
 // "<id>:0") or, for sharded skeletons, from the minishard indexes of the
-// shard files it lists (objshard.go), without reading an object. A file is converted when it is
-// looked up, so that stat knows its size; the node holds the converted
-// bytes like a decoded value, so an inode the kernel keeps converts once.
+// shard files it lists (objshard.go), without reading an object. A file
+// is converted when it is looked up, so that stat knows its size; the
+// node holds the converted bytes like a decoded value, so an inode the
+// kernel keeps converts once.
 // Multi-resolution (Draco) meshes are not converted: their views are
 // empty and their directories pass through.
 const (
@@ -308,11 +309,10 @@ func (s objectListing) Entry(i int64) (string, bool) {
 
 // AnnotationCSV names the file in a neuroglancer_annotations_v1 directory
 // that shows its annotations as CSV, one row per object of the by_id
-// index: in listing order when unsharded, by id when sharded (the objects
-// of each shard file read in runs of few requests through the sharding
-// code, decode.Sharding.ShardObjects)
-// (decode/ngobj AnnotationInfo.Header and Row say the columns). It is
-// built when looked up, reading every annotation, at most maxAnnotations
+// index (decode/ngobj AnnotationInfo.Header and Row say the columns): in
+// listing order when unsharded; by id when sharded, the objects of each
+// shard file read in runs of few requests (decode.Sharding.ShardObjects).
+// It is built when looked up, reading every annotation, at most maxAnnotations
 // of them and maxObjectBytes in all. A by_id index whose sharding volfs
 // does not read is not converted: no file is shown, and a line is logged.
 const AnnotationCSV = "annotations.csv"
