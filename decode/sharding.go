@@ -229,6 +229,15 @@ func (s *shardingSpec) shardIndexSize() uint64 { return 16 << s.minishardBits }
 // is a minishard index that does not parse. Safe for concurrent use;
 // cancelling ctx abandons the reads with ctx's error.
 func (s *shardingSpec) readChunk(ctx context.Context, src Source, dir string, chunkID uint64, limit int64) ([]byte, error) {
+	return s.read(ctx, src, dir, chunkID, int(min(limit, 1<<40)), limit)
+}
+
+// read is readChunk, with want the decoded size data_encoding gzip is
+// first decoded into (codec.Gunzip); 0 takes 8 times the stored size plus
+// 4 KiB, for an object of unknown size: a buffer that turns out short is
+// doubled, so that what a small object costs follows its real size, not
+// limit nor its trailer's claim.
+func (s *shardingSpec) read(ctx context.Context, src Source, dir string, chunkID uint64, want int, limit int64) ([]byte, error) {
 	name, minishard := s.shardFile(chunkID)
 	key := path.Join(dir, name)
 	if s.minishardBits > maxReadableMinishardBits {
@@ -265,7 +274,10 @@ func (s *shardingSpec) readChunk(ctx context.Context, src Source, dir string, ch
 		return nil, err
 	}
 	if s.gzipData {
-		if b, err = codec.Gunzip(b, int(limit), int(limit)); err != nil {
+		if want <= 0 {
+			want = min(8*len(b)+4096, int(min(limit, 1<<40)))
+		}
+		if b, err = codec.Gunzip(b, want, int(limit)); err != nil {
 			return nil, fmt.Errorf("%s: chunk %d: %w", key, chunkID, err)
 		}
 	}
@@ -299,6 +311,12 @@ func (s *shardingSpec) minishardRange(ctx context.Context, src Source, key strin
 			return 0, 0, fmt.Errorf("%w: %s: shard index entry of %d bytes", ErrCorrupt, key, len(entry))
 		}
 	}
+	return s.entryRange(key, minishard, entry)
+}
+
+// entryRange returns the absolute byte range of the minishard index that
+// entry, minishard's 16-byte entry of the shard index of key, names.
+func (s *shardingSpec) entryRange(key string, minishard uint64, entry []byte) (start, end uint64, err error) {
 	start, end = binary.LittleEndian.Uint64(entry), binary.LittleEndian.Uint64(entry[8:])
 	base := s.shardIndexSize()
 	if start > end || end-start > maxMinishardIndexBytes || end > 1<<62-base {

@@ -1,15 +1,18 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/decode/ngobj"
 	"github.com/volfs/volfs/fetcher"
 )
@@ -24,11 +27,13 @@ import (
 //
 // A view lists one file per object, from the source directory's listing
 // (skeleton objects named by a segment id, meshes by their manifest
-// "<id>:0"), without reading an object. A file is converted when it is
-// looked up, so that stat knows its size; the node holds the converted
-// bytes like a decoded value, so an inode the kernel keeps converts once.
-// Sharded skeletons and multi-resolution (Draco) meshes are not converted:
-// their views are empty and their directories pass through.
+// "<id>:0") or, for sharded skeletons, from the minishard indexes of the
+// shard files it lists (objshard.go), without reading an object. A file
+// is converted when it is looked up, so that stat knows its size; the
+// node holds the converted bytes like a decoded value, so an inode the
+// kernel keeps converts once.
+// Multi-resolution (Draco) meshes are not converted: their views are
+// empty and their directories pass through.
 const (
 	SkeletonView = "skeletons.swc"
 	MeshOBJView  = "mesh.obj"
@@ -104,10 +109,11 @@ type objectDir struct {
 	key  string // the object directory's key
 	src  Dir    // the object directory as the source shows it
 
-	once sync.Once
-	skel *ngobj.SkeletonInfo // for SkeletonView
-	off  bool                // a layout not converted: the view is empty
-	err  error
+	once  sync.Once
+	skel  *ngobj.SkeletonInfo // for SkeletonView
+	shard *decode.Sharding    // the skeletons' sharding; nil when each is an object
+	off   bool                // a layout not converted: the view is empty
+	err   error
 }
 
 func (d *objectDir) IsDir() bool { return true }
@@ -139,7 +145,9 @@ func (d *objectDir) info(ctx context.Context) (bool, error) {
 			d.off = mi.Type != "" && mi.Type != "neuroglancer_legacy_mesh"
 		} else if err == nil {
 			d.skel, err = ngobj.ParseSkeletonInfo(data)
-			d.off = err == nil && d.skel.Sharding != nil && string(d.skel.Sharding) != "null"
+			if err == nil && d.skel.Sharding != nil && string(d.skel.Sharding) != "null" {
+				d.shard, err = decode.ParseSharding(d.skel.Sharding)
+			}
 		}
 		if err != nil {
 			d.err = fmt.Errorf("fs: %s: %w", key, err)
@@ -163,7 +171,13 @@ func (d *objectDir) Lookup(ctx context.Context, name string) (Node, error) {
 	}
 	if d.view == SkeletonView {
 		key := path.Join(d.key, id)
-		data, err := d.get(ctx, key, maxObjectBytes)
+		var data []byte
+		if d.shard != nil {
+			n, _ := strconv.ParseUint(id, 10, 64)
+			data, err = d.t.readSharded(ctx, d.key, d.shard, n, maxObjectBytes)
+		} else {
+			data, err = d.get(ctx, key, maxObjectBytes)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -249,6 +263,13 @@ func (d *objectDir) List(ctx context.Context) (Listing, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.shard != nil {
+		ids, err := d.t.shardedIDs(ctx, d.key, d.shard, l)
+		if err != nil {
+			return nil, err
+		}
+		return idListing{ids, d.ext()}, nil
+	}
 	var ids []int64 // indexes into l of the objects
 	for i := range l.Len() {
 		if name, isDir := l.Entry(i); !isDir && d.objectID(name) != "" {
@@ -287,11 +308,13 @@ func (s objectListing) Entry(i int64) (string, bool) {
 }
 
 // AnnotationCSV names the file in a neuroglancer_annotations_v1 directory
-// that shows its annotations as CSV, one row per object of the unsharded
-// by_id index in listing order (decode/ngobj AnnotationInfo.Header and
-// Row say the columns). It is built when looked up, reading every
-// annotation, at most maxAnnotations of them and maxObjectBytes in all.
-// A sharded by_id index is not converted: no file is shown.
+// that shows its annotations as CSV, one row per object of the by_id
+// index (decode/ngobj AnnotationInfo.Header and Row say the columns): in
+// listing order when unsharded; by id when sharded, the objects of each
+// shard file read in runs of few requests (decode.Sharding.ShardObjects).
+// It is built when looked up, reading every annotation, at most maxAnnotations
+// of them and maxObjectBytes in all. A by_id index whose sharding volfs
+// does not read is not converted: no file is shown, and a line is logged.
 const AnnotationCSV = "annotations.csv"
 
 const maxAnnotations = 1 << 20
@@ -307,7 +330,7 @@ type annotationState struct {
 }
 
 // annotationInfo returns the annotation info of d, nil when d is not an
-// unsharded annotation directory.
+// annotation directory whose by_id index volfs reads.
 func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
 	d.ann.mu.Lock()
 	defer d.ann.mu.Unlock()
@@ -330,8 +353,14 @@ func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
 		d.t.log.Warn("annotation info not converted", "object", "/"+key, "err", err)
 		return nil
 	}
-	if ai.Sharded() || !localName(ai.ByID.Key) {
+	if !localName(ai.ByID.Key) {
 		return nil
+	}
+	if ai.Sharded() {
+		if _, err := decode.ParseSharding(ai.ByID.Sharding); err != nil {
+			d.t.log.Warn("annotation info not converted", "object", "/"+key, "err", fmt.Errorf("by_id.%w", err))
+			return nil
+		}
 	}
 	d.ann.ai = ai
 	return ai
@@ -350,6 +379,9 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 	l, err := byID.List(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if ai.Sharded() {
+		return d.shardedAnnotationCSV(ctx, ai, l)
 	}
 	var rows [][]string
 	left := int64(maxObjectBytes)
@@ -378,4 +410,56 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 		rows = append(rows, row)
 	}
 	return bytesFile(ngobj.CSV(ai.Header(), rows)), nil
+}
+
+// shardedAnnotationCSV builds the CSV of d's annotations from its sharded
+// by_id index, whose pass-through listing is l: shard by shard, the
+// objects of each read in runs (decode.Sharding.ShardObjects), the rows
+// sorted by id.
+func (d *sourceDir) shardedAnnotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo, l Listing) (Node, error) {
+	sh, err := decode.ParseSharding(ai.ByID.Sharding)
+	if err != nil {
+		return nil, fmt.Errorf("fs: %s: by_id.%w", d.key, err)
+	}
+	dir := path.Join(d.key, ai.ByID.Key)
+	type row struct {
+		id     uint64
+		fields []string
+	}
+	var rows []row
+	left := int64(maxObjectBytes)
+	for i := range l.Len() {
+		name, isDir := l.Entry(i)
+		if _, ok := sh.ShardNumber(name); isDir || !ok {
+			continue
+		}
+		var got []row
+		var spent int64
+		err := d.t.objectLoad(ctx, dir, shardRecipe(sh), func(src *treeSource) error {
+			got, spent = got[:0], 0
+			return sh.ShardObjects(ctx, src, dir, name, 1<<20, func(id uint64, b []byte) error {
+				if len(rows)+len(got) == maxAnnotations || spent >= left {
+					return fmt.Errorf("fs: %s: more than %d annotations or %d bytes: %w", d.key, maxAnnotations, maxObjectBytes, ngobj.ErrCorrupt)
+				}
+				spent += int64(len(b))
+				f, err := ai.Row(strconv.FormatUint(id, 10), b)
+				if err != nil {
+					return fmt.Errorf("annotation %d: %w", id, err)
+				}
+				got = append(got, row{id, f})
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fs: %s: %w", path.Join(dir, name), err)
+		}
+		left -= spent
+		rows = append(rows, got...)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.id, b.id) })
+	fields := make([][]string, len(rows))
+	for i, r := range rows {
+		fields[i] = r.fields
+	}
+	return bytesFile(ngobj.CSV(ai.Header(), fields)), nil
 }

@@ -1,7 +1,13 @@
 package integration
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/volfs/volfs/fs"
 )
@@ -29,4 +35,156 @@ func TestObjectViews(t *testing.T) {
 	run(t, python, "testdata/ngobjcheck.py", "write", src)
 	mnt := mountSource(t, src, fs.Options{})
 	run(t, python, "testdata/ngobjcheck.py", "verify", src, mnt)
+}
+
+// TestShardedObjectViews writes a segmentation whose skeletons are
+// sharded (murmurhash3, preshift, gzip minishard indexes and data, up to four
+// shard files, ids up to 2^64-1) and annotation layers whose by_id index
+// is sharded, with the project's shard writer built from sharded.md, and
+// reads the views through a mount: skeletons.swc lists exactly the ids
+// the shards hold (not the README beside them), each SWC parses to what
+// was written, an id no shard holds is ENOENT, the lying objects read as
+// EIO within seconds; annotations.csv has one row per annotation as
+// written, and a short record in a shard reads as EIO. A multi-resolution
+// (Draco) mesh directory beside them passes through, its views empty, and
+// `volfs info` lists each object directory with its type, whether it is
+// sharded and what converts it.
+func TestShardedObjectViews(t *testing.T) {
+	requirePython(t)
+	src := t.TempDir()
+	run(t, python, "testdata/ngobjcheck.py", "write-sharded", src)
+	info := run(t, volfsBin, "info", src)
+	for _, want := range []string{
+		`(?m)^segsh/skel +neuroglancer_skeletons +sharded\(preshift=1,hash=murmurhash3_x86_128,minishard_bits=2,shard_bits=2,index=gzip,data=gzip\) +skeletons\.swc$`,
+		`(?m)^segsh/mesh +neuroglancer_multilod_draco +sharded\(preshift=0,hash=identity,minishard_bits=1,shard_bits=1,index=raw,data=gzip\) +not converted \(multi-resolution Draco meshes\), passed through$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(info) {
+			t.Errorf("volfs info has no line matching %s:\n%s", want, info)
+		}
+	}
+	mnt := mountSource(t, src, fs.Options{})
+	run(t, python, "testdata/ngobjcheck.py", "verify-sharded", src, mnt)
+}
+
+// TestHostileObjectsMemory mounts the hostile objects of TestObjectViews
+// and TestShardedObjectViews (a skeleton of 2^31 vertices in 8 bytes, one
+// of 2^31-1 edges, edges past the vertices, a short one, unsharded and in
+// shards; manifests of 10^6 fragments, of "../", absolute and URL
+// fragment names, fragments whose counts lie; annotation records shorter
+// than their type, unsharded and in a shard) with the volfs binary in a
+// process of its own, reads each with cat: EIO within seconds and a log
+// line naming it, and the process's peak resident memory (VmHWM) grows by
+// at most twice the objects' stored size plus a fixed margin.
+func TestHostileObjectsMemory(t *testing.T) {
+	requirePython(t)
+	src := t.TempDir()
+	run(t, python, "testdata/ngobjcheck.py", "write", src)
+	run(t, python, "testdata/ngobjcheck.py", "write-sharded", src)
+	var paths []string
+	for _, v := range []string{"seg", "segsh"} {
+		for _, id := range []int{100, 101, 102, 103} {
+			paths = append(paths, fmt.Sprintf("%s/skeletons.swc/%d.swc", v, id))
+		}
+	}
+	for id := 200; id <= 206; id++ {
+		paths = append(paths, fmt.Sprintf("seg/mesh.obj/%d.obj", id), fmt.Sprintf("seg/mesh.ply/%d.ply", id))
+	}
+	paths = append(paths, "ann_bad/annotations.csv", "annsh_bad/annotations.csv")
+	// What the hostile objects store: the objects, manifests and
+	// fragments themselves, and the whole shard files that hold some.
+	var stored int64
+	for _, glob := range []string{"seg/skel/10?", "seg/mesh/20?:*", "ann_bad/by_id/*", "segsh/skel/*.shard", "annsh_bad/by_id/*"} {
+		files, _ := filepath.Glob(filepath.Join(src, glob))
+		for _, f := range files {
+			fi, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored += fi.Size()
+		}
+	}
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", src)
+	// The listings first, so that the baseline holds what a mount that
+	// has been looked at holds.
+	for _, d := range []string{"seg/skeletons.swc", "segsh/skeletons.swc", "seg/mesh.obj", "seg/mesh.ply", "ann_bad", "annsh_bad"} {
+		if _, err := os.ReadDir(filepath.Join(s.mnt, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := peakRSS(t, s.cmd.Process.Pid)
+	for _, p := range paths {
+		start := time.Now()
+		out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, p))
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("cat %s: took %v, want under 5 s", p, took)
+		}
+		if err == nil || !strings.Contains(out, "Input/output error") {
+			t.Errorf("cat %s: got %v, %d bytes %.80q, want EIO", p, err, len(out), out)
+		}
+		// The line reaches the log through a pipe: allow it a moment.
+		for deadline := time.Now().Add(2 * time.Second); !strings.Contains(s.stderr.String(), p); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("log: no line naming %s:\n%s", p, s.stderr.String())
+				break
+			}
+		}
+	}
+	for _, p := range []string{"seg/skeletons.swc/7.swc", "segsh/skeletons.swc/7.swc"} {
+		if out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, p)); err != nil || !strings.HasPrefix(out, "# volfs: SWC") {
+			t.Errorf("the mount no longer serves %s: %v, %.80q", p, err, out)
+		}
+	}
+	peak := peakRSS(t, s.cmd.Process.Pid)
+	margin := int64(map[bool]int{false: 48, true: 128}[raceEnabled]) << 20
+	t.Logf("hostile objects: %.1f MiB stored; VmHWM %.1f MiB after the listings, %.1f MiB after the reads",
+		float64(stored)/(1<<20), float64(base)/(1<<20), float64(peak)/(1<<20))
+	if peak > base+2*stored+margin {
+		t.Errorf("VmHWM grew from %d to %d MiB reading %d MiB of hostile objects, want at most twice that plus %d MiB",
+			base>>20, peak>>20, stored>>20, margin>>20)
+	}
+}
+
+// TestShardedObjectViewsHTTP reads the sharded views of
+// TestShardedObjectViews from a loopback HTTP origin (ranged reads, the
+// directory listings as HTML index pages): the same checks pass; listing
+// skeletons.swc moves the shards' indexes, not their objects; and
+// annotations.csv costs each by_id shard a few requests (its index, its
+// minishard indexes, one run of objects per minishard), not one per
+// annotation.
+func TestShardedObjectViewsHTTP(t *testing.T) {
+	requirePython(t)
+	src := t.TempDir()
+	run(t, python, "testdata/ngobjcheck.py", "write-sharded", src)
+	srv, origin := serveCounted(t, src)
+
+	mnt := mountSource(t, srv.URL+"/", fs.Options{})
+	if _, err := os.ReadDir(filepath.Join(mnt, "segsh", "skeletons.swc")); err != nil {
+		t.Fatal(err)
+	}
+	shards, _ := filepath.Glob(filepath.Join(src, "segsh", "skel", "*.shard"))
+	var stored, served int64
+	for _, f := range shards {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += fi.Size()
+		n, _ := origin.snapshot("/segsh/skel/" + filepath.Base(f))
+		served += n
+	}
+	t.Logf("listing skeletons.swc: %d of the shards' %d bytes served", served, stored)
+	if served == 0 || served > stored/4 {
+		t.Errorf("listing skeletons.swc served %d of the shards' %d bytes, want their indexes only", served, stored)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "annsh", "annotations.csv")); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(src, "annsh", "by_id", "*.shard"))
+	for _, f := range files {
+		// Minishard bits 1: the shard index, 2 minishard indexes, 2 runs.
+		if _, ranges := origin.snapshot("/annsh/by_id/" + filepath.Base(f)); len(ranges) > 5 {
+			t.Errorf("annotations.csv: %d requests for %s, want at most 5", len(ranges), filepath.Base(f))
+		}
+	}
+	run(t, python, "testdata/ngobjcheck.py", "verify-sharded", src, mnt)
 }

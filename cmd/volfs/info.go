@@ -29,6 +29,7 @@ func runInfo(c *cli.Context) error {
 	fmt.Fprintln(w, "VOLUME\tARRAY\tFORMAT\tDTYPE\tCHANNELS\tORDER\tSIZE\tOFFSET\tRESOLUTION\tCHUNK\tENCODING\tCHUNKS\tDECODED\tNOTES")
 	found, rows := false, 0
 	var images []*decode.OMEImage
+	var objects []fs.ObjectDir
 	skipped, err := tree.WalkBounded(c.Context, infoDepth, fs.MaxWalkEntries, func(dir string, v *decode.Volume, refused error) {
 		found = true
 		if refused != nil {
@@ -37,6 +38,7 @@ func runInfo(c *cli.Context) error {
 			return
 		}
 		rows += len(v.Arrays) + len(v.Skipped)
+		objects = append(objects, tree.ObjectDirs(c.Context, v)...)
 		for _, a := range v.Arrays {
 			if a.OME != nil && !slices.Contains(images, a.OME) {
 				images = append(images, a.OME)
@@ -74,7 +76,33 @@ func runInfo(c *cli.Context) error {
 		return err
 	}
 	printSkipped(skipped)
+	if err := printObjects(objects); err != nil {
+		return err
+	}
 	return printOME(images)
+}
+
+// printObjects lists the object directories of precomputed segmentations
+// (skeletons, meshes): each one's type, whether it is sharded, and the
+// views that convert it or why none does.
+func printObjects(objects []fs.ObjectDir) error {
+	if len(objects) == 0 {
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nOBJECTS\tTYPE\tSTORAGE\tVIEWS")
+	for _, o := range objects {
+		storage := "unsharded"
+		if o.Sharding != "" {
+			storage = "sharded(" + o.Sharding + ")"
+		}
+		views := o.Views
+		if o.Note != "" {
+			views = o.Note
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", o.Dir, orDash(o.Type), storage, views)
+	}
+	return w.Flush()
 }
 
 // printOME lists OME-Zarr images, one entry each: the image's group, its

@@ -1,9 +1,11 @@
 package ngobj
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 )
@@ -13,18 +15,62 @@ import (
 const MaxFragments = 4096
 
 // ParseManifest returns the fragment names of a legacy mesh manifest
-// ("<id>:0": {"fragments": [...]}), refusing more than MaxFragments.
+// ("<id>:0": {"fragments": [...]}), refusing more than MaxFragments. It
+// reads the manifest as a stream of tokens and stops at the fragment past
+// MaxFragments, so that a manifest listing millions costs what its first
+// MaxFragments names take, not a string per name.
 func ParseManifest(name string, b []byte) ([]string, error) {
-	var m struct {
-		Fragments []string `json:"fragments"`
+	bad := func(err error) error { return fmt.Errorf("%w: manifest %s: %v", ErrCorrupt, name, err) }
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, bad(fmt.Errorf("not a JSON object"))
 	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: manifest %s: %v", ErrCorrupt, name, err)
+	var frags []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, bad(err)
+		}
+		if tok != "fragments" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+			if tok == nil && err == nil { // "fragments": null
+				frags = nil
+				continue
+			}
+			return nil, bad(fmt.Errorf("fragments is not an array"))
+		}
+		frags = frags[:0]
+		for dec.More() {
+			if len(frags) == MaxFragments {
+				return nil, fmt.Errorf("%w: manifest %s lists more than %d fragments", ErrCorrupt, name, MaxFragments)
+			}
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, bad(err)
+			}
+			f, ok := tok.(string)
+			if !ok {
+				return nil, bad(fmt.Errorf("fragment %v is not a string", tok))
+			}
+			frags = append(frags, f)
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return nil, bad(err)
+		}
 	}
-	if len(m.Fragments) > MaxFragments {
-		return nil, fmt.Errorf("%w: manifest %s lists %d fragments, more than %d", ErrCorrupt, name, len(m.Fragments), MaxFragments)
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, bad(err)
 	}
-	return m.Fragments, nil
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, bad(fmt.Errorf("data after the manifest"))
+	}
+	return frags, nil
 }
 
 // Mesh is a triangle mesh: positions (x, y, z per vertex, nanometres) and

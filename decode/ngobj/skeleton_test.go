@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -126,6 +127,36 @@ func TestAnnotationRowHostile(t *testing.T) {
 	for name, b := range map[string][]byte{"short": rec[:10], "no count": rec, "count past": lying, "long": append(ok, 0)} {
 		if _, err := ai.Row("1", b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: err %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// TestParseManifest checks the token parser against what encoding/json's
+// Unmarshal makes of the same manifests.
+func TestParseManifest(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		ok   bool
+	}{
+		{`{"fragments":["7:0:1","7:0:2"]}`, []string{"7:0:1", "7:0:2"}, true},
+		{`{"other":{"fragments":[1,{"a":[]}]},"fragments":["a"],"more":[1,2]}`, []string{"a"}, true},
+		{`{"fragments":null}`, nil, true},
+		{`{}`, nil, true},
+		{`{"fragments":[]}`, []string{}, true},
+		{`{"fragments":[1]}`, nil, false},
+		{`{"fragments":"a"}`, nil, false},
+		{`["a"]`, nil, false},
+		{`{"fragments":["a"]} x`, nil, false},
+		{`{"fragments":["a"`, nil, false},
+		{``, nil, false},
+	} {
+		got, err := ParseManifest("m", []byte(tc.in))
+		if tc.ok != (err == nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseManifest(%s) = %q, %v; want %q, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("ParseManifest(%s): %v, want an error wrapping ErrCorrupt", tc.in, err)
 		}
 	}
 }

@@ -108,18 +108,24 @@ def ann_record(a, b, kind, score, color, level, rel):
     return rec + struct.pack('<I', len(rel)) + b''.join(struct.pack('<Q', r) for r in rel)
 
 
+def annotation_info(sharding=None):
+    by_id = {'key': 'by_id'}
+    if sharding:
+        by_id['sharding'] = sharding
+    return {'@type': 'neuroglancer_annotations_v1',
+            'dimensions': {'x': [4e-9, 'm'], 'y': [4e-9, 'm'], 'z': [4e-8, 'm']},
+            'lower_bound': [0, 0, 0], 'upper_bound': [1e6, 100, 100], 'annotation_type': 'LINE',
+            'properties': ANN_PROPS, 'relationships': [{'id': 'segments', 'key': 'rel_segments'}],
+            'by_id': by_id, 'spatial': []}
+
+
 def write_annotations(src):
     for name, anns in (('ann', {i: ann_record(*a) for i, a in ANNS.items()}),
                        ('ann_bad', {1: ann_record(*ANNS[5])[:30]})):
         d = os.path.join(src, name)
         os.makedirs(os.path.join(d, 'by_id'))
-        info = {'@type': 'neuroglancer_annotations_v1',
-                'dimensions': {'x': [4e-9, 'm'], 'y': [4e-9, 'm'], 'z': [4e-8, 'm']},
-                'lower_bound': [0, 0, 0], 'upper_bound': [1e6, 100, 100], 'annotation_type': 'LINE',
-                'properties': ANN_PROPS, 'relationships': [{'id': 'segments', 'key': 'rel_segments'}],
-                'by_id': {'key': 'by_id'}, 'spatial': []}
         with open(os.path.join(d, 'info'), 'w') as f:
-            json.dump(info, f)
+            json.dump(annotation_info(), f)
         for i, rec in anns.items():
             with open(os.path.join(d, 'by_id', str(i)), 'wb') as f:
                 f.write(rec)
@@ -133,13 +139,21 @@ def verify_annotations(src, mnt):
     import csv
     d = os.path.join(mnt, 'ann')
     assert sorted(os.listdir(d)) == sorted(os.listdir(os.path.join(src, 'ann')) + ['annotations.csv']), os.listdir(d)
-    with open(os.path.join(d, 'annotations.csv'), newline='') as f:
+    check_annotations_csv(os.path.join(d, 'annotations.csv'), ANNS)
+    expect_eio([os.path.join(mnt, 'ann_bad', 'annotations.csv')])
+
+
+def check_annotations_csv(path, anns):
+    """Reads path with Python's csv module and checks it against anns."""
+    import csv
+    with open(path, newline='') as f:
         rows = list(csv.reader(f))
     assert rows[0] == ['id', 'point_a_x', 'point_a_y', 'point_a_z', 'point_b_x', 'point_b_y', 'point_b_z',
                        'kind', 'score', 'color', 'level', 'segments'], rows[0]
     got = {int(r[0]): r for r in rows[1:]}
-    assert sorted(got) == sorted(ANNS), sorted(got)
-    for i, (a, b, kind, score, color, level, rel) in ANNS.items():
+    assert len(got) == len(rows) - 1, 'an id in two rows'
+    assert sorted(got) == sorted(anns), sorted(got)
+    for i, (a, b, kind, score, color, level, rel) in anns.items():
         r = got[i]
         assert [f32(float(x)) for x in r[1:7]] == [f32(x) for x in a + b], (i, r)
         assert r[7] == ['axon', 'dendrite'][kind], (i, r)
@@ -147,12 +161,6 @@ def verify_annotations(src, mnt):
         assert r[9] == '#%02x%02x%02x' % color, (i, r)
         assert int(r[10]) == level, (i, r)
         assert [int(x) for x in r[11].split()] == rel, (i, r)
-    try:
-        open(os.path.join(mnt, 'ann_bad', 'annotations.csv')).read()
-    except OSError as e:
-        assert e.errno == errno.EIO, e
-    else:
-        raise AssertionError('a short annotation record read')
 
 
 def write(src):
@@ -245,35 +253,48 @@ def verify(src, mnt):
         with open(os.path.join(src, 'seg', 'skel', name), 'rb') as a, open(os.path.join(seg, 'skel', name), 'rb') as b:
             assert a.read() == b.read(), name
 
-    for i, (verts, edges, radius, vtype) in OBJECTS.items():
-        path = os.path.join(view, '%d.swc' % i)
-        rows, comments = parse_swc(path)
-        assert os.stat(path).st_size == len(open(path, 'rb').read())
-        assert len(rows) == len(verts), (i, len(rows))
-        assert any('skel/%d' % i in c for c in comments), comments
-        assert any('micrometre' in c for c in comments), comments
-        idx = [find(rows, to_um(v)) for v in verts]
-        got = {frozenset((r[0], r[4])) for r in rows if r[4] != -1}
-        exp = {frozenset((idx[a], idx[b])) for a, b in edges}
-        assert got == exp, (i, got, exp)
-        roots = sum(1 for r in rows if r[4] == -1)
-        assert roots == (2 if i == 12 else 1), (i, roots)
-        for k, n in enumerate(idx):
-            r = rows[n - 1][3]
-            assert abs(r - radius[k] * RSCALE / 1000) <= 1.01e-5, (i, k, r)
-        attrs = {}
-        for c in comments:
-            f = c.split()
-            if f[1] == 'attribute' and f[3] == 'vtype':
-                attrs[int(f[2])] = float(f[4])
-        assert attrs == {idx[k]: float(t) for k, t in enumerate(vtype)}, (i, attrs)
+    for i, obj in OBJECTS.items():
+        check_skeleton(view, i, obj, 2 if i == 12 else 1)
 
     verify_meshes(seg)
     verify_annotations(src, mnt)
     hostile_paths = [os.path.join(view, '%d.swc' % i) for i in hostile()]
     for i in hostile_meshes():
         hostile_paths += [os.path.join(seg, 'mesh.obj', '%d.obj' % i), os.path.join(seg, 'mesh.ply', '%d.ply' % i)]
-    for path in hostile_paths:
+    expect_eio(hostile_paths)
+    print('ok')
+
+
+def check_skeleton(view, i, obj, nroots):
+    """Reads view/<i>.swc with parse_swc and checks it against obj, as
+    written: positions, edges as sets, roots, radii, the vtype attribute."""
+    verts, edges, radius, vtype = obj
+    path = os.path.join(view, '%d.swc' % i)
+    rows, comments = parse_swc(path)
+    assert os.stat(path).st_size == len(open(path, 'rb').read())
+    assert len(rows) == len(verts), (i, len(rows))
+    assert any('skel/%d' % i in c for c in comments), comments
+    assert any('micrometre' in c for c in comments), comments
+    idx = [find(rows, to_um(v)) for v in verts]
+    got = {frozenset((r[0], r[4])) for r in rows if r[4] != -1}
+    exp = {frozenset((idx[a], idx[b])) for a, b in edges}
+    assert got == exp, (i, got, exp)
+    roots = sum(1 for r in rows if r[4] == -1)
+    assert roots == nroots, (i, roots)
+    for k, n in enumerate(idx):
+        r = rows[n - 1][3]
+        assert abs(r - radius[k] * RSCALE / 1000) <= 1.01e-5, (i, k, r)
+    attrs = {}
+    for c in comments:
+        f = c.split()
+        if f[1] == 'attribute' and f[3] == 'vtype':
+            attrs[int(f[2])] = float(f[4])
+    assert attrs == {idx[k]: float(t) for k, t in enumerate(vtype)}, (i, attrs)
+
+
+def expect_eio(paths):
+    """Each path must fail to read with EIO within 5 seconds."""
+    for path in paths:
         t0 = time.monotonic()
         try:
             open(path, 'rb').read()
@@ -282,7 +303,6 @@ def verify(src, mnt):
         else:
             raise AssertionError('hostile object %s read' % path)
         assert time.monotonic() - t0 < 5, (path, time.monotonic() - t0)
-    print('ok')
 
 
 def merged(i):
@@ -331,5 +351,122 @@ def verify_meshes(seg):
                 assert {tuple(round(c, 3) for c in p) for p in seen} == want, (path, seen, want)
 
 
+# ---------------------------------------------------------------- sharded
+# Sharded skeletons and a sharded annotation by_id index (sharded.md), in
+# shard files written by decode/testdata/precomputed_writer.py's shard
+# writer (built from the specification, murmurhash3 checked against
+# tensorstore's vectors), keyed by the object id as is.
+def shard_writer():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'decode', 'testdata'))
+    import precomputed_writer
+    return precomputed_writer
+
+
+def sharding(hash_name, pre, mb, sb, index, data):
+    return {'@type': 'neuroglancer_uint64_sharded_v1', 'hash': hash_name, 'preshift_bits': pre,
+            'minishard_bits': mb, 'shard_bits': sb, 'minishard_index_encoding': index, 'data_encoding': data}
+
+
+SKEL_SHARDING = sharding('murmurhash3_x86_128', 1, 2, 2, 'gzip', 'gzip')
+ANN_SHARDING = sharding('identity', 0, 1, 1, 'raw', 'gzip')
+
+
+def sharded_objects():
+    """id -> skeleton: OBJECTS, and random trees under ids up to 2^64-1."""
+    import random
+    rnd = random.Random(33)
+    objs = dict(OBJECTS)
+    ids = {rnd.randrange(1, 2**64) for _ in range(40)} | {2**64 - 1, 2**63 + 17, 1, 2, 3}
+    for i in sorted(ids):
+        n = rnd.randrange(1, 30)
+        verts = [(rnd.uniform(-1e4, 1e4), rnd.uniform(0, 1e4), rnd.uniform(0, 500)) for _ in range(n)]
+        edges = [(k, rnd.randrange(k)) for k in range(1, n)]
+        rnd.shuffle(edges)
+        objs[i] = (verts, edges, [rnd.uniform(0, 5) for _ in range(n)], [rnd.randrange(256) for _ in range(n)])
+    return objs
+
+
+def sharded_anns():
+    import random
+    rnd = random.Random(34)
+    anns = dict(ANNS)
+    for _ in range(60):
+        i = rnd.randrange(2**64)
+        anns[i] = (tuple(rnd.uniform(0, 1e5) for _ in range(3)), tuple(rnd.uniform(0, 1e5) for _ in range(3)),
+                   rnd.randrange(2), rnd.uniform(-1, 1), tuple(rnd.randrange(256) for _ in range(3)),
+                   rnd.randrange(-2**15, 2**15), [rnd.randrange(2**64) for _ in range(rnd.randrange(4))])
+    return anns
+
+
+def put(path, data, mode='wb'):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, mode) as f:
+        f.write(data)
+
+
+def write_sharded(src):
+    w = shard_writer()
+    seg = os.path.join(src, 'segsh')
+    put(os.path.join(seg, 'info'), json.dumps({
+        'type': 'segmentation', 'data_type': 'uint64', 'num_channels': 1, 'skeletons': 'skel', 'mesh': 'mesh',
+        'scales': [{'key': 's0', 'size': [64, 64, 16], 'resolution': [8, 8, 40], 'voxel_offset': [0, 0, 0],
+                    'chunk_sizes': [[64, 64, 16]], 'encoding': 'raw'}]}), 'w')
+    put(os.path.join(seg, 'skel', 'info'), json.dumps({
+        '@type': 'neuroglancer_skeletons', 'transform': TRANSFORM, 'sharding': SKEL_SHARDING,
+        'vertex_attributes': [{'id': 'radius', 'data_type': 'float32', 'num_components': 1},
+                              {'id': 'vtype', 'data_type': 'uint8', 'num_components': 1}]}), 'w')
+    objs = {i: encode(*o) for i, o in sharded_objects().items()}
+    objs.update(hostile())
+    files, _ = w.shard_files(SKEL_SHARDING, objs)
+    assert len(files) > 1, 'one shard file only'
+    for name, data in files.items():
+        put(os.path.join(seg, 'skel', name), data)
+    put(os.path.join(seg, 'skel', 'README'), b'not a shard\n')  # listed by the pass-through only
+    # A multi-resolution (Draco) mesh directory: not converted, passed through.
+    put(os.path.join(seg, 'mesh', 'info'), json.dumps({
+        '@type': 'neuroglancer_multilod_draco', 'vertex_quantization_bits': 10, 'transform': TRANSFORM,
+        'lod_scale_multiplier': 1.0, 'sharding': ANN_SHARDING}), 'w')
+    for name, data in w.shard_files(ANN_SHARDING, {7: b'draco bytes', 12: b'more draco bytes'})[0].items():
+        put(os.path.join(seg, 'mesh', name), data)
+
+    for name, anns in (('annsh', {i: ann_record(*a) for i, a in sharded_anns().items()}),
+                       ('annsh_bad', {1: ann_record(*ANNS[5]), 2: ann_record(*ANNS[5])[:30]})):
+        d = os.path.join(src, name)
+        put(os.path.join(d, 'info'), json.dumps(annotation_info(ANN_SHARDING)), 'w')
+        for fname, data in w.shard_files(ANN_SHARDING, anns)[0].items():
+            put(os.path.join(d, 'by_id', fname), data)
+
+
+def verify_sharded(src, mnt):
+    seg = os.path.join(mnt, 'segsh')
+    view = os.path.join(seg, 'skeletons.swc')
+    objs = sharded_objects()
+    want = sorted('%d.swc' % i for i in list(objs) + list(hostile()))
+    got = sorted(os.listdir(view))
+    assert got == want, (len(got), len(want), sorted(set(got) ^ set(want))[:10])
+    assert sorted(os.listdir(os.path.join(seg, 'skel'))) == sorted(os.listdir(os.path.join(src, 'segsh', 'skel')))
+    for i, obj in objs.items():
+        check_skeleton(view, i, obj, 2 if i == 12 else 1)
+    for v in ('mesh.obj', 'mesh.ply'):
+        assert os.listdir(os.path.join(seg, v)) == [], (v, os.listdir(os.path.join(seg, v)))
+    for name in os.listdir(os.path.join(src, 'segsh', 'mesh')):
+        with open(os.path.join(src, 'segsh', 'mesh', name), 'rb') as a, open(os.path.join(seg, 'mesh', name), 'rb') as b:
+            assert a.read() == b.read(), name
+    for name in ('99.swc', '18446744073709551614.swc', '007.swc'):
+        try:
+            os.stat(os.path.join(view, name))
+        except OSError as e:
+            assert e.errno == errno.ENOENT, (name, e)
+        else:
+            raise AssertionError('%s exists' % name)
+    expect_eio([os.path.join(view, '%d.swc' % i) for i in hostile()])
+    check_annotations_csv(os.path.join(mnt, 'annsh', 'annotations.csv'), sharded_anns())
+    assert 'annotations.csv' in os.listdir(os.path.join(mnt, 'annsh'))
+    expect_eio([os.path.join(mnt, 'annsh_bad', 'annotations.csv')])
+    print('ok')
+
+
 if __name__ == '__main__':
-    {'write': lambda: write(sys.argv[2]), 'verify': lambda: verify(sys.argv[2], sys.argv[3])}[sys.argv[1]]()
+    {'write': lambda: write(sys.argv[2]), 'verify': lambda: verify(sys.argv[2], sys.argv[3]),
+     'write-sharded': lambda: write_sharded(sys.argv[2]),
+     'verify-sharded': lambda: verify_sharded(sys.argv[2], sys.argv[3])}[sys.argv[1]]()
