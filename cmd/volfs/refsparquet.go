@@ -31,7 +31,9 @@ func openParquetSet(ctx context.Context, c *cli.Context, source string, opts fet
 	case err == nil:
 		log.Info("reference set (Parquet)", "source", source)
 		return set, true, nil
-	case errors.Is(err, refs.ErrNotReferenceSet), errors.Is(err, fetcher.ErrNotExist):
+	case errors.Is(err, refs.ErrNotReferenceSet), errors.Is(err, fetcher.ErrNotExist), errors.Is(err, fetcher.ErrTooLarge):
+		// A .zmetadata too large for a reference set's is a consolidated
+		// Zarr group's.
 		return nil, false, nil
 	}
 	return nil, true, err

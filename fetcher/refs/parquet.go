@@ -77,10 +77,9 @@ type pqArray struct {
 // returns an error wrapping ErrNotReferenceSet when source/.zmetadata is
 // not a reference set's (no record_size), and one wrapping
 // fetcher.ErrNotExist when there is no .zmetadata, so that a caller
-// sniffing sources may open it as a directory instead. Relative target
-// paths resolve against the directory (as a reference file's do against
-// the file), and by default targets must lie under the directory holding
-// it.
+// sniffing sources may open it as a directory instead. The directory
+// stands for the reference file: relative target paths resolve beside it,
+// and by default targets must lie under the directory holding it.
 func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
