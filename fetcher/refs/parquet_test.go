@@ -2,14 +2,17 @@ package refs
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +20,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/volfs/volfs/fetcher"
 )
@@ -351,4 +356,75 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Errorf("%d rows, more than record_size", len(r.rows))
 		}
 	})
+}
+
+// TestParquetMutatedBounded decodes thousands of mutations of record files
+// (bytes changed, lengths set to 2^31-1, bytes inserted and removed): each
+// decodes or fails within a second, allocating at most 64 MiB, although
+// the Parquet reader allocates what a file declares before reading it.
+func TestParquetMutatedBounded(t *testing.T) {
+	var seeds [][]byte
+	for _, c := range []compress.Codec{&parquet.Zstd, &parquet.Snappy, &parquet.Gzip, &parquet.Uncompressed} {
+		var b bytes.Buffer
+		rows := []pqRow{{Path: str("data.bin"), Offset: 1, Size: 2}, {Raw: raw("abc")}, {}, {Path: str("data.bin")}}
+		if err := parquet.Write(&b, rows, parquet.Compression(c)); err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, b.Bytes())
+	}
+	rng := rand.New(rand.NewSource(7))
+	var ms runtime.MemStats
+	for it := range 4000 {
+		d := bytes.Clone(seeds[it%len(seeds)])
+		for range 1 + rng.Intn(4) {
+			p := rng.Intn(len(d))
+			switch rng.Intn(4) {
+			case 0:
+				d[p] = byte(rng.Intn(256))
+			case 1:
+				if p+4 < len(d) {
+					copy(d[p:], []byte{0xff, 0xff, 0xff, 0x7f})
+				}
+			case 2:
+				d = append(d[:p:p], append([]byte{byte(rng.Intn(256)), byte(rng.Intn(256))}, d[p:]...)...)
+			case 3:
+				if p+2 < len(d) {
+					d = append(d[:p:p], d[p+2:]...)
+				}
+			}
+		}
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		start := time.Now()
+		rec, err := decodeRecord(d, 4)
+		if err == nil && len(rec.rows) > 4 {
+			t.Fatalf("mutation %d: %d rows", it, len(rec.rows))
+		}
+		runtime.ReadMemStats(&ms)
+		if a := ms.TotalAlloc - before; a > 64<<20 {
+			t.Fatalf("mutation %d allocated %d MiB (%v)", it, a>>20, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("mutation %d took %v", it, d)
+		}
+	}
+}
+
+// TestParquetBomb: a page that decompresses to more than its header says
+// is refused before the reader decodes it.
+func TestParquetBomb(t *testing.T) {
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(make([]byte, 32<<20))
+	w.Close()
+	if err := checkDecompressed(format.Gzip, z.Bytes(), 1000); err == nil {
+		t.Errorf("a gzip page of %d bytes that decompresses to 32 MiB passed as 1000 bytes", z.Len())
+	}
+	if err := checkDecompressed(format.Gzip, z.Bytes(), 32<<20); err != nil {
+		t.Errorf("the same page with its true size: %v", err)
+	}
+	// a thrift byte string that claims 2^31-1 bytes
+	if _, err := thriftWalk([]byte{0x18, 0xff, 0xff, 0xff, 0xff, 0x07, 'a', 0}); err == nil {
+		t.Error("a thrift string longer than its bytes passed")
+	}
 }

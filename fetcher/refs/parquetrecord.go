@@ -19,7 +19,7 @@ const (
 	maxRecordFileBytes = 256 << 20
 	// maxRecordDecodedBytes bounds its column chunks decompressed, as its
 	// footer states them, so that a small file cannot claim a huge decode.
-	maxRecordDecodedBytes = 1 << 30
+	maxRecordDecodedBytes = 256 << 20
 )
 
 // record is one loaded record file: row i is the reference of the i-th
@@ -62,6 +62,9 @@ func decodeRecord(data []byte, recordSize int64) (rec *record, err error) {
 			rec, err = nil, fmt.Errorf("not a readable Parquet file: %v", v)
 		}
 	}()
+	if err := checkFooter(data); err != nil {
+		return nil, err
+	}
 	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
 		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
 	if err != nil {
@@ -85,7 +88,7 @@ func decodeRecord(data []byte, recordSize int64) (rec *record, err error) {
 	for i := range rec.rows {
 		rec.rows[i].url = -1
 	}
-	interned := map[string]int32{}
+	cols := map[int]bool{}
 	for _, name := range recordColumns {
 		col := pf.Root().Column(name)
 		if col == nil {
@@ -93,6 +96,17 @@ func decodeRecord(data []byte, recordSize int64) (rec *record, err error) {
 		}
 		if !col.Leaf() || col.MaxRepetitionLevel() != 0 {
 			return nil, fmt.Errorf("column %q is not a flat column", name)
+		}
+		cols[col.Index()] = true
+	}
+	if err := checkPages(pf, data, cols); err != nil {
+		return nil, err
+	}
+	interned := map[string]int32{}
+	for _, name := range recordColumns {
+		col := pf.Root().Column(name)
+		if col == nil {
+			continue
 		}
 		err := readColumn(col, n, func(i int64, v parquet.Value) error {
 			if v.IsNull() {
