@@ -186,7 +186,7 @@ func checkPages(pf *parquet.File, data []byte, cols map[int]bool) error {
 			}
 			md := c.MetaData
 			start := md.DataPageOffset
-			if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
+			if md.DictionaryPageOffset != 0 { // where the reader starts too
 				start = md.DictionaryPageOffset
 			}
 			if start < 4 || md.TotalCompressedSize < 0 || start > int64(len(data)) || md.TotalCompressedSize > int64(len(data))-start {
