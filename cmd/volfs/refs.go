@@ -28,6 +28,14 @@ func refsFlagTable() []flagDef {
 // reference set (detected by content), else as a directory source.
 func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher.Options, log *slog.Logger) (fetcher.Fetcher, error) {
 	open := func(s string) (fetcher.Fetcher, error) { return fetcher.Open(s, opts) }
+	if mayBeParquetSet(source) {
+		if f, ok, err := openParquetSet(ctx, c, source, opts, log); ok {
+			if err != nil {
+				return nil, fmt.Errorf("reference set %s: %w", source, err)
+			}
+			return f, nil
+		}
+	}
 	if !mayBeReferenceSet(source) {
 		return open(source)
 	}

@@ -47,6 +47,7 @@ type Fetcher struct {
 	base  *url.URL
 	roots []*root
 	opts  Options
+	lazy  *parquetSet // keys beyond m, for a Parquet set; nil for JSON
 
 	mu       sync.Mutex
 	resolved map[string]target // GUARDED_BY(mu): per target URL
@@ -246,8 +247,11 @@ func (f *Fetcher) fail(ctx context.Context, key, url string, err error) error {
 	return fmt.Errorf("refs: key %q (%s): %v", key, url, err)
 }
 
-func (f *Fetcher) lookup(key string) (Ref, error) {
+func (f *Fetcher) lookup(ctx context.Context, key string) (Ref, error) {
 	r, ok := f.m.Lookup(key)
+	if !ok && f.lazy != nil {
+		return f.lazy.lookup(ctx, f, key)
+	}
 	if !ok {
 		return Ref{}, fmt.Errorf("refs: %q: %w", key, fetcher.ErrNotExist)
 	}
@@ -268,7 +272,7 @@ func rangeID(id fetcher.Identity, off, n int64) fetcher.Identity {
 
 // Get implements fetcher.Fetcher.
 func (f *Fetcher) Get(ctx context.Context, key string, limit int64) (fetcher.Object, error) {
-	r, err := f.lookup(key)
+	r, err := f.lookup(ctx, key)
 	if err != nil {
 		return fetcher.Object{}, err
 	}
@@ -307,7 +311,7 @@ func (f *Fetcher) Get(ctx context.Context, key string, limit int64) (fetcher.Obj
 
 // GetRange implements fetcher.Fetcher.
 func (f *Fetcher) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, fetcher.Identity, error) {
-	r, err := f.lookup(key)
+	r, err := f.lookup(ctx, key)
 	if err != nil {
 		return nil, "", err
 	}
@@ -349,7 +353,7 @@ func (f *Fetcher) GetRange(ctx context.Context, key string, offset, length int64
 // Stat implements fetcher.Fetcher. For a ranged reference it asks the
 // target, and refuses a target that ends before the range.
 func (f *Fetcher) Stat(ctx context.Context, key string) (int64, fetcher.Identity, error) {
-	r, err := f.lookup(key)
+	r, err := f.lookup(ctx, key)
 	if err != nil {
 		return 0, "", err
 	}

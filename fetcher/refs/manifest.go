@@ -10,6 +10,13 @@
 // the root its URL resolves under (see Resolver), so every target on one
 // host shares that fetcher's pooled sessions.
 //
+// LoadParquet serves the Parquet form (a directory of .zmetadata and
+// per-array record files, see parquet.go): its metadata keys are the
+// manifest, and a chunk key is looked up in its record file, loaded on
+// first use into a cache bounded in bytes. A record file that cannot be
+// read is an error for its keys, as a refused target is; one that does not
+// exist holds no keys.
+//
 // # Errors
 //
 // A key the manifest does not hold is fetcher.ErrNotExist (a Zarr chunk
