@@ -74,8 +74,11 @@
 // PutCompressed stores the payload compressed with zstd (level 1 unless
 // Options.Level says otherwise), for callers that keep a slow-to-decode chunk (gzip, jpeg) in
 // decoded form: reading and decompressing it is several times faster than
-// decoding the original (BenchmarkDiskHit). Get returns the bytes given to
-// Put or PutCompressed either way.
+// decoding the original (BenchmarkDiskHit). PutPlain keeps them as they
+// are in a data file of their own beside the entry, which OpenPlain hands
+// out for the kernel to read (FUSE passthrough; see "Plain entries" in
+// plain.go). Get returns the bytes given to Put, PutCompressed or PutPlain
+// either way.
 //
 // All methods are safe for concurrent use, also by several processes of
 // one user on one directory as far as atomic renames go (each process
@@ -107,6 +110,7 @@ const (
 
 	formStored = envelope.FormStored
 	formZstd   = envelope.FormZstd
+	formBeside = envelope.FormBeside
 
 	maxKey   = envelope.MaxKey
 	maxIdent = envelope.MaxIdent
@@ -175,8 +179,13 @@ type Cache struct {
 
 type item struct {
 	name string // relative path of the file: "ab/cdef....vdc"
-	size int64
+	size int64  // of the file, and of its data file when plain
 	seq  uint64 // the write or hit that last touched it
+	// plain says the entry's bytes are in a data file beside it
+	// (PutPlain); verified is the data file last checked whole by this
+	// process (OpenPlain), zero when none.
+	plain    bool
+	verified fileID
 }
 
 // Hold makes every entry written or read from now on held: a Put that
@@ -294,7 +303,11 @@ func (c *Cache) get(key string, size, bound int64, check func(ident []byte) erro
 		}
 	}
 	var data []byte
-	if err == nil {
+	var beside int64 // the data file's bytes, when the entry has one
+	if err == nil && form == formBeside {
+		data, err = c.readBeside(sfd, name, payload, size, bound)
+		beside = int64(len(data))
+	} else if err == nil {
 		data, err = unpack(form, payload, size, bound)
 	}
 	switch {
@@ -312,25 +325,41 @@ func (c *Cache) get(key string, size, bound int64, check func(ident []byte) erro
 		c.mu.Unlock()
 		return nil, false
 	}
+	c.hit(sfd, name, int64(headerSize+len(key)+len(ident))+int64(len(payload))+beside, form == formBeside, nil)
+	return data, true
+}
+
+// hit counts a hit of the entry name, of size bytes (its data file's
+// included) and plain when it has one, and moves it to the front of the
+// access order, here and in its file's modification time (sfd is its
+// subdirectory); with verify, it calls it under the lock with the entry's
+// item.
+func (c *Cache) hit(sfd int, name string, size int64, plain bool, verify func(*item)) {
 	// The access order that outlives the process.
 	now := unix.NsecToTimespec(time.Now().UnixNano())
 	unix.UtimesNanoAt(sfd, name[3:], []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
-	fileSize := int64(headerSize+len(key)+len(ident)) + int64(len(payload))
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.stats.Hits++
-	if el, ok := c.items[name]; ok {
+	el, ok := c.items[name]
+	if ok {
 		c.order.MoveToFront(el)
-		c.touch(el.Value.(*item))
+		it := el.Value.(*item)
+		c.touch(it)
+		c.used += size - it.size
+		it.size, it.plain = size, plain
 	} else {
 		// Written by another process sharing the directory.
-		it := &item{name: name, size: fileSize}
+		it := &item{name: name, size: size, plain: plain}
 		c.touch(it)
-		c.items[name] = c.order.PushFront(it)
-		c.used += fileSize
-		c.evict()
+		el = c.order.PushFront(it)
+		c.items[name] = el
+		c.used += size
 	}
-	c.mu.Unlock()
-	return data, true
+	if verify != nil {
+		verify(el.Value.(*item))
+	}
+	c.evict()
 }
 
 // errCorrupt is wrapped by the errors of read and unpack for files that
@@ -385,6 +414,7 @@ func unpack(form byte, payload []byte, size, bound int64) ([]byte, error) {
 func (c *Cache) remove(name string, count func(*Stats)) {
 	if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 		unix.Unlinkat(sfd, name[3:], 0)
+		unix.Unlinkat(sfd, dataName(name)[3:], 0)
 		unix.Close(sfd)
 	}
 	c.mu.Lock()
@@ -410,10 +440,17 @@ func (c *Cache) PutCompressed(key string, ident, data []byte) error {
 }
 
 func (c *Cache) put(key string, ident, payload []byte, form byte) error {
+	return c.putBeside(key, ident, payload, form, nil)
+}
+
+// putBeside is put of an entry whose payload describes data, written to
+// its data file first (form formBeside), or of one without (data nil).
+func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []byte) error {
 	if len(key) > maxKey || len(ident) > maxIdent {
 		return fmt.Errorf("disk: key of %d bytes or identity of %d is too long", len(key), len(ident))
 	}
-	size := int64(headerSize + len(key) + len(ident) + len(payload))
+	plain := form == formBeside
+	size := int64(headerSize+len(key)+len(ident)+len(payload)) + int64(len(data))
 	if size > c.max {
 		return fmt.Errorf("disk: %s: %d bytes do not fit in a cache of %d", key, size, c.max)
 	}
@@ -423,7 +460,18 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	if !c.fits(name, size) {
 		return fmt.Errorf("disk: %s: %w", key, ErrFull)
 	}
-	if err := c.write(name, hdr[:], []byte(key), ident, payload); err != nil {
+	var written fileID
+	var err error
+	if plain {
+		written, err = c.writeData(name, data)
+	}
+	if err == nil {
+		err = c.write(name, hdr[:], []byte(key), ident, payload)
+	}
+	if err == nil && !plain {
+		c.removeData(name) // of an earlier entry that had one
+	}
+	if err != nil {
 		c.mu.Lock()
 		c.stats.Errors++
 		c.mu.Unlock()
@@ -435,6 +483,7 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 		// Another Put took the room meanwhile.
 		if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 			unix.Unlinkat(sfd, name[3:], 0)
+			unix.Unlinkat(sfd, dataName(name)[3:], 0)
 			unix.Close(sfd)
 		}
 		return fmt.Errorf("disk: %s: %w", key, ErrFull)
@@ -443,11 +492,11 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	if el, ok := c.items[name]; ok {
 		it := el.Value.(*item)
 		c.used += size - it.size
-		it.size = size
+		it.size, it.plain, it.verified = size, plain, written
 		c.touch(it)
 		c.order.MoveToFront(el)
 	} else {
-		it := &item{name: name, size: size}
+		it := &item{name: name, size: size, plain: plain, verified: written}
 		c.touch(it)
 		c.items[name] = c.order.PushFront(it)
 		c.used += size
@@ -534,6 +583,9 @@ func (c *Cache) evict() {
 		sfd, err := unix.Openat(c.fd, it.name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
 			err = unix.Unlinkat(sfd, it.name[3:], 0)
+			if it.plain {
+				unix.Unlinkat(sfd, dataName(it.name)[3:], 0)
+			}
 			unix.Close(sfd)
 		}
 		if err != nil && err != unix.ENOENT {

@@ -8,7 +8,9 @@
 //	offset size
 //	0      4    magic, the keeper's own ("VDC3" disk, "VSC2" shared), so
 //	            that one keeper never takes another's envelope
-//	4      1    form: 0 stored as given, 1 zstd-compressed
+//	4      1    form: 0 stored as given, 1 zstd-compressed, 2 beside
+//	            (the payload describes a file of plain bytes kept
+//	            apart: FormBeside)
 //	5      1    flags: 1 signed (the MAC is keyed with a secret)
 //	6      2    zero
 //	8      8    payload length, little-endian
@@ -59,7 +61,35 @@ const HeaderSize = 64
 const (
 	FormStored = 0
 	FormZstd   = 1
+	// FormBeside: the payload is BesideSize bytes that describe the
+	// decoded bytes, kept as they are in a file of their own (the disk
+	// cache's data files, which the kernel can read without volfs): their
+	// length (8 bytes, little-endian) and CRC-32C (4 bytes, little-endian).
+	// Decode refuses it: the keeper reads the file and checks it against
+	// the description (Beside).
+	FormBeside = 2
 )
+
+// BesideSize is the length of a FormBeside payload.
+const BesideSize = 12
+
+// Describe returns the FormBeside payload of data.
+func Describe(data []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, BesideSize), uint64(len(data)))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(data, crcTable))
+}
+
+// Beside returns the length and CRC-32C that a FormBeside payload states.
+func Beside(payload []byte) (n int64, crc uint32, err error) {
+	if len(payload) != BesideSize || binary.LittleEndian.Uint64(payload) > 1<<62 {
+		return 0, 0, fmt.Errorf("%w: description of a file beside", ErrCorrupt)
+	}
+	return int64(binary.LittleEndian.Uint64(payload)), binary.LittleEndian.Uint32(payload[8:]), nil
+}
+
+// CRC returns the CRC-32C that extends crc with p (Castagnoli, as
+// FormBeside's description states it).
+func CRC(crc uint32, p []byte) uint32 { return crc32.Update(crc, crcTable, p) }
 
 // MaxKey and MaxIdent bound a key and an identity.
 const (
@@ -136,8 +166,11 @@ func Compress(data []byte) (form byte, payload []byte) {
 // size decoded bytes: zstd's worst case is raw blocks, 3 bytes of header
 // per 128 KiB, plus a frame header and checksum.
 func PayloadBound(form byte, size int64) int64 {
-	if form == FormStored {
+	switch form {
+	case FormStored:
 		return size
+	case FormBeside:
+		return BesideSize
 	}
 	return size + size>>10 + 64
 }
@@ -162,7 +195,7 @@ func Open(magic string, secret []byte, key string, size int64, raw []byte) (iden
 	n := binary.LittleEndian.Uint64(raw[8:])
 	klen := uint64(binary.LittleEndian.Uint32(raw[16:]))
 	ilen := uint64(binary.LittleEndian.Uint32(raw[20:]))
-	if form != FormStored && form != FormZstd || raw[5]&^flagSigned != 0 || size < 0 ||
+	if form > FormBeside || raw[5]&^flagSigned != 0 || size < 0 ||
 		klen != uint64(len(key)) || ilen > MaxIdent ||
 		n > uint64(PayloadBound(form, size)) || uint64(len(raw)) != HeaderSize+klen+ilen+n {
 		return nil, nil, 0, fmt.Errorf("%w: lengths", ErrCorrupt)
