@@ -443,18 +443,21 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	return c.putBeside(key, ident, payload, form, nil)
 }
 
-// putBeside is put of an entry whose payload describes data, written to
-// its data file first (form formBeside), or of one without (data nil).
+// putBeside is put of an entry whose payload describes data (form
+// formBeside: payload nil, made once data is written to its data file),
+// or of one without (data nil).
 func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []byte) error {
 	if len(key) > maxKey || len(ident) > maxIdent {
 		return fmt.Errorf("disk: key of %d bytes or identity of %d is too long", len(key), len(ident))
 	}
 	plain := form == formBeside
 	size := int64(headerSize+len(key)+len(ident)+len(payload)) + int64(len(data))
+	if plain {
+		size += besideSize
+	}
 	if size > c.max {
 		return fmt.Errorf("disk: %s: %d bytes do not fit in a cache of %d", key, size, c.max)
 	}
-	hdr := envelope.Header(magic, c.secret, key, ident, form, payload)
 
 	name := fileName(key)
 	if !c.fits(name, size) {
@@ -464,8 +467,10 @@ func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []b
 	var err error
 	if plain {
 		written, err = c.writeData(name, data)
+		payload = envelope.Describe(data, note(written))
 	}
 	if err == nil {
+		hdr := envelope.Header(magic, c.secret, key, ident, form, payload)
 		err = c.write(name, hdr[:], []byte(key), ident, payload)
 	}
 	if err == nil && !plain {

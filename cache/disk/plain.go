@@ -1,6 +1,9 @@
 package disk
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -34,14 +37,18 @@ import (
 // the two renames of another process, or damage) takes the entry as
 // corrupt, and a miss.
 //
-// OpenPlain checks a data file whole (its length and CRC-32C against the
-// envelope) once per process: it then remembers the file's identity
-// (device, inode, size, change time), and a later open of the same file is
-// checked by fstat alone. The change time moves with any write or rename
-// of the inode, and no file of the cache is written in place, so the
-// identity stands for the bytes checked. A file damaged after its check
-// (a disk's fault under a running process) is not seen before the
-// process restarts: the same trust the kernel's own page cache gets.
+// OpenPlain checks a data file by its identity (device, inode, size,
+// change time, by fstat of the descriptor it hands out): the envelope
+// notes the identity of the file written, with the kernel's boot ID, and
+// a file that still has it within the same boot is the file written. The
+// change time moves with any write or rename of the inode, and no file of
+// the cache is written in place. After a reboot (files are not synced: a
+// power loss may leave a renamed file of garbage), or for a file of
+// another identity, OpenPlain reads the file whole and compares its
+// length and CRC-32C with the envelope's, once per process: it then
+// remembers the identity checked. A file damaged by a disk's fault after
+// its check is not seen before the next reboot or check: the trust the
+// kernel's own page cache gets.
 
 const dataSuffix = ".dat"
 
@@ -64,8 +71,40 @@ func idOf(st *unix.Stat_t) fileID {
 // plain entry (see "Plain entries"), replacing what was there. It is
 // otherwise Put.
 func (c *Cache) PutPlain(key string, ident, data []byte) error {
-	return c.putBeside(key, ident, envelope.Describe(data), formBeside, data)
+	return c.putBeside(key, ident, nil, formBeside, data)
 }
+
+// besideSize is the length of a plain entry's payload: the description
+// of its data file (envelope.Describe) with the note of its identity.
+const besideSize = 12 + noteSize
+
+// noteSize is the length of note's note: the boot ID, then the device,
+// inode, change time (seconds, nanoseconds), 8 bytes each.
+const noteSize = 16 + 4*8
+
+// note is the note of the data file id written during this boot of the
+// kernel (bootID), as the entry's description keeps it.
+func note(id fileID) []byte {
+	b := append(make([]byte, 0, noteSize), bootID[:]...)
+	for _, v := range []uint64{id.dev, id.ino, uint64(id.csec), uint64(id.ctime)} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+// bootID identifies this boot of the kernel (zero when it cannot be
+// read: then no note matches, and every data file is checked whole).
+var bootID = func() (id [16]byte) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return id
+	}
+	h, err := hex.DecodeString(strings.ReplaceAll(strings.TrimSpace(string(b)), "-", ""))
+	if err == nil && len(h) == 16 {
+		copy(id[:], h)
+	}
+	return id
+}()
 
 // Plain reports whether the entry of key, as this process last saw it, is
 // plain (PutPlain); false when there is none.
@@ -98,8 +137,9 @@ func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error
 	}
 	var n int64
 	var sum uint32
+	var noted []byte
 	if err == nil {
-		n, sum, err = besideOf(payload, size, size)
+		n, sum, noted, err = besideOf(payload, size, size)
 	}
 	if err == nil {
 		if err = check(ident); errors.Is(err, ErrStale) {
@@ -112,7 +152,7 @@ func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error
 	if err == nil {
 		f, id, err = c.openData(sfd, name, n)
 	}
-	if err == nil && !c.verified(name, id) {
+	if err == nil && !bytes.Equal(noted, note(id)) && !c.verified(name, id) {
 		err = checkData(f, n, sum)
 	}
 	switch {
@@ -157,15 +197,15 @@ func (c *Cache) verified(name string, id fileID) bool {
 
 // besideOf returns the length and CRC-32C of the data file that payload
 // describes, which must hold size bytes (with size -1, at most bound).
-func besideOf(payload []byte, size, bound int64) (int64, uint32, error) {
-	n, sum, err := envelope.Beside(payload)
+func besideOf(payload []byte, size, bound int64) (int64, uint32, []byte, error) {
+	n, sum, noted, err := envelope.Beside(payload)
 	if err == nil && (size >= 0 && n != size || n > bound) {
 		err = fmt.Errorf("%d bytes beside, want %d", n, size)
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", errCorrupt, err)
+		return 0, 0, nil, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	return n, sum, nil
+	return n, sum, noted, nil
 }
 
 // openData opens the data file of name in its subdirectory sfd, without
@@ -225,7 +265,7 @@ func checkData(f *os.File, n int64, sum uint32) error {
 // readBeside returns the bytes of the data file of name (in sfd) that
 // payload describes, checked against it.
 func (c *Cache) readBeside(sfd int, name string, payload []byte, size, bound int64) ([]byte, error) {
-	n, sum, err := besideOf(payload, size, bound)
+	n, sum, _, err := besideOf(payload, size, bound)
 	if err != nil {
 		return nil, err
 	}

@@ -89,14 +89,20 @@ func TestPlain(t *testing.T) {
 		t.Error("OpenPlain's miss left the compressed entry unreadable")
 	}
 
-	// Damage: the same length, a byte changed, in a file new to this
-	// process (a restart); cut short; gone.
+	// Damage: the same length, a byte changed, in a new file or in
+	// place, seen by another process (a restart); cut short; gone.
 	for _, damage := range []func(p string){
 		func(p string) {
 			b, _ := os.ReadFile(p)
 			b[1000] ^= 1
 			os.Remove(p)
 			os.WriteFile(p, b, 0o600)
+		},
+		func(p string) {
+			// In place: the same inode, a new change time.
+			f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+			f.WriteAt([]byte{'x'}, 1000)
+			f.Close()
 		},
 		func(p string) { os.Truncate(p, 1000) },
 		func(p string) { os.Remove(p) },

@@ -61,30 +61,33 @@ const HeaderSize = 64
 const (
 	FormStored = 0
 	FormZstd   = 1
-	// FormBeside: the payload is BesideSize bytes that describe the
-	// decoded bytes, kept as they are in a file of their own (the disk
-	// cache's data files, which the kernel can read without volfs): their
-	// length (8 bytes, little-endian) and CRC-32C (4 bytes, little-endian).
-	// Decode refuses it: the keeper reads the file and checks it against
-	// the description (Beside).
+	// FormBeside: the payload describes the decoded bytes, kept as they
+	// are in a file of their own (the disk cache's data files, which the
+	// kernel can read without volfs): their length (8 bytes,
+	// little-endian), CRC-32C (4 bytes, little-endian), and a note of the
+	// keeper's own about the file (at most MaxNote bytes). Decode refuses
+	// it: the keeper reads the file and checks it against the description
+	// (Beside).
 	FormBeside = 2
 )
 
-// BesideSize is the length of a FormBeside payload.
-const BesideSize = 12
+// MaxNote bounds the note of a FormBeside payload.
+const MaxNote = 64
 
-// Describe returns the FormBeside payload of data.
-func Describe(data []byte) []byte {
-	b := binary.LittleEndian.AppendUint64(make([]byte, 0, BesideSize), uint64(len(data)))
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(data, crcTable))
+// Describe returns the FormBeside payload of data, with note.
+func Describe(data, note []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, 12+len(note)), uint64(len(data)))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(data, crcTable))
+	return append(b, note...)
 }
 
-// Beside returns the length and CRC-32C that a FormBeside payload states.
-func Beside(payload []byte) (n int64, crc uint32, err error) {
-	if len(payload) != BesideSize || binary.LittleEndian.Uint64(payload) > 1<<62 {
-		return 0, 0, fmt.Errorf("%w: description of a file beside", ErrCorrupt)
+// Beside returns the length, CRC-32C and note that a FormBeside payload
+// states.
+func Beside(payload []byte) (n int64, crc uint32, note []byte, err error) {
+	if len(payload) < 12 || len(payload) > 12+MaxNote || binary.LittleEndian.Uint64(payload) > 1<<62 {
+		return 0, 0, nil, fmt.Errorf("%w: description of a file beside", ErrCorrupt)
 	}
-	return int64(binary.LittleEndian.Uint64(payload)), binary.LittleEndian.Uint32(payload[8:]), nil
+	return int64(binary.LittleEndian.Uint64(payload)), binary.LittleEndian.Uint32(payload[8:]), payload[12:], nil
 }
 
 // CRC returns the CRC-32C that extends crc with p (Castagnoli, as
@@ -170,7 +173,7 @@ func PayloadBound(form byte, size int64) int64 {
 	case FormStored:
 		return size
 	case FormBeside:
-		return BesideSize
+		return 12 + MaxNote
 	}
 	return size + size>>10 + 64
 }
