@@ -114,7 +114,9 @@ print((a + b).hex(), flush=True)`, p)
 // through that handle, and as the new version through a new open; an
 // entry evicted while a handle holds it reads whole. With
 // --no-disk-passthrough or --direct-io, the log says why not and every
-// read is served by volfs, exactly.
+// read is served by volfs, exactly; the entries a mount with
+// --no-disk-passthrough kept compressed pass through once a mount without
+// it has read them.
 func TestDiskPassthrough(t *testing.T) {
 	requireFUSE(t)
 	if os.Geteuid() != 0 {
@@ -254,6 +256,18 @@ func TestDiskPassthrough(t *testing.T) {
 				}
 				stopVolfs(t, s)
 			}
+			if tc.flag != "--no-disk-passthrough" {
+				return
+			}
+			// The entries kept compressed are rewritten plain behind the
+			// first read of a mount that passes them through; the next
+			// open passes through.
+			s, addr := mountMetrics(t, args[1:]...)
+			waitFor(t, "an open with passthrough of an entry kept compressed", func() bool {
+				readAll(t, s.mnt, keys, chunks)
+				return metric(t, addr, diskPassSeries) > 0
+			})
+			stopVolfs(t, s)
 		})
 	}
 }

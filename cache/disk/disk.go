@@ -186,6 +186,9 @@ type item struct {
 	// process (OpenPlain), zero when none.
 	plain    bool
 	verified fileID
+	// compressed says this process read or wrote the entry and it was
+	// not plain.
+	compressed bool
 }
 
 // Hold makes every entry written or read from now on held: a Put that
@@ -347,10 +350,10 @@ func (c *Cache) hit(sfd int, name string, size int64, plain bool, verify func(*i
 		it := el.Value.(*item)
 		c.touch(it)
 		c.used += size - it.size
-		it.size, it.plain = size, plain
+		it.size, it.plain, it.compressed = size, plain, !plain
 	} else {
 		// Written by another process sharing the directory.
-		it := &item{name: name, size: size, plain: plain}
+		it := &item{name: name, size: size, plain: plain, compressed: !plain}
 		c.touch(it)
 		el = c.order.PushFront(it)
 		c.items[name] = el
@@ -497,11 +500,11 @@ func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []b
 	if el, ok := c.items[name]; ok {
 		it := el.Value.(*item)
 		c.used += size - it.size
-		it.size, it.plain, it.verified = size, plain, written
+		it.size, it.plain, it.verified, it.compressed = size, plain, written, !plain
 		c.touch(it)
 		c.order.MoveToFront(el)
 	} else {
-		it := &item{name: name, size: size, plain: plain, verified: written}
+		it := &item{name: name, size: size, plain: plain, verified: written, compressed: !plain}
 		c.touch(it)
 		c.items[name] = c.order.PushFront(it)
 		c.used += size

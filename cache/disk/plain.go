@@ -124,6 +124,15 @@ func (c *Cache) Plain(key string) bool {
 // deletes it.
 func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error) (*os.File, bool) {
 	name := fileName(key)
+	c.mu.Lock()
+	el, ok := c.items[name]
+	known := ok && el.Value.(*item).compressed
+	c.mu.Unlock()
+	if known {
+		// Kept compressed, as this process knows: not read twice.
+		c.miss(name, nil)
+		return nil, false
+	}
 	sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		c.miss(name, err)
