@@ -319,50 +319,11 @@ func (c *Cache) get(key string, size, bound int64, check func(ident []byte) erro
 		c.remove(name, func(s *Stats) { s.Corrupt++ })
 		return nil, false
 	default:
-		c.mu.Lock()
-		c.stats.Misses++
-		if el, ok := c.items[name]; ok && errors.Is(err, unix.ENOENT) {
-			// Deleted behind our back (or by another process).
-			c.drop(el)
-		}
-		c.mu.Unlock()
+		c.miss(name, err)
 		return nil, false
 	}
 	c.hit(sfd, name, int64(headerSize+len(key)+len(ident))+int64(len(payload))+beside, form == formBeside, nil)
 	return data, true
-}
-
-// hit counts a hit of the entry name, of size bytes (its data file's
-// included) and plain when it has one, and moves it to the front of the
-// access order, here and in its file's modification time (sfd is its
-// subdirectory); with verify, it calls it under the lock with the entry's
-// item.
-func (c *Cache) hit(sfd int, name string, size int64, plain bool, verify func(*item)) {
-	// The access order that outlives the process.
-	now := unix.NsecToTimespec(time.Now().UnixNano())
-	unix.UtimesNanoAt(sfd, name[3:], []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stats.Hits++
-	el, ok := c.items[name]
-	if ok {
-		c.order.MoveToFront(el)
-		it := el.Value.(*item)
-		c.touch(it)
-		c.used += size - it.size
-		it.size, it.plain, it.compressed = size, plain, !plain
-	} else {
-		// Written by another process sharing the directory.
-		it := &item{name: name, size: size, plain: plain, compressed: !plain}
-		c.touch(it)
-		el = c.order.PushFront(it)
-		c.items[name] = el
-		c.used += size
-	}
-	if verify != nil {
-		verify(el.Value.(*item))
-	}
-	c.evict()
 }
 
 // errCorrupt is wrapped by the errors of read and unpack for files that
@@ -415,11 +376,7 @@ func unpack(form byte, payload []byte, size, bound int64) ([]byte, error) {
 
 // remove deletes the entry name, forgets it and counts it with count.
 func (c *Cache) remove(name string, count func(*Stats)) {
-	if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		unix.Unlinkat(sfd, name[3:], 0)
-		unix.Unlinkat(sfd, dataName(name)[3:], 0)
-		unix.Close(sfd)
-	}
+	c.unlink(name, dataName(name))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.Misses++
@@ -477,7 +434,7 @@ func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []b
 		err = c.write(name, hdr[:], []byte(key), ident, payload)
 	}
 	if err == nil && !plain {
-		c.removeData(name) // of an earlier entry that had one
+		c.unlink(dataName(name)) // of an earlier entry that had one
 	}
 	if err != nil {
 		c.mu.Lock()
@@ -489,11 +446,7 @@ func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []b
 	defer c.mu.Unlock()
 	if _, ok := c.items[name]; !ok && c.holdFrom != 0 && !c.roomFor(size) {
 		// Another Put took the room meanwhile.
-		if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			unix.Unlinkat(sfd, name[3:], 0)
-			unix.Unlinkat(sfd, dataName(name)[3:], 0)
-			unix.Close(sfd)
-		}
+		c.unlink(name, dataName(name))
 		return fmt.Errorf("disk: %s: %w", key, ErrFull)
 	}
 	c.stats.Puts++

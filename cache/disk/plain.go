@@ -183,6 +183,39 @@ func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error
 	return f, true
 }
 
+// hit counts a hit of the entry name, of size bytes (its data file's
+// included) and plain when it has one, and moves it to the front of the
+// access order, here and in its file's modification time (sfd is its
+// subdirectory); with verify, it calls it under the lock with the entry's
+// item.
+func (c *Cache) hit(sfd int, name string, size int64, plain bool, verify func(*item)) {
+	// The access order that outlives the process.
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	unix.UtimesNanoAt(sfd, name[3:], []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Hits++
+	el, ok := c.items[name]
+	if ok {
+		c.order.MoveToFront(el)
+		it := el.Value.(*item)
+		c.touch(it)
+		c.used += size - it.size
+		it.size, it.plain, it.compressed = size, plain, !plain
+	} else {
+		// Written by another process sharing the directory.
+		it := &item{name: name, size: size, plain: plain, compressed: !plain}
+		c.touch(it)
+		el = c.order.PushFront(it)
+		c.items[name] = el
+		c.used += size
+	}
+	if verify != nil {
+		verify(el.Value.(*item))
+	}
+	c.evict()
+}
+
 // miss counts a miss of the entry name that err (if any) explains, and
 // forgets the entry when its file is gone.
 func (c *Cache) miss(name string, err error) {
@@ -332,10 +365,13 @@ func (c *Cache) writeData(name string, data []byte) (fileID, error) {
 	return idOf(&st), nil
 }
 
-// removeData deletes the data file of name, if there is one.
-func (c *Cache) removeData(name string) {
-	if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		unix.Unlinkat(sfd, dataName(name)[3:], 0)
+// unlink deletes the files names (relative paths, of one subdirectory),
+// those that exist.
+func (c *Cache) unlink(names ...string) {
+	if sfd, err := unix.Openat(c.fd, names[0][:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		for _, n := range names {
+			unix.Unlinkat(sfd, n[3:], 0)
+		}
 		unix.Close(sfd)
 	}
 }

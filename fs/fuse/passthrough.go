@@ -176,14 +176,12 @@ func (p *passthrough) open(ctx context.Context, t tree, f fs.File, h *fs.Handle,
 		// Refusals are served through the tree, which reports a failure
 		// of the source (a refused link, a corrupt chunk) with its own
 		// log line.
-		var err error
 		if p.disk {
-			b, err = t.(backer).DiskBacking(ctx, f)
+			b, _ = t.(backer).DiskBacking(ctx, f)
 		}
 		if b == nil && p.local {
-			b, err = t.(backer).Backing(ctx, f)
+			b, _ = t.(backer).Backing(ctx, f)
 		}
-		_ = err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
