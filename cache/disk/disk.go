@@ -14,7 +14,8 @@
 // descriptor, so that renaming or replacing a path component afterwards
 // changes nothing. Nothing outside it is read, written or deleted.
 //
-// Inside, a key is one file, named by the SHA-256 of the key under a
+// Inside, a key is one file (a plain entry's data file beside it: see
+// PutPlain), named by the SHA-256 of the key under a
 // two-hex-digit subdirectory (so no key can leave the directory, and no
 // directory grows past a few thousand entries), beside a file "secret" of
 // 32 random bytes (mode 0600) made at the first Open. Entries and

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -90,7 +91,8 @@ func TestPlain(t *testing.T) {
 	}
 
 	// Damage: the same length, a byte changed, in a new file or in
-	// place, seen by another process (a restart); cut short; gone.
+	// place, seen by another process (a restart); cut short; a link; a
+	// FIFO; gone.
 	for _, damage := range []func(p string){
 		func(p string) {
 			b, _ := os.ReadFile(p)
@@ -105,6 +107,18 @@ func TestPlain(t *testing.T) {
 			f.Close()
 		},
 		func(p string) { os.Truncate(p, 1000) },
+		func(p string) {
+			// A link to a file of the same bytes, and a FIFO: never
+			// followed, never opened to block.
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p+".real", b, 0o600)
+			os.Remove(p)
+			os.Symlink(p+".real", p)
+		},
+		func(p string) {
+			os.Remove(p)
+			syscall.Mkfifo(p, 0o600)
+		},
 		func(p string) { os.Remove(p) },
 	} {
 		c := open(t, t.TempDir(), 1<<20)
