@@ -49,6 +49,14 @@ type Tier interface {
 	Put(key string, ident, val []byte)
 }
 
+// repacker is a Tier that may keep an entry in another form than the one
+// it writes now (the disk tier, once it keeps plain entries: Disk.KeepPlain):
+// Repack reports whether the entry that key's Get just served is one, to
+// be written again (Put) behind the load, counted as promoted.
+type repacker interface {
+	Repack(key string) bool
+}
+
 // Releaser is a Tier that holds something for a key from a miss until the
 // Put that follows it (a fleet's lease on the key). When no Put follows,
 // because the origin's load failed or its value is not to be kept, the
@@ -239,6 +247,9 @@ func (s *Store) Loader(c Chunk) Loader {
 			for _, up := range tiers[:i] {
 				s.writeBehind(up, c.Key, ident, val, &up.promoted)
 			}
+			if r, ok := t.Tier.(repacker); ok && r.Repack(c.Key) {
+				s.writeBehind(t, c.Key, ident, val, &t.promoted)
+			}
 			return val, nil
 		}
 		val, ident, err := c.Load(ctx, l)
@@ -305,7 +316,7 @@ func (s *Store) TierStats() []TierStats {
 // prometheus.Collector of the disk cache's counters (disk.NewCollector),
 // as the shared tier is of its own, so that whoever holds the tiers
 // collects them without knowing which tier is which.
-func DiskTier(c *disk.Cache) Tier { return diskTier{c, disk.NewCollector(c)} }
+func DiskTier(c *disk.Cache) Tier { return diskTier{c, disk.NewCollector(c), new(atomic.Bool)} }
 
 // Disk is a disk cache as the layers above the store hold it: the cache
 // itself, for the values that are not chunks (the metadata, listings and
@@ -328,9 +339,18 @@ func NewDisk(c *disk.Cache) *Disk {
 // Tier returns the disk cache as the chunk store's tier (DiskTier).
 func (d *Disk) Tier() Tier { return d.tier }
 
+// KeepPlain makes the chunk tier keep chunks from now on as plain entries
+// (disk.Cache.PutPlain), whose bytes the kernel can read in volfs's place
+// (FUSE passthrough, OpenPlain), rather than zstd-compressed: an entry
+// found compressed is written again as plain behind the load that hit it.
+// Plain entries take the decoded size on disk: the mount asks for them
+// only when it passes them through.
+func (d *Disk) KeepPlain() { d.tier.(diskTier).plain.Store(true) }
+
 type diskTier struct {
 	c *disk.Cache
 	*disk.Collector
+	plain *atomic.Bool // KeepPlain was called
 }
 
 func (diskTier) Name() string { return "disk" }
@@ -350,4 +370,14 @@ func (d diskTier) Get(_ context.Context, key string, size int64, check func([]by
 	return val, ident, ok
 }
 
-func (d diskTier) Put(key string, ident, val []byte) { _ = d.c.PutCompressed(key, ident, val) }
+func (d diskTier) Put(key string, ident, val []byte) {
+	if d.plain.Load() {
+		_ = d.c.PutPlain(key, ident, val)
+		return
+	}
+	_ = d.c.PutCompressed(key, ident, val)
+}
+
+// Repack reports whether the entry of key is compressed while the tier
+// keeps plain ones (KeepPlain).
+func (d diskTier) Repack(key string) bool { return d.plain.Load() && !d.c.Plain(key) }

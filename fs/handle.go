@@ -78,6 +78,7 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 // drives the read-ahead across chunk files; every read of a stitched view
 // moves its reader's window along the view.
 func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
+	h.t.pass.reads.Add(1)
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
 	b, err := h.read(rctx, dest, off)

@@ -105,12 +105,13 @@ func (s *loadStats) Collect(ch chan<- prometheus.Metric) {
 
 // Collectors returns the Prometheus collectors of the tree: its chunk
 // store and read-ahead (cache.NewCollector), its loads by encoding, its
+// reads and backing files (passStats), its
 // fetcher's counters when the fetcher keeps them (a fetcher.Statser, as
 // every fetcher of package fetcher is), and the tiers that are collectors
 // (the disk tier, cache.DiskTier, and the shared tier). The caller
 // registers them.
 func (t *Tree) Collectors() []prometheus.Collector {
-	cols := []prometheus.Collector{cache.NewCollector(t.store, t.budget), &t.loads}
+	cols := []prometheus.Collector{cache.NewCollector(t.store, t.budget), &t.loads, &t.pass}
 	if s, ok := t.src.(fetcher.Statser); ok {
 		cols = append(cols, fetchCollector{s})
 	}

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -54,5 +58,65 @@ func (t *Tree) Backing(ctx context.Context, f File) (*os.File, error) {
 		fh.Close()
 		return nil, err
 	}
+	t.pass.source.Add(1)
 	return fh, nil
+}
+
+// DiskBacking returns the data file of the plain entry that the disk cache
+// (Options.Disk) keeps for the chunk f (cache.Disk.KeepPlain,
+// disk.Cache.OpenPlain), open, for a reader to read without the tree
+// (FUSE passthrough); the caller closes it. The entry is served only as
+// a read of the tree would serve it: of the chunk's decoded size, its
+// identity record accepted by the tier's check against the source
+// (identities.check, the read's time bound), and its bytes checked whole
+// against the entry's CRC-32C once per process and data file (else by the
+// file's identity). Anything else (views, derived files, a chunk with no
+// entry, or one kept compressed) is refused with an error wrapping
+// ErrNoBacking; a stale or corrupt entry is deleted on the way.
+//
+// The descriptor pins the data file it opened: the cache never writes one
+// in place, so an entry evicted or replaced while it is open (unlinked,
+// or another file renamed over its name) goes on serving the version this
+// call checked, whole.
+func (t *Tree) DiskBacking(ctx context.Context, f File) (*os.File, error) {
+	c, ok := f.(*chunkFile)
+	if !ok {
+		return nil, fmt.Errorf("fs: %w: not a chunk", ErrNoBacking)
+	}
+	d := t.opts.Disk
+	if d == nil {
+		return nil, fmt.Errorf("fs: %w: no disk cache", ErrNoBacking)
+	}
+	rctx, cancel := t.readContext(ctx)
+	defer cancel()
+	fh, ok := d.OpenPlain(t.tierKey(c.a, c.key), c.size, func(ident []byte) error {
+		return t.ids.check(rctx, ident, cache.TrustOwn)
+	})
+	if !ok {
+		return nil, fmt.Errorf("fs: %s: %w: no plain entry in the disk cache", c.key, ErrNoBacking)
+	}
+	t.pass.disk.Add(1)
+	return fh, nil
+}
+
+// passStats counts the reads the tree answered and the backing files it
+// handed out: with passthrough, a file read by the kernel from its backing
+// file costs no read at all. Safe for concurrent use.
+type passStats struct {
+	reads, source, disk atomic.Int64
+}
+
+var (
+	readsDesc   = prometheus.NewDesc("volfs_file_reads_total", "Reads of files the tree answered (FUSE read requests): a file passed through is read by the kernel without any.", nil, nil)
+	backingDesc = prometheus.NewDesc("volfs_passthrough_backing_total", "Backing files handed to FUSE passthrough at an open, by where the bytes are read from: a verbatim local source file, or the data file of a disk cache entry.", []string{"from"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *passStats) Describe(ch chan<- *prometheus.Desc) { ch <- readsDesc; ch <- backingDesc }
+
+// Collect implements prometheus.Collector.
+func (s *passStats) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(readsDesc, prometheus.CounterValue, float64(s.reads.Load()))
+	ch <- prometheus.MustNewConstMetric(backingDesc, prometheus.CounterValue, float64(s.source.Load()), "source")
+	ch <- prometheus.MustNewConstMetric(backingDesc, prometheus.CounterValue, float64(s.disk.Load()), "disk")
 }

@@ -135,6 +135,9 @@ type Tree struct {
 	// warming is set while a warm runs: missing chunk objects are kept
 	// on disk as such (getChunk).
 	warming atomic.Bool
+	// pass counts reads answered and backing files handed out
+	// (passthrough.go).
+	pass passStats
 }
 
 // New returns the tree of src. It reads the root's metadata, so that a

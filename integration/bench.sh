@@ -10,6 +10,8 @@
 #                                     and rclone mount with gunzip in the reader (bench_s3.sh)
 #   integration/bench.sh serve [COUNT] W1 over `volfs serve` read by curl beside the
 #                                     FUSE mount read by cat (the serve rows of bench_w1.sh)
+#   integration/bench.sh pass [COUNT]  FUSE passthrough: chunks of a warm disk cache and raw
+#                                     local chunks against cat of plain files (bench_pass.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = w1 ]; then
@@ -17,6 +19,9 @@ if [ "${1:-}" = w1 ]; then
 fi
 if [ "${1:-}" = s3 ]; then
 	exec integration/bench_s3.sh "${2:-3}"
+fi
+if [ "${1:-}" = pass ]; then
+	exec integration/bench_pass.sh "${2:-3}"
 fi
 if [ "${1:-}" = serve ]; then
 	SERVE_ONLY=1 exec integration/bench_w1.sh "${2:-5}"

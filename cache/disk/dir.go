@@ -170,6 +170,8 @@ func (c *Cache) scan() error {
 			continue // not the cache's: never read
 		}
 		names, err := readDirNames(sfd)
+		entries := map[string]int{} // index in files, by entry name
+		data := map[string]int64{}  // sizes of data files, by their entry's name
 		for _, name := range names {
 			var st unix.Stat_t
 			if unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -177,9 +179,23 @@ func (c *Cache) scan() error {
 			}
 			switch {
 			case strings.HasSuffix(name, fileSuffix) && isHex(strings.TrimSuffix(name, fileSuffix), 62):
+				entries[name] = len(files)
 				files = append(files, found{item{name: sub + "/" + name, size: st.Size}, time.Unix(st.Mtim.Unix())})
+			case strings.HasSuffix(name, dataSuffix) && isHex(strings.TrimSuffix(name, dataSuffix), 62):
+				data[strings.TrimSuffix(name, dataSuffix)+fileSuffix] = st.Size
 			default:
 				c.removeOrphan(sfd, name)
+			}
+		}
+		// A data file counts with its entry (a plain one: see "Plain
+		// entries"); one without an entry is what a crash between the
+		// two renames of PutPlain left, or an eviction cut short.
+		for name, size := range data {
+			if i, ok := entries[name]; ok {
+				files[i].size += size
+				files[i].plain = true
+			} else {
+				unix.Unlinkat(sfd, strings.TrimSuffix(name, fileSuffix)+dataSuffix, 0)
 			}
 		}
 		unix.Close(sfd)
@@ -191,7 +207,7 @@ func (c *Cache) scan() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range files {
-		c.items[f.name] = c.order.PushBack(&item{name: f.name, size: f.size})
+		c.items[f.name] = c.order.PushBack(&item{name: f.name, size: f.size, plain: f.plain})
 		c.used += f.size
 	}
 	c.evict()

@@ -14,7 +14,8 @@
 // descriptor, so that renaming or replacing a path component afterwards
 // changes nothing. Nothing outside it is read, written or deleted.
 //
-// Inside, a key is one file, named by the SHA-256 of the key under a
+// Inside, a key is one file (a plain entry's data file beside it: see
+// PutPlain), named by the SHA-256 of the key under a
 // two-hex-digit subdirectory (so no key can leave the directory, and no
 // directory grows past a few thousand entries), beside a file "secret" of
 // 32 random bytes (mode 0600) made at the first Open. Entries and
@@ -74,8 +75,11 @@
 // PutCompressed stores the payload compressed with zstd (level 1 unless
 // Options.Level says otherwise), for callers that keep a slow-to-decode chunk (gzip, jpeg) in
 // decoded form: reading and decompressing it is several times faster than
-// decoding the original (BenchmarkDiskHit). Get returns the bytes given to
-// Put or PutCompressed either way.
+// decoding the original (BenchmarkDiskHit). PutPlain keeps them as they
+// are in a data file of their own beside the entry, which OpenPlain hands
+// out for the kernel to read (FUSE passthrough; see "Plain entries" in
+// plain.go). Get returns the bytes given to Put, PutCompressed or PutPlain
+// either way.
 //
 // All methods are safe for concurrent use, also by several processes of
 // one user on one directory as far as atomic renames go (each process
@@ -107,6 +111,7 @@ const (
 
 	formStored = envelope.FormStored
 	formZstd   = envelope.FormZstd
+	formBeside = envelope.FormBeside
 
 	maxKey   = envelope.MaxKey
 	maxIdent = envelope.MaxIdent
@@ -175,8 +180,16 @@ type Cache struct {
 
 type item struct {
 	name string // relative path of the file: "ab/cdef....vdc"
-	size int64
+	size int64  // of the file, and of its data file when plain
 	seq  uint64 // the write or hit that last touched it
+	// plain says the entry's bytes are in a data file beside it
+	// (PutPlain); verified is the data file last checked whole by this
+	// process (OpenPlain), zero when none.
+	plain    bool
+	verified fileID
+	// compressed says this process read or wrote the entry and it was
+	// not plain.
+	compressed bool
 }
 
 // Hold makes every entry written or read from now on held: a Put that
@@ -294,7 +307,11 @@ func (c *Cache) get(key string, size, bound int64, check func(ident []byte) erro
 		}
 	}
 	var data []byte
-	if err == nil {
+	var beside int64 // the data file's bytes, when the entry has one
+	if err == nil && form == formBeside {
+		data, err = c.readBeside(sfd, name, payload, size, bound)
+		beside = int64(len(data))
+	} else if err == nil {
 		data, err = unpack(form, payload, size, bound)
 	}
 	switch {
@@ -303,33 +320,10 @@ func (c *Cache) get(key string, size, bound int64, check func(ident []byte) erro
 		c.remove(name, func(s *Stats) { s.Corrupt++ })
 		return nil, false
 	default:
-		c.mu.Lock()
-		c.stats.Misses++
-		if el, ok := c.items[name]; ok && errors.Is(err, unix.ENOENT) {
-			// Deleted behind our back (or by another process).
-			c.drop(el)
-		}
-		c.mu.Unlock()
+		c.miss(name, err)
 		return nil, false
 	}
-	// The access order that outlives the process.
-	now := unix.NsecToTimespec(time.Now().UnixNano())
-	unix.UtimesNanoAt(sfd, name[3:], []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
-	fileSize := int64(headerSize+len(key)+len(ident)) + int64(len(payload))
-	c.mu.Lock()
-	c.stats.Hits++
-	if el, ok := c.items[name]; ok {
-		c.order.MoveToFront(el)
-		c.touch(el.Value.(*item))
-	} else {
-		// Written by another process sharing the directory.
-		it := &item{name: name, size: fileSize}
-		c.touch(it)
-		c.items[name] = c.order.PushFront(it)
-		c.used += fileSize
-		c.evict()
-	}
-	c.mu.Unlock()
+	c.hit(sfd, name, int64(headerSize+len(key)+len(ident))+int64(len(payload))+beside, form == formBeside, nil)
 	return data, true
 }
 
@@ -383,10 +377,7 @@ func unpack(form byte, payload []byte, size, bound int64) ([]byte, error) {
 
 // remove deletes the entry name, forgets it and counts it with count.
 func (c *Cache) remove(name string, count func(*Stats)) {
-	if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		unix.Unlinkat(sfd, name[3:], 0)
-		unix.Close(sfd)
-	}
+	c.unlink(name, dataName(name))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.Misses++
@@ -410,20 +401,43 @@ func (c *Cache) PutCompressed(key string, ident, data []byte) error {
 }
 
 func (c *Cache) put(key string, ident, payload []byte, form byte) error {
+	return c.putBeside(key, ident, payload, form, nil)
+}
+
+// putBeside is put of an entry whose payload describes data (form
+// formBeside: payload nil, made once data is written to its data file),
+// or of one without (data nil).
+func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []byte) error {
 	if len(key) > maxKey || len(ident) > maxIdent {
 		return fmt.Errorf("disk: key of %d bytes or identity of %d is too long", len(key), len(ident))
 	}
-	size := int64(headerSize + len(key) + len(ident) + len(payload))
+	plain := form == formBeside
+	size := int64(headerSize+len(key)+len(ident)+len(payload)) + int64(len(data))
+	if plain {
+		size += besideSize
+	}
 	if size > c.max {
 		return fmt.Errorf("disk: %s: %d bytes do not fit in a cache of %d", key, size, c.max)
 	}
-	hdr := envelope.Header(magic, c.secret, key, ident, form, payload)
 
 	name := fileName(key)
 	if !c.fits(name, size) {
 		return fmt.Errorf("disk: %s: %w", key, ErrFull)
 	}
-	if err := c.write(name, hdr[:], []byte(key), ident, payload); err != nil {
+	var written fileID
+	var err error
+	if plain {
+		written, err = c.writeData(name, data)
+		payload = envelope.Describe(data, note(written))
+	}
+	if err == nil {
+		hdr := envelope.Header(magic, c.secret, key, ident, form, payload)
+		err = c.write(name, hdr[:], []byte(key), ident, payload)
+	}
+	if err == nil && !plain {
+		c.unlink(dataName(name)) // of an earlier entry that had one
+	}
+	if err != nil {
 		c.mu.Lock()
 		c.stats.Errors++
 		c.mu.Unlock()
@@ -433,21 +447,18 @@ func (c *Cache) put(key string, ident, payload []byte, form byte) error {
 	defer c.mu.Unlock()
 	if _, ok := c.items[name]; !ok && c.holdFrom != 0 && !c.roomFor(size) {
 		// Another Put took the room meanwhile.
-		if sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			unix.Unlinkat(sfd, name[3:], 0)
-			unix.Close(sfd)
-		}
+		c.unlink(name, dataName(name))
 		return fmt.Errorf("disk: %s: %w", key, ErrFull)
 	}
 	c.stats.Puts++
 	if el, ok := c.items[name]; ok {
 		it := el.Value.(*item)
 		c.used += size - it.size
-		it.size = size
+		it.size, it.plain, it.verified, it.compressed = size, plain, written, !plain
 		c.touch(it)
 		c.order.MoveToFront(el)
 	} else {
-		it := &item{name: name, size: size}
+		it := &item{name: name, size: size, plain: plain, verified: written, compressed: !plain}
 		c.touch(it)
 		c.items[name] = c.order.PushFront(it)
 		c.used += size
@@ -534,6 +545,9 @@ func (c *Cache) evict() {
 		sfd, err := unix.Openat(c.fd, it.name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
 			err = unix.Unlinkat(sfd, it.name[3:], 0)
+			if it.plain {
+				unix.Unlinkat(sfd, dataName(it.name)[3:], 0)
+			}
 			unix.Close(sfd)
 		}
 		if err != nil && err != unix.ENOENT {

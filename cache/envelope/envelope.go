@@ -8,7 +8,9 @@
 //	offset size
 //	0      4    magic, the keeper's own ("VDC3" disk, "VSC2" shared), so
 //	            that one keeper never takes another's envelope
-//	4      1    form: 0 stored as given, 1 zstd-compressed
+//	4      1    form: 0 stored as given, 1 zstd-compressed, 2 beside
+//	            (the payload describes a file of plain bytes kept
+//	            apart: FormBeside)
 //	5      1    flags: 1 signed (the MAC is keyed with a secret)
 //	6      2    zero
 //	8      8    payload length, little-endian
@@ -59,7 +61,38 @@ const HeaderSize = 64
 const (
 	FormStored = 0
 	FormZstd   = 1
+	// FormBeside: the payload describes the decoded bytes, kept as they
+	// are in a file of their own (the disk cache's data files, which the
+	// kernel can read without volfs): their length (8 bytes,
+	// little-endian), CRC-32C (4 bytes, little-endian), and a note of the
+	// keeper's own about the file (at most MaxNote bytes). Decode refuses
+	// it: the keeper reads the file and checks it against the description
+	// (Beside).
+	FormBeside = 2
 )
+
+// MaxNote bounds the note of a FormBeside payload.
+const MaxNote = 64
+
+// Describe returns the FormBeside payload of data, with note.
+func Describe(data, note []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, 12+len(note)), uint64(len(data)))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(data, crcTable))
+	return append(b, note...)
+}
+
+// Beside returns the length, CRC-32C and note that a FormBeside payload
+// states.
+func Beside(payload []byte) (n int64, crc uint32, note []byte, err error) {
+	if len(payload) < 12 || len(payload) > 12+MaxNote || binary.LittleEndian.Uint64(payload) > 1<<62 {
+		return 0, 0, nil, fmt.Errorf("%w: description of a file beside", ErrCorrupt)
+	}
+	return int64(binary.LittleEndian.Uint64(payload)), binary.LittleEndian.Uint32(payload[8:]), payload[12:], nil
+}
+
+// CRC returns the CRC-32C that extends crc with p (Castagnoli, as
+// FormBeside's description states it).
+func CRC(crc uint32, p []byte) uint32 { return crc32.Update(crc, crcTable, p) }
 
 // MaxKey and MaxIdent bound a key and an identity.
 const (
@@ -136,8 +169,11 @@ func Compress(data []byte) (form byte, payload []byte) {
 // size decoded bytes: zstd's worst case is raw blocks, 3 bytes of header
 // per 128 KiB, plus a frame header and checksum.
 func PayloadBound(form byte, size int64) int64 {
-	if form == FormStored {
+	switch form {
+	case FormStored:
 		return size
+	case FormBeside:
+		return 12 + MaxNote
 	}
 	return size + size>>10 + 64
 }
@@ -162,7 +198,7 @@ func Open(magic string, secret []byte, key string, size int64, raw []byte) (iden
 	n := binary.LittleEndian.Uint64(raw[8:])
 	klen := uint64(binary.LittleEndian.Uint32(raw[16:]))
 	ilen := uint64(binary.LittleEndian.Uint32(raw[20:]))
-	if form != FormStored && form != FormZstd || raw[5]&^flagSigned != 0 || size < 0 ||
+	if form > FormBeside || raw[5]&^flagSigned != 0 || size < 0 ||
 		klen != uint64(len(key)) || ilen > MaxIdent ||
 		n > uint64(PayloadBound(form, size)) || uint64(len(raw)) != HeaderSize+klen+ilen+n {
 		return nil, nil, 0, fmt.Errorf("%w: lengths", ErrCorrupt)

@@ -180,6 +180,8 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			DirectIO:   c.Bool("direct-io"),
 			// FUSE passthrough of verbatim local chunks (fs/fuse).
 			Passthrough: c.Bool("passthrough"),
+			// FUSE passthrough of chunks kept in the disk cache.
+			NoDiskPassthrough: c.Bool("no-disk-passthrough"),
 		})
 		return err
 	})

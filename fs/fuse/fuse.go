@@ -64,6 +64,12 @@ type MountOptions struct {
 	// volfs (one version per load) never does; a file replaced by a rename
 	// is read whole from one version.
 	Passthrough bool
+	// NoDiskPassthrough keeps chunks of the disk cache (the tree's
+	// Options.Disk) from passing through. By default, where the kernel
+	// and privileges allow, the disk cache keeps chunks uncompressed, each
+	// in a data file of its own, and the kernel reads a chunk kept there
+	// from that file (fs.Tree.DiskBacking).
+	NoDiskPassthrough bool
 }
 
 // Mount serves t at mountpoint and returns the running server; call its
@@ -383,6 +389,8 @@ type fileInode struct {
 	// failed is the last read that failed with EIO, so that the kernel's
 	// re-read of it fails at once (failureMemory).
 	failed failedRange
+	// modes counts the open handles by passthrough mode (passthrough.go).
+	modes modes
 }
 
 var (
@@ -412,7 +420,7 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if err != nil {
 		return nil, 0, n.m.tree.Errno(ctx, err, "open", n.path)
 	}
-	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h), n.m.openFlags(), 0
+	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h, &n.modes), n.m.openFlags(), 0
 }
 
 // reader is the reader of the FUSE request of ctx: its thread group and

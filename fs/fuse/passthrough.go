@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -13,61 +14,129 @@ import (
 )
 
 // FUSE passthrough (kernel 6.9 and later, CAP_SYS_ADMIN): a chunk whose
-// decoded bytes are its stored file's bytes (fs.Tree.Backing) is opened
-// with that file as its backing file, and the kernel reads it with no
-// request to volfs. go-fuse registers the descriptor that the handle's
-// PassthroughFd returns (once per inode while any handle of it is open)
-// and turns passthrough off for the mount at the first refusal; every
-// handle keeps the tree's Handle, so a refused one is served as before.
+// decoded bytes sit whole in a file is opened with that file as its
+// backing file, and the kernel reads it with no request to volfs. Two
+// kinds of file qualify: a verbatim chunk's own file in a local source
+// (fs.Tree.Backing; asked for with --passthrough), and the data file of a
+// chunk's plain entry in the disk cache (fs.Tree.DiskBacking; on whenever
+// there is a disk cache and the kernel allows it). go-fuse registers the
+// descriptor that the handle's PassthroughFd returns (once per inode while
+// any handle of it is open) and turns passthrough off for the mount at the
+// first refusal; every handle keeps the tree's Handle, so a refused one is
+// served as before.
+//
+// The kernel backs an inode by one file at a time, and refuses an open
+// that would mix modes: one without passthrough while a handle with it is
+// open (EINVAL), one with it while a handle without is open (ETXTBSY).
+// Whether a chunk has a backing file changes while mounted (a disk entry
+// is written behind the first read), so each inode counts its handles by
+// mode (modes) and an open follows the handles already open.
 
-// backer is what passthrough asks of the tree: *fs.Tree's Backing.
+// backer is what passthrough asks of the tree: *fs.Tree's Backing and
+// DiskBacking.
 type backer interface {
 	Backing(ctx context.Context, f fs.File) (*os.File, error)
+	DiskBacking(ctx context.Context, f fs.File) (*os.File, error)
 }
 
-// passHandle is a Handle with the file backing it.
+// passHandle is a Handle that may pass through, with the file backing it,
+// or nil when it has none (it then rides on the inode's backing file if
+// one is registered, else is served through the tree).
 type passHandle struct {
 	*fs.Handle
-	file *os.File
+	file  *os.File
+	modes *modes
+	// cached is set when PassthroughFd declined: the kernel serves the
+	// handle through volfs.
+	cached bool
 }
 
 // PassthroughFd gives go-fuse the backing file's descriptor to register.
-func (h *passHandle) PassthroughFd() (int, bool) { return int(h.file.Fd()), true }
+// go-fuse asks only when no handle of the inode is registered: it declines
+// when the handle has no file or a handle without passthrough is open.
+func (h *passHandle) PassthroughFd() (int, bool) {
+	h.modes.mu.Lock()
+	defer h.modes.mu.Unlock()
+	if h.file == nil || h.modes.cached > 0 {
+		h.modes.pass--
+		h.modes.cached++
+		h.cached = true
+		return 0, false
+	}
+	return int(h.file.Fd()), true
+}
+
+// cachedHandle is a Handle served through volfs, counted in its inode's
+// modes.
+type cachedHandle struct {
+	*fs.Handle
+	modes *modes
+}
+
+// modes counts the open handles of one inode by mode: served through volfs
+// (cached: plain Handles, and passHandles whose PassthroughFd declined),
+// or passed through (the other passHandles). The counts drop at go-fuse's
+// Release, after the kernel's own, so they err towards handles still open.
+type modes struct {
+	mu           sync.Mutex
+	cached, pass int // GUARDED_BY(mu)
+}
 
 // passthrough decides once per mount whether opens may pass through.
 type passthrough struct {
-	on     bool
-	reason string // why not, when !on
+	local, disk bool   // verbatim local chunks; plain disk cache entries
+	reason      string // why neither, when neither
 }
 
 // probePassthrough finds whether the mount served by srv can pass files
-// through: only when asked for (Passthrough), not with DirectIO, only for a local source
-// without cache tiers (a disk or shared cache is filled by reads), and only when the kernel registers a backing file (it needs
-// CAP_SYS_ADMIN and CONFIG_FUSE_PASSTHROUGH), tried on the volfs binary
-// itself and unregistered at once. The outcome is logged once.
+// through, and logs the outcome once. Local chunks pass through only when
+// asked for (Passthrough), for a local source without cache tiers (a disk
+// or shared cache is filled by reads); disk cache entries whenever there
+// is a disk cache (Options.Disk), unless DiskPassthrough is off, and then
+// the disk cache keeps chunks plain (cache.Disk.KeepPlain). Neither with
+// DirectIO, and neither unless the kernel registers a backing file (it
+// needs CAP_SYS_ADMIN and CONFIG_FUSE_PASSTHROUGH), tried on the volfs
+// binary itself and unregistered at once.
+//
+// Disk entries pass through by default where local files do not: the
+// cache writes each data file once, under a name only its user can write
+// in a directory of mode 0700, and renames it into place, so nothing
+// rewrites one in place while the kernel reads it.
 func probePassthrough(srv *fuse.Server, t tree, opts MountOptions) *passthrough {
 	p := &passthrough{}
 	_, isBacker := t.(backer)
 	_, local := t.Source().(*fetcher.File)
+	disk := t.Options().Disk
+	wantLocal := opts.Passthrough && isBacker && local && disk == nil && len(t.Options().Tiers) == 0
+	wantDisk := disk != nil && isBacker && !opts.NoDiskPassthrough
 	switch {
-	case !opts.Passthrough:
-		p.reason = "not asked for (--passthrough)"
-	case opts.DirectIO:
+	case opts.DirectIO && (opts.Passthrough || wantDisk):
 		p.reason = "--direct-io"
-	case !isBacker || !local:
+	case wantLocal || wantDisk:
+		if p.reason = tryBacking(srv); p.reason == "" {
+			p.local, p.disk = wantLocal, wantDisk
+		}
+	case opts.Passthrough && (!isBacker || !local):
 		p.reason = "the source is not local"
-	case t.Options().Disk != nil || len(t.Options().Tiers) > 0:
+	case opts.Passthrough:
 		// A cache tier keeps what is read, for a later mount or for an
 		// origin that cannot be reached: reads must reach volfs to fill it.
-		p.reason = "a disk or shared cache is set (--cache-dir, --shared-cache) and is filled by reads"
+		p.reason = "a shared cache is set (--shared-cache) and is filled by reads"
+	case disk != nil:
+		p.reason = "--no-disk-passthrough"
 	default:
-		p.reason = tryBacking(srv)
-		p.on = p.reason == ""
+		p.reason = "not asked for (--passthrough), and no disk cache (--cache-dir)"
 	}
-	if p.on {
-		t.Options().Log.Info("passthrough: on: the kernel reads verbatim local chunks from their files")
-	} else {
-		t.Options().Log.Info("passthrough: off: " + p.reason)
+	log := t.Options().Log
+	if p.local {
+		log.Info("passthrough: on: the kernel reads verbatim local chunks from their files")
+	}
+	if p.disk {
+		disk.KeepPlain()
+		log.Info("passthrough: on: the kernel reads chunks kept in the disk cache from their data files (kept uncompressed)")
+	}
+	if !p.local && !p.disk {
+		log.Info("passthrough: off: " + p.reason)
 	}
 	return p
 }
@@ -91,19 +160,42 @@ func tryBacking(srv *fuse.Server) string {
 	return ""
 }
 
-// open returns h with its backing file when the mount passes f through
-// and the tree has one, or h as it is.
-func (p *passthrough) open(ctx context.Context, t tree, f fs.File, h *fs.Handle) any {
-	if p == nil || !p.on {
+// open returns h as the handle of an open of f, whose inode's handles m
+// counts: with its backing file when the mount passes f through, the tree
+// has one and no handle of the inode is open without passthrough; as it
+// is when one is.
+func (p *passthrough) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, m *modes) any {
+	if p == nil || !p.local && !p.disk {
 		return h
 	}
-	b, err := t.(backer).Backing(ctx, f)
-	if err != nil {
-		// Served through the tree, which reports a failure of the
-		// source (a refused link, a corrupt chunk) with its own log line.
-		return h
+	m.mu.Lock()
+	cached := m.cached > 0
+	m.mu.Unlock()
+	var b *os.File
+	if !cached {
+		// Refusals are served through the tree, which reports a failure
+		// of the source (a refused link, a corrupt chunk) with its own
+		// log line.
+		if p.disk {
+			b, _ = t.(backer).DiskBacking(ctx, f)
+		}
+		if b == nil && p.local {
+			b, _ = t.(backer).Backing(ctx, f)
+		}
 	}
-	return &passHandle{Handle: h, file: b}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cached > 0 {
+		if b != nil {
+			b.Close()
+		}
+		m.cached++
+		return &cachedHandle{Handle: h, modes: m}
+	}
+	// With no file, the handle rides on a backing file registered for
+	// the inode by a handle open now, or declines (PassthroughFd).
+	m.pass++
+	return &passHandle{Handle: h, file: b, modes: m}
 }
 
 // handleOf returns the tree's Handle inside the handle that Open returned.
@@ -113,15 +205,32 @@ func handleOf(fh any) (*fs.Handle, bool) {
 		return h, true
 	case *passHandle:
 		return h.Handle, true
+	case *cachedHandle:
+		return h.Handle, true
 	}
 	return nil, false
 }
 
-// release closes the backing file of a handle that has one. The kernel
-// holds its own reference to a registered file, so the bytes stay
-// readable through the mount until its last handle closes.
+// release closes the backing file of a handle that has one, and takes a
+// counted handle off its inode's modes. The kernel holds its own
+// reference to a registered file, so the bytes stay readable through the
+// mount until its last handle closes.
 func release(fh any) {
-	if h, ok := fh.(*passHandle); ok {
-		h.file.Close()
+	switch h := fh.(type) {
+	case *passHandle:
+		if h.file != nil {
+			h.file.Close()
+		}
+		h.modes.mu.Lock()
+		if h.cached {
+			h.modes.cached--
+		} else {
+			h.modes.pass--
+		}
+		h.modes.mu.Unlock()
+	case *cachedHandle:
+		h.modes.mu.Lock()
+		h.modes.cached--
+		h.modes.mu.Unlock()
 	}
 }
