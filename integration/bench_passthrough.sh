@@ -3,7 +3,8 @@
 # every chunk file ([0-9]*.[0-9]*[.0-9]*) of the local raw array SOURCE,
 # page cache dropped before each, three rounds, in each round: the source
 # directory itself, a fresh mount by the binary OLD, a fresh mount by NEW
-# with --no-passthrough, and one by NEW as it runs (passthrough as root).
+# as it runs (passthrough of local sources is opt-in), and one by NEW with
+# --passthrough (as root, where the kernel allows it).
 # Prints each one's runs and median seconds. Run as root (drop_caches).
 set -eu
 src=$1 old=$2 new=$3
@@ -28,6 +29,6 @@ mounted() { # NAME BINARY ARGS...
 for r in 1 2 3; do
 	one source "$src"
 	mounted old "$old"
-	mounted no-passthrough "$new" --no-passthrough
-	mounted passthrough "$new"
+	mounted no-passthrough "$new"
+	mounted passthrough "$new" --passthrough
 done | sort -k1,1 -k2,2n | awk '{a[$1] = a[$1] " " $2} END {for (d in a) {split(a[d], v, " "); print d, "runs:" a[d], "median:", v[2]}}'
