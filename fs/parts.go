@@ -61,13 +61,13 @@ import (
 // are not read in parts.
 const (
 	partsFirstWindow = 1 << 20
-	// partsMaxWindow is the most requested ahead of one reader: 8 parts
-	// of partsMaxPart in flight, which reads at 8 connections' rate (an
-	// origin that caps each response at 64 MiB/s and answers 20 ms late
-	// is read at 0.87-0.93x of 8 parallel curls with it). 64 MiB of 8 MiB
-	// parts read no faster there and peaked at 185-207 MiB of RSS against
-	// 104-124 MiB (docs/PERFORMANCE.md).
-	partsMaxWindow = 32 << 20
+	// partsMaxWindow is the most requested ahead of one reader: 12 parts
+	// of partsMaxPart in flight. Against an origin that caps each
+	// response at 64 MiB/s and answers 20 ms late, a part is 20 ms of
+	// waiting in 82: 8 parts (32 MiB) read at 0.62-0.93x of 8 parallel
+	// curls, 12 at 0.84-0.95x with 123 MiB of RSS, and 64 MiB of 8 MiB
+	// parts at 0.66-1.11x with 165-207 MiB (docs/PERFORMANCE.md).
+	partsMaxWindow = 48 << 20
 	partsMinPart   = 256 << 10
 	// partsMaxPart is large enough that a request's first-byte latency
 	// (20 ms at an object store) is a small share of it at one
