@@ -107,6 +107,9 @@ type HTTP struct {
 	// noIfMatch is set once the server refused If-Match with the ETag of
 	// the version it then served (GetRange): it is not sent again.
 	noIfMatch atomic.Bool
+	// ignoresRange is set once the server answered a ranged GET with the
+	// whole object (a 200): see RangeIgnorer.
+	ignoresRange atomic.Bool
 
 	m Metrics // Conns: the session's dials
 }
@@ -288,6 +291,7 @@ func (h *HTTP) getRange(ctx context.Context, key string, offset, length int64, i
 			data, err = readExactly(resp.Body, n)
 			return err
 		} else {
+			h.ignoresRange.Store(true)
 			id = httpIdentity(resp.Header, size)
 			if size >= 0 && size <= offset {
 				data = []byte{} // the object ends before the range
@@ -453,6 +457,40 @@ type Streamer interface {
 	// falls back to GetRange. Ending ctx, or Close, abandons it.
 	Stream(ctx context.Context, key string, offset int64) (io.ReadCloser, error)
 }
+
+// RangeIgnorer is a Fetcher that can tell whether its source has been
+// seen to ignore Range. Over such a source each GetRange reads the object
+// from its start, so a reader going through an object should take one
+// stream of it (Streamer) rather than many ranges.
+type RangeIgnorer interface {
+	// IgnoresRange reports whether a ranged request has been answered
+	// with the whole object. It starts false and, once true, stays true.
+	IgnoresRange() bool
+}
+
+var _ RangeIgnorer = (*HTTP)(nil)
+
+// OwnedRanger is a Fetcher whose GetRange returns bytes that nothing else
+// refers to (no slice of an object it keeps), so that a caller done with
+// them may give them back to internal/mem's pool with mem.Put: what a
+// reader of many large ranges needs to hold its memory to what it uses.
+type OwnedRanger interface {
+	// RangesOwned reports whether GetRange's bytes are the caller's alone.
+	RangesOwned() bool
+}
+
+var (
+	_ OwnedRanger = (*HTTP)(nil)
+	_ OwnedRanger = (*S3)(nil)
+)
+
+// RangesOwned reports true: every GetRange reads into a buffer of its own
+// (OwnedRanger).
+func (h *HTTP) RangesOwned() bool { return true }
+
+// IgnoresRange reports whether the server has answered a ranged GetRange
+// with the whole object (RangeIgnorer).
+func (h *HTTP) IgnoresRange() bool { return h.ignoresRange.Load() }
 
 // Stream sends a GET for the bytes from offset on ("Range: bytes=N-"). A
 // server that ignores Range is served when offset is within MaxRangeSkip

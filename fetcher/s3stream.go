@@ -12,6 +12,10 @@ import (
 
 var _ Streamer = (*S3)(nil)
 
+// RangesOwned reports true: every GetRange reads into a buffer of its own
+// (OwnedRanger).
+func (s *S3) RangesOwned() bool { return true }
+
 // Stream sends one GET of the bytes from offset on ("Range: bytes=N-") and
 // returns its body as it arrives: the stall watchdog and minimum rate of
 // S3Options apply to it, and it is not retried (see Streamer). An offset

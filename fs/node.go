@@ -66,31 +66,36 @@ type opener interface {
 	open(ctx context.Context) error
 }
 
-// object returns the pass-through file at key; size -1 means unknown. A
+// object returns the pass-through file at key; size -1 means unknown, and
+// id is the version the size was taken from (a listing's), when known. A
 // group's metadata file (groupMetadata) is read whole at once through the
 // metadata path, which keeps it on disk and serves it from there with the
 // origin gone (groupObject).
-func (t *Tree) object(ctx context.Context, key string, size int64) (Node, error) {
+func (t *Tree) object(ctx context.Context, key string, size int64, id fetcher.Identity) (Node, error) {
 	if n, err, ok := t.groupObject(ctx, key); ok {
 		return n, err
 	}
 	if size < 0 {
 		var err error
-		if size, _, err = t.src.Stat(ctx, key); err != nil {
+		if size, id, err = t.src.Stat(ctx, key); err != nil {
 			return nil, err
 		}
 	}
-	return &objectFile{t: t, key: key, size: size}, nil
+	f := &objectFile{t: t, key: key, size: size}
+	f.parts.id = id
+	return f, nil
 }
 
-// objectFile is an object shown byte for byte. Each read is a ranged read
-// of the source, except that a reader going through the file in order is
-// served from one stream of the object (fetcher.Streamer), which needs one
-// request for the whole file and no Range support from the server.
+// objectFile is an object shown byte for byte, every read of it pinned to
+// the version its size was taken from (parts.go). A remote object read in
+// order is read in ranged parts, many in flight (parts.go); from a server
+// that ignores Range, in one stream (fetcher.Streamer, stream.go); any
+// other read is a ranged read of its own bytes.
 type objectFile struct {
 	t      *Tree
 	key    string
 	size   int64
+	parts  objectParts
 	stream objectStream
 }
 
@@ -103,13 +108,34 @@ func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 		return 0, nil
 	}
 	p = p[:min(int64(len(p)), f.size-off)]
-	if st, ok := f.t.src.(fetcher.Streamer); ok {
-		if k, ok := f.stream.read(ctx, st, f.key, p, off); ok {
+	if f.t.local {
+		// One pread per read, as it always was: nothing to wait for.
+		b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
+		return copy(p, b), err
+	}
+	if ri, ok := f.t.src.(fetcher.RangeIgnorer); !ok || !ri.IgnoresRange() {
+		if k, ok, err := f.parts.read(ctx, f, p, off); ok {
+			return k, err
+		}
+	} else if st, ok := f.t.src.(fetcher.Streamer); ok {
+		if k, ok := f.stream.read(ctx, st, f.key, p, off, f.parts.continues(off)); ok {
 			return k, nil
 		}
 	}
-	b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
-	return copy(p, b), err
+	return f.readRange(ctx, p, off)
+}
+
+// readRange reads p at off with one ranged read, pinned to the file's
+// version.
+func (f *objectFile) readRange(ctx context.Context, p []byte, off int64) (int, error) {
+	b, got, err := f.t.src.GetRange(fetcher.WithVersion(ctx, f.key, f.parts.version()), f.key, off, int64(len(p)))
+	if err == nil {
+		err = f.parts.adopt(f.key, got)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return copy(p, b), nil
 }
 
 // bytesFile is a file held in memory (rewritten metadata).

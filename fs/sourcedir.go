@@ -127,7 +127,7 @@ func (d *sourceDir) Lookup(ctx context.Context, name string) (Node, error) {
 		if entries[i].IsDir {
 			return d.child(ctx, name, key)
 		}
-		return d.t.object(ctx, key, entries[i].Size)
+		return d.t.object(ctx, key, entries[i].Size, entries[i].ID)
 	case errors.Is(err, fetcher.ErrNotSupported):
 		return d.probe(ctx, name, key)
 	default:
@@ -145,7 +145,7 @@ func (d *sourceDir) probe(ctx context.Context, name, key string) (Node, error) {
 	if _, isVol := dir.(*volumeDir); isVol {
 		return dir, nil
 	}
-	return d.t.object(ctx, key, -1)
+	return d.t.object(ctx, key, -1, "")
 }
 
 // listNamed drops d's listing, which the source could not give, so that

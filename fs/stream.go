@@ -9,7 +9,9 @@ import (
 	"github.com/volfs/volfs/fetcher"
 )
 
-// Streaming a pass-through object: the kernel reads a file in order in
+// Streaming a pass-through object from a server that ignores Range
+// (fetcher.RangeIgnorer; any other remote object is read in ranged parts,
+// parts.go): the kernel reads a file in order in
 // pieces of at most 1 MiB, a few of them at once. A ranged request per
 // piece costs a round trip each, and against a server that ignores Range
 // (Python's http.server) it downloads everything before each piece: the
@@ -52,7 +54,10 @@ type objectStream struct {
 // whether it did. A read ahead of a stream that another read is using
 // waits for it. A stream that fails is closed and not reported: the
 // caller reads the range as usual.
-func (s *objectStream) read(ctx context.Context, st fetcher.Streamer, key string, p []byte, off int64) (int, bool) {
+//
+// cont says that the read continues the file's last one as its window of
+// parts saw it (objectParts.continues): a stream opens there too.
+func (s *objectStream) read(ctx context.Context, st fetcher.Streamer, key string, p []byte, off int64, cont bool) (int, bool) {
 	n := int64(len(p))
 	s.mu.Lock()
 	for s.busy && off >= s.pos && off <= s.pos+maxStreamSkip {
@@ -76,7 +81,7 @@ func (s *objectStream) read(ctx context.Context, st fetcher.Streamer, key string
 		return 0, false
 	}
 	if s.rc == nil {
-		if off != s.next {
+		if off != s.next && !cont {
 			s.next = off + n
 			return 0, false
 		}

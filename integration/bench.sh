@@ -8,6 +8,9 @@
 #                                     binary against zarr-python (root; see bench_w1.sh)
 #   integration/bench.sh s3 [COUNT]   W1 from SeaweedFS's S3 gateway: volfs against s3fs
 #                                     and rclone mount with gunzip in the reader (bench_s3.sh)
+#   integration/bench.sh object       one large pass-through object over loopback HTTP
+#                                     and behind a slow object-store-like origin, cat
+#                                     through the mount against curl (bench_object.sh)
 #   integration/bench.sh serve [COUNT] W1 over `volfs serve` read by curl beside the
 #                                     FUSE mount read by cat (the serve rows of bench_w1.sh)
 #   integration/bench.sh pass [COUNT]  FUSE passthrough: chunks of a warm disk cache and raw
@@ -22,6 +25,32 @@ if [ "${1:-}" = s3 ]; then
 fi
 if [ "${1:-}" = pass ]; then
 	exec integration/bench_pass.sh "${2:-3}"
+fi
+if [ "${1:-}" = object ]; then
+	# Issue 31's large-object rows: a 512 MiB object on loopback HTTP, and
+	# a 256 MiB one behind an origin that caps each response at 64 MiB/s
+	# and answers 20 ms late (integration/rangesrv), each read by cat
+	# through a fresh mount against curl (bench_object.sh). Root: it
+	# drops the page cache.
+	. integration/benchlib.sh
+	work=$(mktemp -d)
+	pids=()
+	trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+	go build -o "$work/volfs" ./cmd/volfs
+	go build -o "$work/rangesrv" ./integration/rangesrv
+	mkdir "$work/obj"
+	head -c $((512 << 20)) /dev/urandom > "$work/obj/big512.bin"
+	head -c $((256 << 20)) "$work/obj/big512.bin" > "$work/obj/big256.bin"
+	fast=$(free_port)
+	"$work/rangesrv" "127.0.0.1:$fast" "$work/obj" & pids+=($!)
+	slow=$(free_port)
+	"$work/rangesrv" "127.0.0.1:$slow" "$work/obj" 64 20 & pids+=($!)
+	sleep 0.5
+	echo "== 512 MiB object, loopback HTTP"
+	integration/bench_object.sh "$work/volfs" "http://127.0.0.1:$fast" big512.bin
+	echo "== 256 MiB object, origin capped at 64 MiB/s per response, 20 ms to first byte"
+	integration/bench_object.sh "$work/volfs" "http://127.0.0.1:$slow" big256.bin
+	exit 0
 fi
 if [ "${1:-}" = serve ]; then
 	SERVE_ONLY=1 exec integration/bench_w1.sh "${2:-5}"

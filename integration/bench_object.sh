@@ -3,8 +3,9 @@
 # object row): cat of NAME through a fresh mount of URL by BINARY, one
 # curl of URL/NAME, and 8 curls of its eighths as ranges in parallel,
 # three rounds alternating, medians; page cache dropped before each.
-# Prints each one's runs, median seconds and MiB/s, and the mount's peak
-# RSS (VmHWM) per run.
+# Prints each one's runs, median seconds and MiB/s, the mount's peak RSS
+# (VmHWM) per run, and the ratios of issue 31's rows beside their goals.
+# integration/bench.sh object runs it on both of that issue's origins.
 set -eu
 bin=$1 url=$2 name=$3
 mnt=$(mktemp -d)
@@ -37,4 +38,9 @@ for r in 1 2 3; do
 	echo "curl8 $(t curl8)"
 	sync; echo 3 > /proc/sys/vm/drop_caches
 	mounted 2>&1 | awk '/^mount/ {print} /VmHWM/ {print "rss-kB", $2}'
-done | sort -k1,1 -k2,2n | awk -v mib=$(echo "$size / 1048576" | bc) '{a[$1] = a[$1] " " $2} END {for (d in a) {split(a[d], v, " "); printf "%s runs:%s median: %s", d, a[d], v[2]; if (d != "rss-kB") printf " (%.0f MiB/s)", mib / v[2]; print ""}}'
+done | sort -k1,1 -k2,2n | awk -v mib=$(echo "$size / 1048576" | bc) '{a[$1] = a[$1] " " $2} END {
+	for (d in a) {split(a[d], v, " "); m[d] = v[2]; printf "%s runs:%s median: %s", d, a[d], v[2]; if (d != "rss-kB") printf " (%.0f MiB/s)", mib / v[2]; print ""}
+	best = m["curl1"] < m["curl8"] ? m["curl1"] : m["curl8"]
+	printf "ratio mount / best curl: %.2fx   mount / 8 ranged curls: %.2fx   (goal >= 0.8x)\n", best / m["mount"], m["curl8"] / m["mount"]
+	printf "peak RSS median: %.0f MiB   (goal <= 256 MiB)\n", m["rss-kB"] / 1024
+}'

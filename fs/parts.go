@@ -1,0 +1,387 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/internal/mem"
+)
+
+// Reading a pass-through object in ranged parts
+//
+// An object store bounds each connection (tens of MiB/s, tens of ms to the
+// first byte), not how many there are: one stream per reader reads a large
+// object at one connection's rate. So a reader going through a remote
+// object in order (cat, cp, sha256sum) is served from a window of ranged
+// parts requested ahead of it, several in flight at once, as
+// mountpoint-s3's prefetcher and gcsfuse's buffered reads do:
+//
+//   - A window starts when a read continues where the last one ended (or
+//     starts at 0). A read elsewhere is one ranged read of its own bytes:
+//     a seek, or dd at random offsets, costs what it reads.
+//   - It starts partsFirstWindow ahead of the reader and doubles each time
+//     the reader passes the end of a part (it keeps up), to
+//     partsMaxWindow, the cap per object. Parts are a quarter of the
+//     window, between partsMinPart and partsMaxPart.
+//   - Every part ahead of the read is reserved in the tree's memory budget
+//     (cache.MemBudget.TryReserve, the budget read-ahead draws from)
+//     before it is requested; a refusal stops the window there until the
+//     reader frees room. Nothing waits for room while holding it. The part
+//     a read itself needs is requested without a reservation: those are
+//     the bytes a plain ranged read would hold.
+//   - A read inside the window (the kernel's reads overtake each other by
+//     a MiB or two) is served from its parts; parts the reader has passed
+//     by more than partsBehind are dropped, their budget given back and
+//     their buffers too (to internal/mem's pool, where the fetcher's
+//     ranges are the caller's alone: fetcher.OwnedRanger).
+//   - A read outside the window (a seek, or a kernel read that came late)
+//     is a plain ranged read and leaves the window be; the next read that
+//     continues it (the reader did seek) cancels every part and restarts
+//     the window small there.
+//   - With no read for partsIdle the window is cancelled: a reader that
+//     stopped or was killed stops the downloads within about a second.
+//
+// Versions: every request of an object file, a part or a plain ranged
+// read, is pinned (fetcher.WithVersion) to one version of the object: the
+// one its size was taken from (its listing or Stat), or else the first
+// reply's. Sources with preconditions refuse another version (If-Match,
+// ifGenerationMatch), and the identity of every reply is compared too, so
+// an object rewritten while it is read fails the read with
+// fetcher.ErrChanged (ESTALE) and never serves bytes of two versions.
+//
+// One window per file, not per open: two readers of one file at different
+// places take turns breaking it, and are served by plain ranged reads.
+// Local sources (a pread is no round trip) and servers that ignore Range
+// (fetcher.RangeIgnorer: each range would read the object from its start)
+// are not read in parts.
+const (
+	partsFirstWindow = 1 << 20
+	// partsMaxWindow is the most requested ahead of one reader: 12 parts
+	// of partsMaxPart in flight. Against an origin that caps each
+	// response at 64 MiB/s and answers 20 ms late, a part is 20 ms of
+	// waiting in 82: 8 parts (32 MiB) read at 0.62-0.93x of 8 parallel
+	// curls, 12 at 0.84-0.95x with 123 MiB of RSS, and 64 MiB of 8 MiB
+	// parts at 0.66-1.11x with 165-207 MiB (docs/PERFORMANCE.md).
+	partsMaxWindow = 48 << 20
+	partsMinPart   = 256 << 10
+	// partsMaxPart is large enough that a request's first-byte latency
+	// (20 ms at an object store) is a small share of it at one
+	// connection's rate.
+	partsMaxPart = 4 << 20
+	// partsBehind is how far behind the latest read a part is kept for a
+	// kernel read that came late (FUSE reads are at most 1 MiB, and a few
+	// are sent at once).
+	partsBehind = 4 << 20
+	// partsSlack is how far past the window's end a read may start and
+	// still continue the window: the kernel's reads of one file run a few
+	// MiB ahead of each other, most of all while the window is small.
+	partsSlack = 8 << 20
+	partsIdle  = time.Second
+)
+
+// objectParts is the window of one objectFile. The zero value is a file
+// read in no window, pinned to no version yet.
+type objectParts struct {
+	mu    sync.Mutex
+	id    fetcher.Identity // GUARDED_BY(mu); the version every read is pinned to
+	parts []*part          // GUARDED_BY(mu); contiguous, in order, up to end
+	end   int64            // GUARDED_BY(mu); where the next part starts
+	next  int64            // GUARDED_BY(mu); where the last read ended
+	// window is how far ahead of the furthest read parts are requested;
+	// 0 when there is no window.
+	window  int64       // GUARDED_BY(mu)
+	lastUse time.Time   // GUARDED_BY(mu); when a read last used the window
+	idle    *time.Timer // GUARDED_BY(mu); cancels an unused window
+	reading int         // GUARDED_BY(mu); reads waiting for or copying parts
+	// ranged is set once a part has come back from a source not seen to
+	// ignore Range: until then a window requests only what its read
+	// needs, so that a server that sends the whole object for each range
+	// is found out by one request, not by a window of them.
+	ranged bool // GUARDED_BY(mu)
+}
+
+// part is one ranged request of the window. data and err are set before
+// done closes; the part's budget is given back once it is dropped, done
+// and read by nobody.
+type part struct {
+	off, n  int64
+	done    chan struct{}
+	data    []byte
+	err     error
+	cancel  context.CancelFunc
+	release func() // gives back the budget reserved for it
+	readers int    // GUARDED_BY(objectParts.mu); reads copying from it
+	dropped bool   // GUARDED_BY(objectParts.mu)
+}
+
+// errPartDropped is a part cancelled by the window (a seek, the idle
+// timer) while a read waited for it: that read is served plainly.
+var errPartDropped = errors.New("fs: part dropped by its window")
+
+// version returns the version reads of the file are pinned to.
+func (w *objectParts) version() fetcher.Identity {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.id
+}
+
+// adopt checks the version a reply was read from against the file's,
+// taking it as the file's if the file has none yet.
+func (w *objectParts) adopt(key string, got fetcher.Identity) error {
+	if !got.Known() {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.id.Known() {
+		w.id = got
+		return nil
+	}
+	if got != w.id {
+		return fmt.Errorf("fs: %s: a reply of version %s, the file shows %s: %w", key, got, w.id, fetcher.ErrChanged)
+	}
+	return nil
+}
+
+// read serves p at off from the window, starting one if the read
+// continues the last, and reports whether it did; a read it does not
+// serve is the caller's (a plain ranged read). p is within the file.
+func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int64) (int, bool, error) {
+	n := int64(len(p))
+	w.mu.Lock()
+	switch {
+	case w.window > 0 && len(w.parts) > 0 && off >= w.parts[0].off && off <= w.end+partsSlack:
+		// Inside the window.
+	case off == w.next:
+		w.resetLocked(f)
+		w.window, w.end = partsFirstWindow, off
+	default:
+		// Elsewhere: a read the kernel sent late, or a seek. The window
+		// stays for the reads that come back to it; a read that
+		// continues this one starts a new window (above).
+		w.next = off + n
+		w.mu.Unlock()
+		return 0, false, nil
+	}
+	w.next = max(w.next, off+n)
+	w.dropBehindLocked(f, off)
+	w.fillLocked(f, off, off+n)
+	var need []*part
+	for _, pt := range w.parts {
+		if pt.off < off+n && pt.off+pt.n > off {
+			pt.readers++
+			need = append(need, pt)
+		}
+	}
+	w.reading++
+	w.lastUse = time.Now()
+	w.armIdleLocked(f)
+	w.mu.Unlock()
+
+	var err error
+	done := int64(0)
+	for _, pt := range need {
+		select {
+		case <-pt.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err == nil {
+			err = pt.err
+		}
+		if err != nil {
+			break
+		}
+		done += int64(copy(p[done:], pt.data[off+done-pt.off:]))
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reading--
+	passed := 0
+	for _, pt := range need {
+		pt.readers--
+		if off+n >= pt.off+pt.n {
+			passed++
+		}
+		w.freeLocked(f, pt)
+	}
+	if errors.Is(err, errPartDropped) {
+		return 0, false, nil
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			// A failed part fails this read; the next read starts over.
+			w.resetLocked(f)
+		}
+		return 0, true, err
+	}
+	if w.window > 0 {
+		for range passed {
+			w.window = min(2*w.window, partsMaxWindow)
+		}
+	}
+	return int(done), true, nil
+}
+
+// fillLocked requests parts from the window's end until it reaches need
+// (the read's end, whatever the budget says) and the window ahead of off.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) fillLocked(f *objectFile, off, need int64) {
+	limit := min(f.size, max(need, off+w.window))
+	if !w.ranged {
+		limit = need
+	}
+	var budget *cache.MemBudget // nil reserves nothing
+	if f.t.store != nil {
+		budget = f.t.store.MemBudget()
+	}
+	for w.end < limit {
+		size := min(max(w.window/4, partsMinPart), partsMaxPart)
+		if w.end < need {
+			size = max(size, need-w.end) // the read's bytes in one request
+		}
+		size = min(size, f.size-w.end)
+		release, ok := budget.TryReserve(size)
+		if !ok {
+			if w.end >= need {
+				return
+			}
+			release = func() {}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		pt := &part{off: w.end, n: size, done: make(chan struct{}), cancel: cancel, release: release}
+		w.parts = append(w.parts, pt)
+		w.end += size
+		go w.fetch(ctx, f, pt, w.id)
+	}
+}
+
+// fetch reads one part, pinned to the version id (when known).
+func (w *objectParts) fetch(ctx context.Context, f *objectFile, pt *part, id fetcher.Identity) {
+	data, got, err := f.t.src.GetRange(fetcher.WithVersion(ctx, f.key, id), f.key, pt.off, pt.n)
+	if err == nil && int64(len(data)) != pt.n {
+		err = fmt.Errorf("fs: %s: %d bytes at %d, want %d: the object is shorter than its file: %w",
+			f.key, len(data), pt.off, pt.n, fetcher.ErrChanged)
+	}
+	if err == nil {
+		err = w.adopt(f.key, got)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil && pt.dropped && ctx.Err() != nil {
+		err = errPartDropped
+	}
+	if err != nil {
+		f.t.putRange(data)
+		data = nil
+	} else if ri, ok := f.t.src.(fetcher.RangeIgnorer); !ok || !ri.IgnoresRange() {
+		w.ranged = true
+	}
+	pt.data, pt.err = data, err
+	close(pt.done)
+	w.freeLocked(f, pt)
+}
+
+// freeLocked gives back a part's buffer and budget once it is dropped,
+// done, and read by nobody.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) freeLocked(f *objectFile, pt *part) {
+	if !pt.dropped || pt.readers > 0 {
+		return
+	}
+	select {
+	case <-pt.done:
+	default:
+		return // fetch frees it when done
+	}
+	f.t.putRange(pt.data)
+	pt.data = nil
+	if pt.release != nil {
+		pt.release()
+		pt.release = nil
+	}
+}
+
+// dropLocked drops a part: its request is cancelled, its budget given
+// back as soon as nobody reads it.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) dropLocked(f *objectFile, pt *part) {
+	pt.dropped = true
+	pt.cancel()
+	w.freeLocked(f, pt)
+}
+
+// dropBehindLocked drops the parts that end partsBehind or more before off.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) dropBehindLocked(f *objectFile, off int64) {
+	i := 0
+	for i < len(w.parts) && w.parts[i].off+w.parts[i].n+partsBehind <= off {
+		w.dropLocked(f, w.parts[i])
+		i++
+	}
+	w.parts = w.parts[i:]
+}
+
+// resetLocked drops the window, cancelling every part.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) resetLocked(f *objectFile) {
+	for _, pt := range w.parts {
+		w.dropLocked(f, pt)
+	}
+	w.parts, w.window = nil, 0
+	if w.idle != nil {
+		w.idle.Stop()
+	}
+}
+
+// armIdleLocked (re)starts the timer that drops a window unused for
+// partsIdle.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) armIdleLocked(f *objectFile) {
+	if w.idle != nil {
+		w.idle.Reset(partsIdle)
+		return
+	}
+	w.idle = time.AfterFunc(partsIdle, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.window == 0 {
+			return
+		}
+		if wait := partsIdle - time.Since(w.lastUse); wait > 0 || w.reading > 0 {
+			w.idle.Reset(max(wait, partsIdle/4))
+			return
+		}
+		w.resetLocked(f)
+	})
+}
+
+// continues reports whether a read at off continues the last read the
+// window saw: where a stream (stream.go) takes over from the window when
+// the source turns out to ignore Range.
+func (w *objectParts) continues(off int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return off == w.next && off > 0
+}
+
+// putRange gives the bytes of a GetRange back to internal/mem's pool when
+// the source says they are the caller's alone (fetcher.OwnedRanger), and
+// leaves them to the collector otherwise.
+func (t *Tree) putRange(b []byte) {
+	if o, ok := t.src.(fetcher.OwnedRanger); ok && o.RangesOwned() && b != nil {
+		mem.Put(b)
+	}
+}
