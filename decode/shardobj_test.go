@@ -112,13 +112,6 @@ func TestShardObjects(t *testing.T) {
 // held (LoadReserver's contract), or a listing whose shard index takes
 // the whole load budget waits for itself forever.
 func TestShardListingReservesOneAtATime(t *testing.T) {
-	u64 := func(v ...uint64) []byte {
-		var b []byte
-		for _, x := range v {
-			b = binary.LittleEndian.AppendUint64(b, x)
-		}
-		return b
-	}
 	const mb = 13
 	objs := map[uint64][]byte{5: {1, 2, 3}, 8197: {4, 5}, 9000: {6}} // minishards 5, 5, 808
 	data := slices.Concat(objs[5], objs[8197], objs[9000])
