@@ -172,7 +172,10 @@ func verifiedRecord(at time.Time, fields ...Field) []byte {
 func encodeEntriesIDs(entries []fetcher.Entry, max int64) ([]byte, bool) {
 	var b []byte
 	for _, e := range entries {
-		one, _ := encodeEntries([]fetcher.Entry{e}, max)
+		one, ok := encodeEntries([]fetcher.Entry{e}, max)
+		if !ok {
+			return nil, false
+		}
 		b = append(b, one...)
 		b = binary.AppendUvarint(b, uint64(len(e.ID)))
 		b = append(b, e.ID...)

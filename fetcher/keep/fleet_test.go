@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,5 +177,11 @@ func TestFleetListingRoundTrip(t *testing.T) {
 	}
 	if e, ok := decodeEntries(b[:len(b)-1], true); ok {
 		t.Errorf("cut one byte short: accepted as %v", e)
+	}
+	// An entry alone above the bound is refused, not written without
+	// its name.
+	long := []fetcher.Entry{{Name: strings.Repeat("n", 100), Size: 1, ID: "e"}}
+	if b, ok := encodeEntriesIDs(long, 50); ok {
+		t.Errorf("an entry of more than 50 bytes encoded under a bound of 50: %q", b)
 	}
 }
