@@ -44,13 +44,6 @@ func (s *reservingSource) ReserveLoad(_ context.Context, n int64) (func(), error
 // chunk reads right when the index has several members, and a lying
 // trailer, which gzip's own check catches, is corrupt.
 func TestMinishardIndexReserved(t *testing.T) {
-	u64 := func(v ...uint64) []byte {
-		var b []byte
-		for _, x := range v {
-			b = binary.LittleEndian.AppendUint64(b, x)
-		}
-		return b
-	}
 	index := u64(2, 6, 0, 0, 4, 3) // chunks 2 and 8, 4 and 3 bytes
 	lying := gzipBytes(t, index)
 	binary.LittleEndian.PutUint32(lying[len(lying)-4:], 8)

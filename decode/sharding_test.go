@@ -289,13 +289,6 @@ func TestShardFile(t *testing.T) {
 // TestParseMinishardIndexGolden decodes tensorstore's
 // EncodeMinishardIndexTest outputs (uint64_sharded_encoder_test.cc).
 func TestParseMinishardIndexGolden(t *testing.T) {
-	u64 := func(v ...uint64) []byte {
-		var b []byte
-		for _, x := range v {
-			b = binary.LittleEndian.AppendUint64(b, x)
-		}
-		return b
-	}
 	tests := []struct {
 		name   string
 		stored []byte
@@ -374,6 +367,15 @@ func TestReadChunkTensorstoreRaw(t *testing.T) {
 }
 
 // gzipBytes compresses b at level 9, as tensorstore's encoder does.
+// u64 is v in little-endian uint64s, as shard files store their numbers.
+func u64(v ...uint64) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, x)
+	}
+	return b
+}
+
 func gzipBytes(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -391,13 +393,6 @@ func gzipBytes(t testing.TB, b []byte) []byte {
 // WriteIndexedEntry with compress=false) is not readable as gzip, so only
 // chunks 2 and 8 are checked; chunk 3 is refused as corrupt.
 func TestReadChunkTensorstoreGzip(t *testing.T) {
-	u64 := func(v ...uint64) []byte {
-		var b []byte
-		for _, x := range v {
-			b = binary.LittleEndian.AppendUint64(b, x)
-		}
-		return b
-	}
 	var data []byte
 	c2 := gzipBytes(t, []byte{1, 2, 3, 4})
 	c8 := gzipBytes(t, []byte{6, 7, 8})

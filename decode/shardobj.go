@@ -60,8 +60,9 @@ func (s *Sharding) ShardNumber(name string) (uint64, bool) {
 }
 
 // maxListedMinishardBits is the largest minishard_bits whose shard index
-// (16 MiB at 20) ShardIDs reads whole to list a shard's objects; the
-// objects of a shard with more minishards are still read by id.
+// (16 MiB at 20, read in parts of 64 KiB) ShardIDs and ShardObjects walk
+// to list a shard's objects; the objects of a shard with more minishards
+// are still read by id.
 const maxListedMinishardBits = 20
 
 // ShardIDs returns, sorted and without repeats, the ids of the objects in
@@ -169,30 +170,32 @@ func (s *Sharding) minishards(ctx context.Context, src Source, dir, name string,
 	if sp.minishardBits > maxListedMinishardBits {
 		return fmt.Errorf("%w: %s: a shard of 2^%d minishards is not listed (objects are read by id)", ErrUnsupported, key, sp.minishardBits)
 	}
-	n := sp.shardIndexSize()
+	// The shard index is read 1<<wholeShardIndexBits entries (64 KiB) at
+	// a time, whole and memoised as Read memoises it when that is all of
+	// it, else in parts held without a reservation: the reads below
+	// reserve, and a load holds one reservation at a time.
+	window := uint64(1) << min(sp.minishardBits, wholeShardIndexBits)
 	var index []byte
-	var err error
-	if sp.minishardBits <= wholeShardIndexBits {
-		index, err = src.Memo(ctx, key+"#index", func(ctx context.Context) ([]byte, error) {
-			return readExactly(ctx, src, key, 0, n, "shard index")
-		})
-	} else {
-		var release func()
-		if release, err = reserveLoad(ctx, src, n); err == nil {
-			index, err = readExactly(ctx, src, key, 0, n, "shard index")
-			defer release()
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if uint64(len(index)) != n {
-		return fmt.Errorf("%w: %s: shard index of %d bytes, want %d", ErrCorrupt, key, len(index), n)
-	}
 	var entries [][3]uint64
 	seen := map[uint64]bool{}
 	for ms := range uint64(1) << sp.minishardBits {
-		start, end, err := sp.entryRange(key, ms, index[16*ms:])
+		if ms%window == 0 {
+			var err error
+			if sp.minishardBits <= wholeShardIndexBits {
+				index, err = src.Memo(ctx, key+"#index", func(ctx context.Context) ([]byte, error) {
+					return readExactly(ctx, src, key, 0, 16*window, "shard index")
+				})
+			} else {
+				index, err = readExactly(ctx, src, key, 16*ms, 16*window, "shard index")
+			}
+			if err != nil {
+				return err
+			}
+			if uint64(len(index)) != 16*window {
+				return fmt.Errorf("%w: %s: shard index part of %d bytes, want %d", ErrCorrupt, key, len(index), 16*window)
+			}
+		}
+		start, end, err := sp.entryRange(key, ms, index[16*(ms%window):])
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package decode
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,5 +103,54 @@ func TestShardObjects(t *testing.T) {
 	stop := errors.New("stop")
 	if err := sh.ShardObjects(ctx, src, "seg", "0.shard", 100, func(uint64, []byte) error { return stop }); err != stop {
 		t.Errorf("fn's error: got %v", err)
+	}
+}
+
+// TestShardListingReservesOneAtATime lists and reads a shard of 2^13
+// minishards (its 128 KiB index read in parts, not memoised whole)
+// through a LoadReserver: no reservation may be taken while another is
+// held (LoadReserver's contract), or a listing whose shard index takes
+// the whole load budget waits for itself forever.
+func TestShardListingReservesOneAtATime(t *testing.T) {
+	const mb = 13
+	objs := map[uint64][]byte{5: {1, 2, 3}, 8197: {4, 5}, 9000: {6}} // minishards 5, 5, 808
+	data := slices.Concat(objs[5], objs[8197], objs[9000])
+	ms5 := u64(5, 8192, 0, 0, 3, 2)
+	ms808 := u64(9000, 5, 1)
+	index := make([]byte, 16<<mb)
+	at := uint64(len(data))
+	binary.LittleEndian.PutUint64(index[16*5:], at)
+	binary.LittleEndian.PutUint64(index[16*5+8:], at+uint64(len(ms5)))
+	at += uint64(len(ms5))
+	binary.LittleEndian.PutUint64(index[16*808:], at)
+	binary.LittleEndian.PutUint64(index[16*808+8:], at+uint64(len(ms808)))
+	shard := slices.Concat(index, data, ms5, ms808)
+	sh, err := ParseSharding(json.RawMessage(fmt.Sprintf(`{"@type": "neuroglancer_uint64_sharded_v1", "hash": "identity",
+		"preshift_bits": 0, "minishard_bits": %d, "shard_bits": 0, "minishard_index_encoding": "raw", "data_encoding": "raw"}`, mb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	src := &reservingSource{memSource: newMemSource(map[string][]byte{"skel/0.shard": shard}), t: t}
+	ids, err := sh.ShardIDs(ctx, src, "skel", "0.shard", 10)
+	if err != nil || !slices.Equal(ids, []uint64{5, 8197, 9000}) {
+		t.Errorf("ShardIDs = %v, %v; want [5 8197 9000]", ids, err)
+	}
+	src = &reservingSource{memSource: newMemSource(map[string][]byte{"skel/0.shard": shard}), t: t}
+	got := map[uint64][]byte{}
+	err = sh.ShardObjects(ctx, src, "skel", "0.shard", 100, func(id uint64, b []byte) error {
+		got[id] = slices.Clone(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range objs {
+		if !bytes.Equal(got[id], want) {
+			t.Errorf("object %d: %v, want %v", id, got[id], want)
+		}
+	}
+	if len(got) != len(objs) {
+		t.Errorf("objects %v, want %v", got, objs)
 	}
 }

@@ -127,7 +127,7 @@ func (s *Source) fleetListing(ctx context.Context, skey, key string) (entries []
 		s.stats.FleetAnswers.Add(1)
 		return nil, at, fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotSupported), true
 	case keptListing:
-		entries, good := decodeEntriesIDs(data)
+		entries, good := decodeEntries(data, true)
 		if !good {
 			return nil, time.Time{}, nil, false
 		}
@@ -172,7 +172,10 @@ func verifiedRecord(at time.Time, fields ...Field) []byte {
 func encodeEntriesIDs(entries []fetcher.Entry, max int64) ([]byte, bool) {
 	var b []byte
 	for _, e := range entries {
-		one, _ := encodeEntries([]fetcher.Entry{e}, max)
+		one, ok := encodeEntries([]fetcher.Entry{e}, max)
+		if !ok {
+			return nil, false
+		}
 		b = append(b, one...)
 		b = binary.AppendUvarint(b, uint64(len(e.ID)))
 		b = append(b, e.ID...)
@@ -181,31 +184,4 @@ func encodeEntriesIDs(entries []fetcher.Entry, max int64) ([]byte, bool) {
 		}
 	}
 	return b, true
-}
-
-// decodeEntriesIDs reads what encodeEntriesIDs wrote.
-func decodeEntriesIDs(b []byte) ([]fetcher.Entry, bool) {
-	var entries []fetcher.Entry
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n >= uint64(len(b)-k) {
-			return nil, false
-		}
-		name := string(b[k : k+int(n)])
-		b = b[k+int(n):]
-		dir := b[0] == 1
-		size, k := binary.Uvarint(b[1:])
-		if k <= 0 || size > 1<<62 {
-			return nil, false
-		}
-		b = b[1+k:]
-		n, k = binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, false
-		}
-		id := fetcher.Identity(b[k : k+int(n)])
-		b = b[k+int(n):]
-		entries = append(entries, fetcher.Entry{Name: name, IsDir: dir, Size: int64(size) - 1, ID: id})
-	}
-	return entries, true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,11 +171,17 @@ func TestFleetAnswers(t *testing.T) {
 func TestFleetListingRoundTrip(t *testing.T) {
 	entries := []fetcher.Entry{{Name: "a", Size: 3, ID: "e1"}, {Name: "d", IsDir: true, Size: -1}, {Name: "b", Size: 0}}
 	b, ok := encodeEntriesIDs(entries, 1<<20)
-	got, ok2 := decodeEntriesIDs(b)
+	got, ok2 := decodeEntries(b, true)
 	if !ok || !ok2 || !slices.Equal(got, entries) {
 		t.Errorf("got %v (%v %v), want %v", got, ok, ok2, entries)
 	}
-	if e, ok := decodeEntriesIDs(b[:len(b)-1]); ok {
+	if e, ok := decodeEntries(b[:len(b)-1], true); ok {
 		t.Errorf("cut one byte short: accepted as %v", e)
+	}
+	// An entry alone above the bound is refused, not written without
+	// its name.
+	long := []fetcher.Entry{{Name: strings.Repeat("n", 100), Size: 1, ID: "e"}}
+	if b, ok := encodeEntriesIDs(long, 50); ok {
+		t.Errorf("an entry of more than 50 bytes encoded under a bound of 50: %q", b)
 	}
 }

@@ -29,19 +29,19 @@ func TestEntriesRoundTrip(t *testing.T) {
 			if !ok {
 				t.Fatal("not encoded")
 			}
-			got, ok := decodeEntries(b)
+			got, ok := decodeEntries(b, false)
 			if !ok || !slices.Equal(got, tc.entries) {
 				t.Errorf("got %v, %v; want %v", got, ok, tc.entries)
 			}
 			if len(b) > 0 {
-				if _, ok := decodeEntries(b[:len(b)-1]); ok && tc.entries[len(tc.entries)-1].Size+1 < 0x80 {
+				if _, ok := decodeEntries(b[:len(b)-1], false); ok && tc.entries[len(tc.entries)-1].Size+1 < 0x80 {
 					t.Errorf("cut one byte short: accepted")
 				}
 			}
 		})
 	}
 	for _, bad := range [][]byte{{5, 'a'}, {1, 'a'}, {1, 'a', 0}, {1, 'a', 0, 0xff}} {
-		if e, ok := decodeEntries(bad); ok {
+		if e, ok := decodeEntries(bad, false); ok {
 			t.Errorf("%v: accepted as %v", bad, e)
 		}
 	}

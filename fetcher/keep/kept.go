@@ -240,7 +240,7 @@ func (s *Source) keptListing(skey, key string) (entries []fetcher.Entry, err err
 		s.stats.KeptServed.Add(1)
 		return nil, fmt.Errorf("keep: list %s/%s: %w (%w)", s.src, key, fetcher.ErrNotSupported, ErrKept), true
 	case keptListing:
-		if entries, good := decodeEntries(data); good {
+		if entries, good := decodeEntries(data, false); good {
 			s.stats.KeptServed.Add(1)
 			return entries, nil, true
 		}
@@ -349,8 +349,9 @@ func encodeEntries(entries []fetcher.Entry, max int64) ([]byte, bool) {
 	return b, true
 }
 
-// decodeEntries reads what encodeEntries wrote.
-func decodeEntries(b []byte) ([]fetcher.Entry, bool) {
+// decodeEntries reads what encodeEntries wrote or, with ids, what
+// encodeEntriesIDs wrote.
+func decodeEntries(b []byte, ids bool) ([]fetcher.Entry, bool) {
 	var entries []fetcher.Entry
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
@@ -365,7 +366,16 @@ func decodeEntries(b []byte) ([]fetcher.Entry, bool) {
 			return nil, false
 		}
 		b = b[1+k:]
-		entries = append(entries, fetcher.Entry{Name: name, IsDir: dir, Size: int64(size) - 1})
+		var id fetcher.Identity
+		if ids {
+			n, k = binary.Uvarint(b)
+			if k <= 0 || n > uint64(len(b)-k) {
+				return nil, false
+			}
+			id = fetcher.Identity(b[k : k+int(n)])
+			b = b[k+int(n):]
+		}
+		entries = append(entries, fetcher.Entry{Name: name, IsDir: dir, Size: int64(size) - 1, ID: id})
 	}
 	return entries, true
 }

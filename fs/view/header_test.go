@@ -93,3 +93,17 @@ func TestHeadersSpacingOrigin(t *testing.T) {
 		})
 	}
 }
+
+// TestRational: a TIFF resolution keeps its value to a millionth for the
+// pixels per unit a unitless OME-Zarr scale gives (its inverse: a scale
+// of 3000 is 1/3000 per unit), and is never 0, which readers cannot
+// invert into a pixel size.
+func TestRational(t *testing.T) {
+	for _, v := range []float64{1e7 / 4, 1e7 / 3, 1, 1.0 / 3, 1.0 / 7, 1.0 / 3000, 1.0 / 30000, 1.0 / 3e6} {
+		r := rational(v)
+		got := float64(r[0]) / float64(r[1])
+		if r[0] == 0 || r[1] == 0 || got/v-1 > 1e-6 || 1-got/v > 1e-6 {
+			t.Errorf("rational(%g) = %d/%d = %g", v, r[0], r[1], got)
+		}
+	}
+}

@@ -115,9 +115,15 @@ func (t *tiffFile) layout(big bool) {
 
 func even(n int64) int64 { return n + n&1 }
 
-// rational approximates v > 0 as a TIFF RATIONAL with a power of ten as
-// denominator.
+// rational approximates v > 0 as a TIFF RATIONAL: v of at least 1 with a
+// power of ten as denominator; a smaller v (the pixels per unit of a
+// voxel larger than the unit) as the inverse of 1/v's rational, so that
+// it too keeps about seven significant digits and is never 0.
 func rational(v float64) [2]uint32 {
+	if v < 1 {
+		r := rational(1 / v)
+		return [2]uint32{r[1], r[0]}
+	}
 	if v >= classicLimit {
 		return [2]uint32{classicLimit, 1}
 	}
