@@ -64,6 +64,7 @@ type root struct {
 type target struct {
 	f   fetcher.Fetcher
 	key string
+	tag string // names the resolved target in identities (targetID)
 	err error
 }
 
@@ -223,16 +224,23 @@ func (f *Fetcher) resolveNew(raw string) target {
 		if err != nil {
 			return target{err: err}
 		}
-		return target{f: rf, key: key}
+		h := sha256.Sum256([]byte(rootSpec(r.u) + "\x00" + key))
+		return target{f: rf, key: key, tag: hex.EncodeToString(h[:8])}
 	}
 	return target{err: fmt.Errorf("refused: %s lies outside the allowed roots (the reference file's directory %s; allow more with --refs-allow)", u.Redacted(), rootSpec(f.roots[0].u))}
 }
 
 // fail logs key's failure once and returns it as an error that wraps no
-// fetcher sentinel (so it is EIO, never fill), except a context's end.
+// fetcher sentinel (so it is EIO, never fill), except a context's end and
+// fetcher.ErrChanged (not logged: the load that pinned the target decides).
 func (f *Fetcher) fail(ctx context.Context, key, url string, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
+	}
+	if errors.Is(err, fetcher.ErrChanged) {
+		// The target is no longer the version the load pinned: the load
+		// runs again (and the tree answers ESTALE at a second change).
+		return fmt.Errorf("refs: key %q (%s): %w", key, url, err)
 	}
 	f.mu.Lock()
 	first := !f.logged[key]
@@ -259,11 +267,40 @@ func inlineID(b []byte) fetcher.Identity {
 	return fetcher.Identity("inline:" + hex.EncodeToString(h[:12]))
 }
 
-func rangeID(id fetcher.Identity, off, n int64) fetcher.Identity {
+// targetID is the identity of a key served from the version id of target
+// t: the target's own identity (ETag, generation, size and mtime), then
+// which target it is and the byte range (negative length: the whole
+// object). Naming the target keeps a tier entry from passing its check
+// when the set is rewritten to point the key at another file whose
+// identity happens to read the same (a Last-Modified and size, an ETag
+// made of them as nginx makes it).
+func targetID(id fetcher.Identity, t target, off, n int64) fetcher.Identity {
 	if !id.Known() {
 		return ""
 	}
-	return fetcher.Identity(fmt.Sprintf("%s@%d+%d", id, off, n))
+	return id + fetcher.Identity(idSuffix(t, off, n))
+}
+
+func idSuffix(t target, off, n int64) string {
+	if n < 0 {
+		return fmt.Sprintf(" @%s", t.tag)
+	}
+	return fmt.Sprintf(" @%s:%d+%d", t.tag, off, n)
+}
+
+// pinTarget passes a pin of key (fetcher.WithVersion, made from an
+// identity targetID returned) on to the target, so that its fetcher sends
+// the precondition its source supports (If-Match, ifGenerationMatch).
+func pinTarget(ctx context.Context, key string, t target, r Ref) context.Context {
+	id, ok := fetcher.Pinned(ctx, key)
+	if !ok {
+		return ctx
+	}
+	own, ok := strings.CutSuffix(string(id), idSuffix(t, r.Offset, r.Length))
+	if !ok {
+		return ctx
+	}
+	return fetcher.WithVersion(ctx, t.key, fetcher.Identity(own))
 }
 
 // Get implements fetcher.Fetcher.
@@ -283,26 +320,27 @@ func (f *Fetcher) Get(ctx context.Context, key string, limit int64) (fetcher.Obj
 		return fetcher.Object{}, f.fail(ctx, key, r.URL, t.err)
 	}
 	if r.Length < 0 {
-		obj, err := t.f.Get(ctx, t.key, limit)
+		obj, err := t.f.Get(pinTarget(ctx, key, t, r), t.key, limit)
 		if errors.Is(err, fetcher.ErrTooLarge) {
 			return obj, err
 		}
 		if err != nil {
 			return obj, f.fail(ctx, key, r.URL, err)
 		}
+		obj.ID = targetID(obj.ID, t, r.Offset, r.Length)
 		return obj, nil
 	}
 	if r.Length > limit {
 		return fetcher.Object{}, fmt.Errorf("refs: %q: reference of %d bytes: %w", key, r.Length, fetcher.ErrTooLarge)
 	}
-	b, id, err := t.f.GetRange(ctx, t.key, r.Offset, r.Length)
+	b, id, err := t.f.GetRange(pinTarget(ctx, key, t, r), t.key, r.Offset, r.Length)
 	if err != nil {
 		return fetcher.Object{}, f.fail(ctx, key, r.URL, err)
 	}
 	if int64(len(b)) != r.Length {
 		return fetcher.Object{}, f.fail(ctx, key, r.URL, fmt.Errorf("the target ends before the range [%d, %d+%d)", r.Offset, r.Offset, r.Length))
 	}
-	return fetcher.Object{Data: b, ID: rangeID(id, r.Offset, r.Length)}, nil
+	return fetcher.Object{Data: b, ID: targetID(id, t, r.Offset, r.Length)}, nil
 }
 
 // GetRange implements fetcher.Fetcher.
@@ -326,24 +364,24 @@ func (f *Fetcher) GetRange(ctx context.Context, key string, offset, length int64
 		return nil, "", f.fail(ctx, key, r.URL, t.err)
 	}
 	if r.Length < 0 {
-		b, id, err := t.f.GetRange(ctx, t.key, offset, length)
+		b, id, err := t.f.GetRange(pinTarget(ctx, key, t, r), t.key, offset, length)
 		if err != nil {
 			return nil, "", f.fail(ctx, key, r.URL, err)
 		}
-		return b, id, nil
+		return b, targetID(id, t, r.Offset, r.Length), nil
 	}
 	if offset >= r.Length {
 		return []byte{}, "", nil
 	}
 	n := min(length, r.Length-offset)
-	b, id, err := t.f.GetRange(ctx, t.key, r.Offset+offset, n)
+	b, id, err := t.f.GetRange(pinTarget(ctx, key, t, r), t.key, r.Offset+offset, n)
 	if err != nil {
 		return nil, "", f.fail(ctx, key, r.URL, err)
 	}
 	if int64(len(b)) != n {
 		return nil, "", f.fail(ctx, key, r.URL, fmt.Errorf("the target ends before the range [%d, %d+%d)", r.Offset, r.Offset, r.Length))
 	}
-	return b, rangeID(id, r.Offset, r.Length), nil
+	return b, targetID(id, t, r.Offset, r.Length), nil
 }
 
 // Stat implements fetcher.Fetcher. For a ranged reference it asks the
@@ -365,12 +403,12 @@ func (f *Fetcher) Stat(ctx context.Context, key string) (int64, fetcher.Identity
 		return 0, "", f.fail(ctx, key, r.URL, err)
 	}
 	if r.Length < 0 {
-		return size, id, nil
+		return size, targetID(id, t, r.Offset, r.Length), nil
 	}
 	if size < r.Offset+r.Length {
 		return 0, "", f.fail(ctx, key, r.URL, fmt.Errorf("the target of %d bytes ends before the range [%d, %d+%d)", size, r.Offset, r.Offset, r.Length))
 	}
-	return r.Length, rangeID(id, r.Offset, r.Length), nil
+	return r.Length, targetID(id, t, r.Offset, r.Length), nil
 }
 
 // List implements fetcher.Fetcher over the manifest's keys.
