@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -131,5 +132,115 @@ func TestReferenceSetTargetRewritten(t *testing.T) {
 			}
 			stopVolfs(t, s)
 		})
+	}
+}
+
+// refsWithOutsiders writes dir/refs.json, which refscheck.py wrote, with
+// an array "out" whose chunk 0 lies in the set's own directory (the
+// first 8 bytes of data.h5) and chunks 1 and 2 at outside, each an
+// absolute URL outside the reference file's directory.
+func refsWithOutsiders(t *testing.T, dir string, outside ...string) {
+	t.Helper()
+	var set map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "refs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &set); err != nil {
+		t.Fatal(err)
+	}
+	refs := set["refs"].(map[string]any)
+	refs["out/.zarray"] = `{"zarr_format": 2, "shape": [24], "chunks": [8], "dtype": "|u1", "compressor": null, "filters": null, "fill_value": 0, "order": "C"}`
+	refs["out/0"] = []any{"data.h5", 0, 8}
+	for i, u := range outside {
+		refs[fmt.Sprintf("out/%d", i+1)] = []any{u, 0, 8}
+	}
+	if b, err = json.Marshal(set); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "refs.json"), b)
+}
+
+// checkOutsiders reads the chunks refsWithOutsiders added: the own one
+// reads, the outside ones are EIO.
+func checkOutsiders(t *testing.T, mnt string, n int) {
+	t.Helper()
+	if got, err := runErr("cat", filepath.Join(mnt, "out", "0")); err != nil || !strings.HasPrefix(got, "\x89HDF") {
+		t.Errorf("out/0, in the set's own directory: %q, %v", got, err)
+	}
+	for i := 1; i <= n; i++ {
+		out, err := runErr("cat", filepath.Join(mnt, "out", fmt.Sprint(i)))
+		if err == nil || !strings.Contains(out, "Input/output error") {
+			t.Errorf("out/%d, outside the set's own tree: %q, %v; want EIO", i, out, err)
+		}
+	}
+}
+
+// TestReferenceSetObjectStores mounts reference sets by gs:// (on
+// fake-gcs-server) and s3:// (on SeaweedFS) URLs: the hierarchy reads as
+// h5py reads the HDF5 file beside the set, and targets in the same bucket
+// outside the set's directory, or in another bucket, are EIO.
+func TestReferenceSetObjectStores(t *testing.T) {
+	requireH5py(t)
+	t.Run("gs", func(t *testing.T) {
+		dir := t.TempDir()
+		run(t, python, "testdata/refscheck.py", "write", dir)
+		refsWithOutsiders(t, dir, "gs://bkt/other/data.h5", "gs://bkt2/sets/data.h5")
+		e := startGCSEmulator(t)
+		putLayer(t, e, "bkt", "sets", dir, false)
+		putLayer(t, e, "bkt", "other", dir, false)
+		putLayer(t, e, "bkt2", "sets", dir, false)
+		s := startVolfs(t, "mount", "gs://bkt/sets/refs.json")
+		t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+		checkOutsiders(t, s.mnt, 2)
+	})
+	t.Run("s3", func(t *testing.T) {
+		w := startWeed(t, "pub", "pub2")
+		s3Env(t, "", "")
+		dir := t.TempDir()
+		run(t, python, "testdata/refscheck.py", "write", dir)
+		refsWithOutsiders(t, dir, "s3://pub/other/data.h5", "s3://pub2/sets/data.h5")
+		w.s3put(t, "put", "pub", "sets", dir)
+		w.s3put(t, "put", "pub", "other", dir)
+		w.s3put(t, "put", "pub2", "sets", dir)
+		s := startVolfs(t, "mount", "--endpoint-url", w.Endpoint, "s3://pub/sets/refs.json")
+		t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+		checkOutsiders(t, s.mnt, 2)
+	})
+}
+
+// TestReferenceSetSniffed: an http URL whose name does not end in ".json"
+// mounts as a reference set when its content is one, and a URL of a Zarr
+// directory still mounts as the directory, at the cost of one request of
+// at most 16 KiB for the look at its name.
+func TestReferenceSetSniffed(t *testing.T) {
+	requireH5py(t)
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write", dir)
+	copyFile(t, filepath.Join(dir, "refs.json"), filepath.Join(dir, "refs"))
+	vol := filepath.Join(dir, "vol")
+	writeFileAll(t, filepath.Join(vol, ".zgroup"), []byte(`{"zarr_format": 2}`))
+	writeFileAll(t, filepath.Join(vol, "a", ".zarray"), []byte(`{"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "|u1", "compressor": null, "filters": null, "fill_value": 0, "order": "C"}`))
+	writeFileAll(t, filepath.Join(vol, "a", "0"), []byte("abcd"))
+	var volGets, volBytes atomic.Int64
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/vol" {
+			volGets.Add(1)
+			w = &refsCountingWriter{ResponseWriter: w, n: &volBytes}
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	s := startVolfs(t, "mount", srv.URL+"/refs")
+	t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+
+	s = startVolfs(t, "mount", srv.URL+"/vol")
+	if got := run(t, "cat", filepath.Join(s.mnt, "a", "0")); got != "abcd" {
+		t.Errorf("the Zarr directory's a/0 reads %q", got)
+	}
+	if n, b := volGets.Load(), volBytes.Load(); n > 1 || b > 16<<10 {
+		t.Errorf("mounting the directory asked for its name %d times, %d bytes; want at most one small request", n, b)
 	}
 }

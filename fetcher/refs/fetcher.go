@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,8 +22,12 @@ import (
 const MaxSetBytes = 1 << 30
 
 // sniffBytes is how much of a candidate object Load reads to decide whether
-// it is a reference set before reading it whole.
-const sniffBytes = 64 << 10
+// it is a reference set before reading it whole; sniffStrictBytes is that
+// of a candidate whose name does not say it is one (Options.Sniff).
+const (
+	sniffBytes       = 64 << 10
+	sniffStrictBytes = 16 << 10
+)
 
 // Options configures Load.
 type Options struct {
@@ -38,6 +43,13 @@ type Options struct {
 	// Log receives one line per failing key (the key and the target URL).
 	Log    *slog.Logger
 	Limits Limits
+	// Sniff says that nothing but its content tells whether source is a
+	// reference set (an http(s), gs:// or s3:// URL whose name does not
+	// end in ".json", which may as well name a directory source): Load
+	// reads its first 16 KiB in one request and accepts only a JSON object
+	// whose members begin as a reference set's do (looksLikeSetStrict);
+	// anything else, a failed request included, is ErrNotReferenceSet.
+	Sniff bool
 }
 
 // Fetcher serves a Manifest; see the package documentation.
@@ -101,12 +113,22 @@ func Load(ctx context.Context, source string, opts Options) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, _, err := hf.GetRange(ctx, name, 0, sniffBytes)
-	if err != nil {
-		return nil, err
-	}
-	if !looksLikeSet(head) {
-		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+	if opts.Sniff {
+		head, _, err := hf.GetRange(ctx, name, 0, sniffStrictBytes)
+		if err != nil {
+			return nil, fmt.Errorf("refs: %q: %w (%v)", source, ErrNotReferenceSet, err)
+		}
+		if !looksLikeSetStrict(head) {
+			return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+		}
+	} else {
+		head, _, err := hf.GetRange(ctx, name, 0, sniffBytes)
+		if err != nil {
+			return nil, err
+		}
+		if !looksLikeSet(head) {
+			return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+		}
 	}
 	obj, err := hf.Get(ctx, name, MaxSetBytes)
 	if err != nil {
@@ -130,6 +152,61 @@ func looksLikeSet(head []byte) bool {
 	}
 	for _, k := range []string{`"refs"`, `".zgroup"`, `".zarray"`, `"version"`, `/.zarray"`} {
 		if bytes.Contains(head, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// looksLikeSetStrict reports whether head, the first bytes of an object
+// whose name says nothing, starts a reference set: a JSON object whose
+// first members are "version": 1, or "refs": {...} (after "templates" or
+// "gen", if any), or, for version 0, whose first member is a Zarr v2
+// metadata key (".zgroup", ".zarray", ".zattrs", ".zmetadata", alone or
+// after a path) with a string value. A Zarr ".zattrs" with "version":
+// "0.4", a consolidated ".zmetadata", an HTML or JSON directory listing
+// are not.
+func looksLikeSetStrict(head []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	for first := true; ; first = false {
+		tok, err := dec.Token()
+		k, ok := tok.(string)
+		if err != nil || !ok {
+			return false
+		}
+		switch {
+		case k == "version":
+			tok, err := dec.Token()
+			n, ok := tok.(json.Number)
+			return err == nil && ok && n.String() == "1"
+		case k == "refs":
+			tok, err := dec.Token()
+			return err == nil && tok == json.Delim('{')
+		case k == "templates" || k == "gen":
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return false
+			}
+		case first && zarrMetaKey(k):
+			rest := bytes.TrimLeft(head[dec.InputOffset():], " \t\r\n")
+			if len(rest) == 0 || rest[0] != ':' {
+				return false
+			}
+			rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+			return len(rest) > 0 && rest[0] == '"'
+		default:
+			return false
+		}
+	}
+}
+
+func zarrMetaKey(k string) bool {
+	for _, m := range []string{".zgroup", ".zarray", ".zattrs", ".zmetadata"} {
+		if k == m || strings.HasSuffix(k, "/"+m) {
 			return true
 		}
 	}
