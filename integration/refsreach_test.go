@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"compress/zlib"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -243,4 +245,89 @@ func TestReferenceSetSniffed(t *testing.T) {
 	if n, b := volGets.Load(), volBytes.Load(); n > 1 || b > 16<<10 {
 		t.Errorf("mounting the directory asked for its name %d times, %d bytes; want at most one small request", n, b)
 	}
+}
+
+// TestReferenceSetCoalesced: reading the chunks of an array whose stored
+// chunks are neighbours in one file, served over HTTP, in order with
+// read-ahead, sends fewer requests than chunks and moves about the
+// referenced bytes; one chunk read alone moves its bytes in one request.
+// The server answers each ranged request of the file after 5 ms, as a
+// server a round trip away does.
+func TestReferenceSetCoalesced(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	const n, chunk, gap = 24, 32 << 10, 16
+	var data []byte
+	refs := map[string]any{
+		".zgroup":   `{"zarr_format": 2}`,
+		"a/.zarray": fmt.Sprintf(`{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1", "compressor": {"id": "zlib", "level": 1}, "filters": null, "fill_value": 0, "order": "C"}`, n*chunk, chunk),
+	}
+	want := make([][]byte, n)
+	referenced := int64(0)
+	rng := uint32(1)
+	for i := range n {
+		want[i] = make([]byte, chunk)
+		for j := range want[i] {
+			rng = rng*1664525 + 1013904223
+			want[i][j] = byte(rng>>28) + 'a'
+		}
+		z := zlibBytes(t, want[i])
+		refs[fmt.Sprintf("a/%d", i)] = []any{"data.bin", len(data), len(z)}
+		referenced += int64(len(z))
+		data = append(data, z...)
+		data = append(data, make([]byte, gap)...)
+	}
+	writeFile(t, filepath.Join(dir, "data.bin"), data)
+	b, _ := json.Marshal(map[string]any{"version": 1, "refs": refs})
+	writeFile(t, filepath.Join(dir, "refs.json"), b)
+	var reqs, moved atomic.Int64
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/data.bin" {
+			reqs.Add(1)
+			w = &refsCountingWriter{ResponseWriter: w, n: &moved}
+			time.Sleep(5 * time.Millisecond) // a round trip to a nearby server
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	s := startVolfs(t, "mount", srv.URL+"/refs.json")
+	args := make([]string, n)
+	for i := range n {
+		args[i] = filepath.Join(s.mnt, "a", fmt.Sprint(i))
+	}
+	if got := run(t, "cat", args...); got != string(bytes.Join(want, nil)) {
+		t.Fatalf("cat of the %d chunks: %d bytes, not the chunks' values", n, len(got))
+	}
+	t.Logf("%d chunks read in order: %d requests, %d bytes moved for %d referenced", n, reqs.Load(), moved.Load(), referenced)
+	if reqs.Load() >= n {
+		t.Errorf("%d requests for %d neighbouring chunks, want fewer", reqs.Load(), n)
+	}
+	if m := moved.Load(); m < referenced || m > referenced+n*gap+2*chunk {
+		t.Errorf("%d bytes moved for %d referenced", m, referenced)
+	}
+
+	reqs.Store(0)
+	moved.Store(0)
+	s = startVolfs(t, "mount", "--read-ahead", "0", srv.URL+"/refs.json")
+	if got := run(t, "cat", filepath.Join(s.mnt, "a", "3")); got != string(want[3]) {
+		t.Fatalf("a/3 alone: %d bytes, not its values", len(got))
+	}
+	if r := refs["a/3"].([]any); reqs.Load() != 1 || moved.Load() != int64(r[2].(int)) {
+		t.Errorf("a/3 alone: %d requests, %d bytes moved; want 1, its %d bytes", reqs.Load(), moved.Load(), r[2])
+	}
+}
+
+func zlibBytes(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w, _ := zlib.NewWriterLevel(&b, zlib.BestSpeed)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

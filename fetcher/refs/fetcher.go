@@ -60,6 +60,8 @@ type Fetcher struct {
 	roots []*root
 	opts  Options
 
+	lanes lanes // coalesces the ranged reads of each remote target
+
 	mu       sync.Mutex
 	resolved map[string]target // GUARDED_BY(mu): per target URL
 	logged   map[string]bool   // GUARDED_BY(mu): keys whose failure was logged
@@ -77,7 +79,10 @@ type target struct {
 	f   fetcher.Fetcher
 	key string
 	tag string // names the resolved target in identities (targetID)
-	err error
+	// remote is set for a target on another machine, whose neighbouring
+	// ranges coalesce (lanes).
+	remote bool
+	err    error
 }
 
 // Load reads the reference set at source (a local file path or a URL
@@ -302,7 +307,7 @@ func (f *Fetcher) resolveNew(raw string) target {
 			return target{err: err}
 		}
 		h := sha256.Sum256([]byte(rootSpec(r.u) + "\x00" + key))
-		return target{f: rf, key: key, tag: hex.EncodeToString(h[:8])}
+		return target{f: rf, key: key, tag: hex.EncodeToString(h[:8]), remote: r.u.Scheme != "file"}
 	}
 	return target{err: fmt.Errorf("refused: %s lies outside the allowed roots (the reference file's directory %s; allow more with --refs-allow)", u.Redacted(), rootSpec(f.roots[0].u))}
 }
@@ -410,7 +415,7 @@ func (f *Fetcher) Get(ctx context.Context, key string, limit int64) (fetcher.Obj
 	if r.Length > limit {
 		return fetcher.Object{}, fmt.Errorf("refs: %q: reference of %d bytes: %w", key, r.Length, fetcher.ErrTooLarge)
 	}
-	b, id, err := t.f.GetRange(pinTarget(ctx, key, t, r), t.key, r.Offset, r.Length)
+	b, id, err := f.lanes.read(pinTarget(ctx, key, t, r), t, r.Offset, r.Length)
 	if err != nil {
 		return fetcher.Object{}, f.fail(ctx, key, r.URL, err)
 	}
@@ -451,7 +456,7 @@ func (f *Fetcher) GetRange(ctx context.Context, key string, offset, length int64
 		return []byte{}, "", nil
 	}
 	n := min(length, r.Length-offset)
-	b, id, err := t.f.GetRange(pinTarget(ctx, key, t, r), t.key, r.Offset+offset, n)
+	b, id, err := f.lanes.read(pinTarget(ctx, key, t, r), t, r.Offset+offset, n)
 	if err != nil {
 		return nil, "", f.fail(ctx, key, r.URL, err)
 	}

@@ -8,7 +8,18 @@
 // 1) into one; other virtual formats may build one the same way. A Fetcher
 // serves a Manifest, reading each ranged reference through the fetcher of
 // the root its URL resolves under (see Resolver), so every target on one
-// host shares that fetcher's pooled sessions.
+// host shares that fetcher's pooled sessions; concurrent reads of
+// neighbouring ranges of one remote target coalesce into one request
+// (coalesce.go).
+//
+// # Identity
+//
+// The identity of a key served from a target (fetcher.Identity) is the
+// target's own identity (ETag, generation, size and times) with the
+// target's name and the byte range, so that every tier entry made from it
+// is checked against the target file itself; a read pinned to that
+// identity (fetcher.WithVersion) reaches the target pinned to the
+// target's version (If-Match, ifGenerationMatch).
 //
 // # Errors
 //
