@@ -331,3 +331,52 @@ func zlibBytes(t *testing.T, data []byte) []byte {
 	}
 	return b.Bytes()
 }
+
+// TestReferenceSetMillion mounts a version 1 set of a million ranged
+// references (45 MB of JSON) and reads a chunk: the mount peaks well
+// under the 490 MiB it reached when the set was read whole into a map of
+// references (docs/PERFORMANCE.md, "Reference sets"). Most of what the
+// chunk read adds is the tree's listing of the array's directory, a
+// million names.
+func TestReferenceSetMillion(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	const side = 1000
+	var b bytes.Buffer
+	b.WriteString(`{"version": 1, "refs": {".zgroup": "{\"zarr_format\": 2}", "data/.zarray": `)
+	za, _ := json.Marshal(fmt.Sprintf(`{"zarr_format": 2, "shape": [%d, %d], "chunks": [16, 16], "dtype": "|u1", "compressor": null, "filters": null, "fill_value": 0, "order": "C"}`, side*16, side*16))
+	b.Write(za)
+	for i := range side {
+		for j := range side {
+			fmt.Fprintf(&b, `, "data/%d.%d": ["data.bin", %d, 256]`, i, j, (i*side+j)*256)
+		}
+	}
+	b.WriteString(`}}`)
+	writeFile(t, filepath.Join(dir, "refs.json"), b.Bytes())
+	f, err := os.Create(filepath.Join(dir, "data.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{7}, int64(side*side-1)*256+5); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(side * side * 256); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	began := time.Now()
+	s := startVolfs(t, "mount", filepath.Join(dir, "refs.json"))
+	took := time.Since(began)
+	mounted := peakRSS(t, s.cmd.Process.Pid)
+	got := run(t, "cat", filepath.Join(s.mnt, "data", fmt.Sprintf("%d.%d", side-1, side-1)))
+	if len(got) != 256 || got[5] != 7 {
+		t.Errorf("the last chunk reads %d bytes, byte 5 %d; want 256, 7", len(got), got[5])
+	}
+	run(t, "ls", s.mnt)
+	peak := peakRSS(t, s.cmd.Process.Pid)
+	t.Logf("a million references (%d bytes of JSON): mounted in %v, peak RSS %d MiB mounted, %d MiB after a chunk read (the tree lists the array's directory)",
+		b.Len(), took.Round(10*time.Millisecond), mounted>>20, peak>>20)
+	if mounted > 200<<20 || peak > 384<<20 {
+		t.Errorf("peak RSS %d MiB mounted, %d MiB after a chunk read; want under 200 and 384 MiB", mounted>>20, peak>>20)
+	}
+}

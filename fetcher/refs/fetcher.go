@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -135,17 +137,67 @@ func Load(ctx context.Context, source string, opts Options) (*Fetcher, error) {
 			return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
 		}
 	}
-	obj, err := hf.Get(ctx, name, MaxSetBytes)
-	if err != nil {
-		return nil, err
-	}
-	if obj.ContentEncoding != "" {
-		return nil, fmt.Errorf("refs: %s: served with Content-Encoding %q, not supported", source, obj.ContentEncoding)
-	}
-	if f.m, err = ParseKerchunk(bytes.NewReader(obj.Data), opts.Limits); err != nil {
+	// Streamed in blocks, so that only the manifest is held, not the JSON.
+	// The decoder leaves a few hundred bytes of garbage per reference: a
+	// collection at every quarter of growth, while the set loads, keeps
+	// the peak near the manifest's own size rather than twice it.
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	br := &blockReader{ctx: ctx, f: hf, key: name}
+	if f.m, err = ParseKerchunk(br, opts.Limits); err != nil {
+		if br.err != nil {
+			return nil, br.err
+		}
 		return nil, err
 	}
 	return f, nil
+}
+
+// setBlock is how much of a reference file one request of blockReader reads.
+const setBlock = 4 << 20
+
+// blockReader reads an object in order by ranged reads of setBlock bytes,
+// all of one version of it, and at most MaxSetBytes of it.
+type blockReader struct {
+	ctx  context.Context
+	f    fetcher.Fetcher
+	key  string
+	off  int64
+	id   fetcher.Identity
+	buf  []byte
+	done bool
+	err  error // the read's own failure, which Load returns as it is
+}
+
+func (r *blockReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.done {
+			return 0, io.EOF
+		}
+		if r.off >= MaxSetBytes {
+			r.err = fmt.Errorf("refs: %s: more than %d bytes", r.key, int64(MaxSetBytes))
+			return 0, r.err
+		}
+		b, id, err := r.f.GetRange(fetcher.WithVersion(r.ctx, r.key, r.id), r.key, r.off, setBlock)
+		switch {
+		case err != nil:
+			r.err = fmt.Errorf("refs: reading %s: %w", r.key, err)
+		case r.off > 0 && id != r.id:
+			r.err = fmt.Errorf("refs: %s changed while it was read: %w", r.key, fetcher.ErrChanged)
+		}
+		if r.err != nil {
+			return 0, r.err
+		}
+		r.id = id
+		r.off += int64(len(b))
+		r.done = len(b) < setBlock
+		r.buf = b
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
 }
 
 // looksLikeSet reports whether head starts a JSON object that names a
@@ -496,28 +548,11 @@ func (f *Fetcher) Stat(ctx context.Context, key string) (int64, fetcher.Identity
 // List implements fetcher.Fetcher over the manifest's keys.
 func (f *Fetcher) List(ctx context.Context, prefix string) ([]fetcher.Entry, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
-	names, ok := f.m.children(prefix)
+	es, ok := f.m.entries(prefix)
 	if !ok {
 		return nil, fmt.Errorf("refs: %q: %w", prefix, fetcher.ErrNotExist)
 	}
-	out := make([]fetcher.Entry, 0, len(names))
-	for _, n := range names {
-		k := n
-		if prefix != "" {
-			k = prefix + "/" + n
-		}
-		if _, dir := f.m.children(k); dir {
-			out = append(out, fetcher.Entry{Name: n, IsDir: true, Size: -1})
-			continue
-		}
-		r, _ := f.m.Lookup(k)
-		size := r.Length
-		if r.URL == "" {
-			size = int64(len(r.Data))
-		}
-		out = append(out, fetcher.Entry{Name: n, Size: size})
-	}
-	return out, nil
+	return es, nil
 }
 
 // String implements fetcher.Fetcher.
