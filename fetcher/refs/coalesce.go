@@ -177,7 +177,6 @@ func sendRun(ctx context.Context, t target, run []*rangeReq, start, end int64) {
 		r.b = append(mem.Get(int(hi - lo))[:0], b[lo:hi]...)
 		r.id = id
 	}
-	if err == nil {
-		mem.Put(b)
-	}
+	// b is left to the collector, not given to the pool: a fetcher may
+	// return a slice that does not start its buffer.
 }
