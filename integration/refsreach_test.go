@@ -304,7 +304,9 @@ func TestReferenceSetCoalesced(t *testing.T) {
 	if reqs.Load() >= n {
 		t.Errorf("%d requests for %d neighbouring chunks, want fewer", reqs.Load(), n)
 	}
-	if m := moved.Load(); m < referenced || m > referenced+n*gap+2*chunk {
+	// A run spans gaps of up to 64 KiB, which may hold ranges that
+	// another request reads too.
+	if m := moved.Load(); m < referenced || m > referenced*5/4 {
 		t.Errorf("%d bytes moved for %d referenced", m, referenced)
 	}
 

@@ -76,6 +76,7 @@ func TestCoalesce(t *testing.T) {
 	moved.Store(0)
 	for round := 0; round < 3; round++ {
 		var wg sync.WaitGroup
+		start := make(chan struct{})
 		for i := range n + 1 {
 			key := fmt.Sprintf("a/%d", i)
 			if i == n {
@@ -84,6 +85,7 @@ func TestCoalesce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				<-start
 				var b []byte
 				var err error
 				if i%2 == 0 {
@@ -98,6 +100,7 @@ func TestCoalesce(t *testing.T) {
 				}
 			}()
 		}
+		close(start)
 		wg.Wait()
 	}
 	referenced := int64(3 * (n*size + 10))
@@ -105,10 +108,12 @@ func TestCoalesce(t *testing.T) {
 	if reqs.Load() >= 3*(n+1)/2 {
 		t.Errorf("%d requests for 3 x %d concurrent reads, want far fewer", reqs.Load(), n+1)
 	}
-	// Per round, the gaps, and the range of the read that went alone
-	// when it lies between others.
-	if moved.Load() < referenced || moved.Load() > referenced+3*(n*gap+size) {
-		t.Errorf("%d bytes moved, want the %d referenced plus at most the gaps between them", moved.Load(), referenced)
+	// The gaps, the range of a read that went alone when it lies between
+	// others, and, when the scheduler spreads the reads over several
+	// batches, the ranges between one batch's reads that another batch
+	// reads (a run spans gaps of up to coalesceGap).
+	if moved.Load() < referenced || moved.Load() > referenced*3/2 {
+		t.Errorf("%d bytes moved, want about the %d referenced", moved.Load(), referenced)
 	}
 	if reqs.Load() < 6 {
 		t.Errorf("%d requests: the far range cannot have merged", reqs.Load())
