@@ -52,3 +52,8 @@ func pinned(ctx context.Context, key string) (Identity, bool) {
 	}
 	return p.id, true
 }
+
+// Pinned returns the version ctx pins key to (WithVersion), if any: for a
+// fetcher that serves key from another object (a reference set's target)
+// and passes the pin on as that object's own.
+func Pinned(ctx context.Context, key string) (Identity, bool) { return pinned(ctx, key) }

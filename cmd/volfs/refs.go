@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -24,8 +25,9 @@ func refsFlagTable() []flagDef {
 }
 
 // openSource opens source with opts: as a kerchunk reference set when it
-// is a local regular file or an http(s) URL of one whose content is a
-// reference set (detected by content), else as a directory source.
+// is a local regular file or an http(s), gs:// or s3:// URL of an object
+// whose content is a reference set (detected by content), else as a
+// directory source.
 func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher.Options, log *slog.Logger) (fetcher.Fetcher, error) {
 	open := func(s string) (fetcher.Fetcher, error) { return fetcher.Open(s, opts) }
 	if mayBeParquetSet(source) {
@@ -36,7 +38,8 @@ func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher
 			return f, nil
 		}
 	}
-	if !mayBeReferenceSet(source) {
+	try, sniff := mayBeReferenceSet(source)
+	if !try {
 		return open(source)
 	}
 	var allow []string
@@ -45,7 +48,7 @@ func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher
 			allow = append(allow, a)
 		}
 	}
-	f, err := refs.Load(ctx, source, refs.Options{Open: open, Allow: allow, Log: log})
+	f, err := refs.Load(ctx, source, refs.Options{Open: open, Allow: allow, Log: log, Sniff: sniff})
 	switch {
 	case err == nil:
 		log.Info("reference set", "source", source, "keys", f.Manifest().Len(), "targets", len(f.Manifest().URLs()))
@@ -62,20 +65,31 @@ func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher
 	return nil, fmt.Errorf("reference set %s: %w", source, err)
 }
 
-// mayBeReferenceSet reports whether source could name one reference file:
-// a local regular file, or an http(s) URL whose last element ends in
-// ".json". (An http source is otherwise a directory: sniffing every one
-// would cost a request per mount that directory sources never needed.)
-func mayBeReferenceSet(source string) bool {
+// mayBeReferenceSet reports whether source could name one reference file
+// (try): a local regular file, or an http(s), gs:// or s3:// URL with a
+// last path element. sniff is set for a URL whose name does not end in
+// ".json": it names a directory source as often as a reference file, and
+// only a strict look at its first bytes, in one small request, may take
+// it for a reference set (refs.Options.Sniff).
+func mayBeReferenceSet(source string) (try, sniff bool) {
 	if isLocal(source) {
 		st, err := os.Stat(strings.TrimPrefix(source, "file://"))
-		return err == nil && st.Mode().IsRegular()
+		return err == nil && st.Mode().IsRegular(), false
 	}
-	l := strings.ToLower(source)
-	if u, err := url.Parse(l); err == nil {
-		l = u.Path
+	u, err := url.Parse(source)
+	if err != nil {
+		return false, false
 	}
-	return (strings.HasPrefix(strings.ToLower(source), "http://") || strings.HasPrefix(strings.ToLower(source), "https://")) && strings.HasSuffix(l, ".json")
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "gs", "s3":
+	default:
+		return false, false
+	}
+	name := path.Base(u.Path)
+	if u.Path == "" || strings.HasSuffix(u.Path, "/") || name == "/" || name == "." {
+		return false, false
+	}
+	return true, !strings.HasSuffix(strings.ToLower(name), ".json")
 }
 
 func isLocal(source string) bool {

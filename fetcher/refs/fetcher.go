@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -21,8 +24,12 @@ import (
 const MaxSetBytes = 1 << 30
 
 // sniffBytes is how much of a candidate object Load reads to decide whether
-// it is a reference set before reading it whole.
-const sniffBytes = 64 << 10
+// it is a reference set before reading it whole; sniffStrictBytes is that
+// of a candidate whose name does not say it is one (Options.Sniff).
+const (
+	sniffBytes       = 64 << 10
+	sniffStrictBytes = 16 << 10
+)
 
 // Options configures Load.
 type Options struct {
@@ -38,6 +45,13 @@ type Options struct {
 	// Log receives one line per failing key (the key and the target URL).
 	Log    *slog.Logger
 	Limits Limits
+	// Sniff says that nothing but its content tells whether source is a
+	// reference set (an http(s), gs:// or s3:// URL whose name does not
+	// end in ".json", which may as well name a directory source): Load
+	// reads its first 16 KiB in one request and accepts only a JSON object
+	// whose members begin as a reference set's do (looksLikeSetStrict);
+	// anything else, a failed request included, is ErrNotReferenceSet.
+	Sniff bool
 }
 
 // Fetcher serves a Manifest; see the package documentation.
@@ -48,6 +62,8 @@ type Fetcher struct {
 	roots []*root
 	opts  Options
 	lazy  *parquetSet // keys beyond m, for a Parquet set; nil for JSON
+
+	lanes lanes // coalesces the ranged reads of each remote target
 
 	mu       sync.Mutex
 	resolved map[string]target // GUARDED_BY(mu): per target URL
@@ -65,7 +81,11 @@ type root struct {
 type target struct {
 	f   fetcher.Fetcher
 	key string
-	err error
+	tag string // names the resolved target in identities (targetID)
+	// remote is set for a target on another machine, whose neighbouring
+	// ranges coalesce (lanes).
+	remote bool
+	err    error
 }
 
 // Load reads the reference set at source (a local file path or a URL
@@ -101,24 +121,84 @@ func Load(ctx context.Context, source string, opts Options) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, _, err := hf.GetRange(ctx, name, 0, sniffBytes)
-	if err != nil {
-		return nil, err
+	if opts.Sniff {
+		head, _, err := hf.GetRange(ctx, name, 0, sniffStrictBytes)
+		if err != nil {
+			return nil, fmt.Errorf("refs: %q: %w (%v)", source, ErrNotReferenceSet, err)
+		}
+		if !looksLikeSetStrict(head) {
+			return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+		}
+	} else {
+		head, _, err := hf.GetRange(ctx, name, 0, sniffBytes)
+		if err != nil {
+			return nil, err
+		}
+		if !looksLikeSet(head) {
+			return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+		}
 	}
-	if !looksLikeSet(head) {
-		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
-	}
-	obj, err := hf.Get(ctx, name, MaxSetBytes)
-	if err != nil {
-		return nil, err
-	}
-	if obj.ContentEncoding != "" {
-		return nil, fmt.Errorf("refs: %s: served with Content-Encoding %q, not supported", source, obj.ContentEncoding)
-	}
-	if f.m, err = ParseKerchunk(bytes.NewReader(obj.Data), opts.Limits); err != nil {
+	// Streamed in blocks, so that only the manifest is held, not the JSON.
+	// The decoder leaves a few hundred bytes of garbage per reference: a
+	// collection at every quarter of growth, while the set loads, keeps
+	// the peak near the manifest's own size rather than twice it.
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	br := &blockReader{ctx: ctx, f: hf, key: name}
+	if f.m, err = ParseKerchunk(br, opts.Limits); err != nil {
+		if br.err != nil {
+			return nil, br.err
+		}
 		return nil, err
 	}
 	return f, nil
+}
+
+// setBlock is how much of a reference file one request of blockReader reads.
+const setBlock = 4 << 20
+
+// blockReader reads an object in order by ranged reads of setBlock bytes,
+// all of one version of it, and at most MaxSetBytes of it.
+type blockReader struct {
+	ctx  context.Context
+	f    fetcher.Fetcher
+	key  string
+	off  int64
+	id   fetcher.Identity
+	buf  []byte
+	done bool
+	err  error // the read's own failure, which Load returns as it is
+}
+
+func (r *blockReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.done {
+			return 0, io.EOF
+		}
+		if r.off >= MaxSetBytes {
+			r.err = fmt.Errorf("refs: %s: more than %d bytes", r.key, int64(MaxSetBytes))
+			return 0, r.err
+		}
+		b, id, err := r.f.GetRange(fetcher.WithVersion(r.ctx, r.key, r.id), r.key, r.off, setBlock)
+		switch {
+		case err != nil:
+			r.err = fmt.Errorf("refs: reading %s: %w", r.key, err)
+		case r.off > 0 && id != r.id:
+			r.err = fmt.Errorf("refs: %s changed while it was read: %w", r.key, fetcher.ErrChanged)
+		}
+		if r.err != nil {
+			return 0, r.err
+		}
+		r.id = id
+		r.off += int64(len(b))
+		r.done = len(b) < setBlock
+		r.buf = b
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
 }
 
 // looksLikeSet reports whether head starts a JSON object that names a
@@ -130,6 +210,61 @@ func looksLikeSet(head []byte) bool {
 	}
 	for _, k := range []string{`"refs"`, `".zgroup"`, `".zarray"`, `"version"`, `/.zarray"`} {
 		if bytes.Contains(head, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// looksLikeSetStrict reports whether head, the first bytes of an object
+// whose name says nothing, starts a reference set: a JSON object whose
+// first members are "version": 1, or "refs": {...} (after "templates" or
+// "gen", if any), or, for version 0, whose first member is a Zarr v2
+// metadata key (".zgroup", ".zarray", ".zattrs", ".zmetadata", alone or
+// after a path) with a string value. A Zarr ".zattrs" with "version":
+// "0.4", a consolidated ".zmetadata", an HTML or JSON directory listing
+// are not.
+func looksLikeSetStrict(head []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	for first := true; ; first = false {
+		tok, err := dec.Token()
+		k, ok := tok.(string)
+		if err != nil || !ok {
+			return false
+		}
+		switch {
+		case k == "version":
+			tok, err := dec.Token()
+			n, ok := tok.(json.Number)
+			return err == nil && ok && n.String() == "1"
+		case k == "refs":
+			tok, err := dec.Token()
+			return err == nil && tok == json.Delim('{')
+		case k == "templates" || k == "gen":
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return false
+			}
+		case first && zarrMetaKey(k):
+			rest := bytes.TrimLeft(head[dec.InputOffset():], " \t\r\n")
+			if len(rest) == 0 || rest[0] != ':' {
+				return false
+			}
+			rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+			return len(rest) > 0 && rest[0] == '"'
+		default:
+			return false
+		}
+	}
+}
+
+func zarrMetaKey(k string) bool {
+	for _, m := range []string{".zgroup", ".zarray", ".zattrs", ".zmetadata"} {
+		if k == m || strings.HasSuffix(k, "/"+m) {
 			return true
 		}
 	}
@@ -224,16 +359,23 @@ func (f *Fetcher) resolveNew(raw string) target {
 		if err != nil {
 			return target{err: err}
 		}
-		return target{f: rf, key: key}
+		h := sha256.Sum256([]byte(rootSpec(r.u) + "\x00" + key))
+		return target{f: rf, key: key, tag: hex.EncodeToString(h[:8]), remote: r.u.Scheme != "file"}
 	}
 	return target{err: fmt.Errorf("refused: %s lies outside the allowed roots (the reference file's directory %s; allow more with --refs-allow)", u.Redacted(), rootSpec(f.roots[0].u))}
 }
 
 // fail logs key's failure once and returns it as an error that wraps no
-// fetcher sentinel (so it is EIO, never fill), except a context's end.
+// fetcher sentinel (so it is EIO, never fill), except a context's end and
+// fetcher.ErrChanged (not logged: the load that pinned the target decides).
 func (f *Fetcher) fail(ctx context.Context, key, url string, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
+	}
+	if errors.Is(err, fetcher.ErrChanged) {
+		// The target is no longer the version the load pinned: the load
+		// runs again (and the tree answers ESTALE at a second change).
+		return fmt.Errorf("refs: key %q (%s): %w", key, url, err)
 	}
 	f.mu.Lock()
 	first := !f.logged[key]
@@ -263,11 +405,40 @@ func inlineID(b []byte) fetcher.Identity {
 	return fetcher.Identity("inline:" + hex.EncodeToString(h[:12]))
 }
 
-func rangeID(id fetcher.Identity, off, n int64) fetcher.Identity {
+// targetID is the identity of a key served from the version id of target
+// t: the target's own identity (ETag, generation, size and mtime), then
+// which target it is and the byte range (negative length: the whole
+// object). Naming the target keeps a tier entry from passing its check
+// when the set is rewritten to point the key at another file whose
+// identity happens to read the same (a Last-Modified and size, an ETag
+// made of them as nginx makes it).
+func targetID(id fetcher.Identity, t target, off, n int64) fetcher.Identity {
 	if !id.Known() {
 		return ""
 	}
-	return fetcher.Identity(fmt.Sprintf("%s@%d+%d", id, off, n))
+	return id + fetcher.Identity(idSuffix(t, off, n))
+}
+
+func idSuffix(t target, off, n int64) string {
+	if n < 0 {
+		return fmt.Sprintf(" @%s", t.tag)
+	}
+	return fmt.Sprintf(" @%s:%d+%d", t.tag, off, n)
+}
+
+// pinTarget passes a pin of key (fetcher.WithVersion, made from an
+// identity targetID returned) on to the target, so that its fetcher sends
+// the precondition its source supports (If-Match, ifGenerationMatch).
+func pinTarget(ctx context.Context, key string, t target, r Ref) context.Context {
+	id, ok := fetcher.Pinned(ctx, key)
+	if !ok {
+		return ctx
+	}
+	own, ok := strings.CutSuffix(string(id), idSuffix(t, r.Offset, r.Length))
+	if !ok {
+		return ctx
+	}
+	return fetcher.WithVersion(ctx, t.key, fetcher.Identity(own))
 }
 
 // Get implements fetcher.Fetcher.
@@ -287,26 +458,27 @@ func (f *Fetcher) Get(ctx context.Context, key string, limit int64) (fetcher.Obj
 		return fetcher.Object{}, f.fail(ctx, key, r.URL, t.err)
 	}
 	if r.Length < 0 {
-		obj, err := t.f.Get(ctx, t.key, limit)
+		obj, err := t.f.Get(pinTarget(ctx, key, t, r), t.key, limit)
 		if errors.Is(err, fetcher.ErrTooLarge) {
 			return obj, err
 		}
 		if err != nil {
 			return obj, f.fail(ctx, key, r.URL, err)
 		}
+		obj.ID = targetID(obj.ID, t, r.Offset, r.Length)
 		return obj, nil
 	}
 	if r.Length > limit {
 		return fetcher.Object{}, fmt.Errorf("refs: %q: reference of %d bytes: %w", key, r.Length, fetcher.ErrTooLarge)
 	}
-	b, id, err := t.f.GetRange(ctx, t.key, r.Offset, r.Length)
+	b, id, err := f.lanes.read(pinTarget(ctx, key, t, r), t, r.Offset, r.Length)
 	if err != nil {
 		return fetcher.Object{}, f.fail(ctx, key, r.URL, err)
 	}
 	if int64(len(b)) != r.Length {
 		return fetcher.Object{}, f.fail(ctx, key, r.URL, fmt.Errorf("the target ends before the range [%d, %d+%d)", r.Offset, r.Offset, r.Length))
 	}
-	return fetcher.Object{Data: b, ID: rangeID(id, r.Offset, r.Length)}, nil
+	return fetcher.Object{Data: b, ID: targetID(id, t, r.Offset, r.Length)}, nil
 }
 
 // GetRange implements fetcher.Fetcher.
@@ -330,24 +502,24 @@ func (f *Fetcher) GetRange(ctx context.Context, key string, offset, length int64
 		return nil, "", f.fail(ctx, key, r.URL, t.err)
 	}
 	if r.Length < 0 {
-		b, id, err := t.f.GetRange(ctx, t.key, offset, length)
+		b, id, err := t.f.GetRange(pinTarget(ctx, key, t, r), t.key, offset, length)
 		if err != nil {
 			return nil, "", f.fail(ctx, key, r.URL, err)
 		}
-		return b, id, nil
+		return b, targetID(id, t, r.Offset, r.Length), nil
 	}
 	if offset >= r.Length {
 		return []byte{}, "", nil
 	}
 	n := min(length, r.Length-offset)
-	b, id, err := t.f.GetRange(ctx, t.key, r.Offset+offset, n)
+	b, id, err := f.lanes.read(pinTarget(ctx, key, t, r), t, r.Offset+offset, n)
 	if err != nil {
 		return nil, "", f.fail(ctx, key, r.URL, err)
 	}
 	if int64(len(b)) != n {
 		return nil, "", f.fail(ctx, key, r.URL, fmt.Errorf("the target ends before the range [%d, %d+%d)", r.Offset, r.Offset, r.Length))
 	}
-	return b, rangeID(id, r.Offset, r.Length), nil
+	return b, targetID(id, t, r.Offset, r.Length), nil
 }
 
 // Stat implements fetcher.Fetcher. For a ranged reference it asks the
@@ -369,39 +541,22 @@ func (f *Fetcher) Stat(ctx context.Context, key string) (int64, fetcher.Identity
 		return 0, "", f.fail(ctx, key, r.URL, err)
 	}
 	if r.Length < 0 {
-		return size, id, nil
+		return size, targetID(id, t, r.Offset, r.Length), nil
 	}
 	if size < r.Offset+r.Length {
 		return 0, "", f.fail(ctx, key, r.URL, fmt.Errorf("the target of %d bytes ends before the range [%d, %d+%d)", size, r.Offset, r.Offset, r.Length))
 	}
-	return r.Length, rangeID(id, r.Offset, r.Length), nil
+	return r.Length, targetID(id, t, r.Offset, r.Length), nil
 }
 
 // List implements fetcher.Fetcher over the manifest's keys.
 func (f *Fetcher) List(ctx context.Context, prefix string) ([]fetcher.Entry, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
-	names, ok := f.m.children(prefix)
+	es, ok := f.m.entries(prefix)
 	if !ok {
 		return nil, fmt.Errorf("refs: %q: %w", prefix, fetcher.ErrNotExist)
 	}
-	out := make([]fetcher.Entry, 0, len(names))
-	for _, n := range names {
-		k := n
-		if prefix != "" {
-			k = prefix + "/" + n
-		}
-		if _, dir := f.m.children(k); dir {
-			out = append(out, fetcher.Entry{Name: n, IsDir: true, Size: -1})
-			continue
-		}
-		r, _ := f.m.Lookup(k)
-		size := r.Length
-		if r.URL == "" {
-			size = int64(len(r.Data))
-		}
-		out = append(out, fetcher.Entry{Name: n, Size: size})
-	}
-	return out, nil
+	return es, nil
 }
 
 // String implements fetcher.Fetcher.

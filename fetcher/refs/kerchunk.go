@@ -126,13 +126,8 @@ func ParseKerchunk(r io.Reader, lim Limits) (*Manifest, error) {
 		return nil, fmt.Errorf("refs: data after the reference set")
 	}
 	_ = version
-	for key, r := range p.pending {
-		if r.URL, err = p.expand(r.URL, nil); err != nil {
-			return nil, fmt.Errorf("refs: key %q: %w", key, err)
-		}
-		if err := p.m.Add(key, r); err != nil {
-			return nil, err
-		}
+	if err := p.m.expandURLs(func(u string) (string, error) { return p.expand(u, nil) }); err != nil {
+		return nil, err
 	}
 	for _, g := range gens {
 		if err := p.gen(g); err != nil {
@@ -147,7 +142,6 @@ type parser struct {
 	lim       Limits
 	m         *Manifest
 	templates map[string]string
-	pending   map[string]Ref // refs whose URL holds templates, expanded at the end
 }
 
 func (p *parser) key() (string, error) {
@@ -174,7 +168,7 @@ func (p *parser) expect(d json.Delim) error {
 }
 
 func (p *parser) count() error {
-	if p.m.Len()+len(p.pending) >= p.lim.MaxRefs {
+	if p.m.Len() >= p.lim.MaxRefs {
 		return fmt.Errorf("refs: more than %d references", p.lim.MaxRefs)
 	}
 	return nil
@@ -200,13 +194,9 @@ func (p *parser) value(key string) error {
 	if err != nil {
 		return fmt.Errorf("refs: key %q: %w", key, err)
 	}
-	if strings.Contains(r.URL, "{{") {
-		if p.pending == nil {
-			p.pending = map[string]Ref{}
-		}
-		p.pending[key] = r
-		return nil
-	}
+	// A URL with templates is kept as written, once in the manifest's
+	// table of URLs, and expanded there at the end (templates may follow
+	// the refs).
 	return p.m.Add(key, r)
 }
 
