@@ -215,8 +215,11 @@ print("reads", reads, "bad", bad)
 	}
 	// Issue 31's bound for a process reading one large object (the
 	// seeking reader's windows, started and cancelled by the dozen, peak
-	// at 135-155 MiB here).
-	checkPeakBelow(t, s, 256<<20)
+	// at 135-155 MiB here). The race detector's shadow memory would
+	// measure itself: .ci/run checks the bound in its pass without -race.
+	if !raceEnabled {
+		checkPeakBelow(t, s, 256<<20)
+	}
 }
 
 // TestPartsRewrittenMidRead: the object is rewritten (a new ETag, other

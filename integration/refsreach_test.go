@@ -342,6 +342,9 @@ func zlibBytes(t *testing.T, data []byte) []byte {
 // million names.
 func TestReferenceSetMillion(t *testing.T) {
 	requireFUSE(t)
+	if raceEnabled {
+		t.Skip("measures the mount's memory and time, which -race inflates; .ci/run runs it without")
+	}
 	dir := t.TempDir()
 	const side = 1000
 	var b bytes.Buffer
