@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/volfs/volfs/decode"
 	"github.com/volfs/volfs/fetcher"
@@ -86,6 +88,20 @@ func (t *Tree) object(ctx context.Context, key string, size int64, id fetcher.Id
 	return f, nil
 }
 
+// ObjectVersion reports whether n is a pass-through object, and if so names
+// the version of it that n shows: its size and identity. A rewritten object
+// is a new node with another version, which the FUSE adapter numbers as
+// another inode, so that the kernel drops the entry, attributes and page
+// cache of the old one when it looks the name up again (after
+// --metadata-ttl), while handles open on the old node keep reading it.
+func ObjectVersion(n Node) (string, bool) {
+	f, ok := n.(*objectFile)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("%d %s", f.size, f.parts.version()), true
+}
+
 // objectFile is an object shown byte for byte, every read of it pinned to
 // the version its size was taken from (parts.go). A remote object read in
 // order is read in ranged parts, many in flight (parts.go); from a server
@@ -103,7 +119,22 @@ func (f *objectFile) IsDir() bool { return false }
 
 func (f *objectFile) Size() int64 { return f.size }
 
+// ReadAt reads the version of the object that f shows; once the object
+// has been rewritten at the source, an error wrapping fetcher.ErrChanged
+// (ESTALE) that says when a new open sees the new version.
 func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	k, err := f.readAt(ctx, p, off)
+	if errors.Is(err, fetcher.ErrChanged) {
+		if ttl := f.t.opts.MetadataTTL; ttl > 0 {
+			err = fmt.Errorf("%w (rewritten at the source after this file was looked up: a file opened again once --metadata-ttl %v has passed reads the new version)", err, ttl)
+		} else {
+			err = fmt.Errorf("%w (rewritten at the source after this file was looked up: the mount reads its source as unchanging with --metadata-ttl 0; mount again, or mount with --metadata-ttl, to read the new version)", err)
+		}
+	}
+	return k, err
+}
+
+func (f *objectFile) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if off >= f.size {
 		return 0, nil
 	}

@@ -31,7 +31,8 @@ import (
 //     most maxRange chunks whose range ends below lowLimit gets one.
 //   - Every other node (directories, metadata, pass-through objects, and
 //     the chunks of an array without a range) takes the next free number
-//     below lowLimit the first time its path is looked up, or, once that
+//     below lowLimit the first time its path is looked up (a pass-through
+//     object's path and version: fs.ObjectVersion), or, once that
 //     space is used up, the next number of the high space [lowLimit,
 //     highLimit). The high space is for paths only, so no metadata can
 //     exhaust it; a lookup that finds it used up fails (EIO), never
@@ -94,6 +95,10 @@ func newInoTableLimits(low, high, maxRange uint64, maxPaths int) *inoTable {
 
 // of returns the inode number of node n at path p.
 func (m *inoTable) of(n fs.Node, p string) (uint64, error) {
+	if v, ok := fs.ObjectVersion(n); ok {
+		// A rewritten object is another inode (fs.ObjectVersion).
+		p += "\x00" + v
+	}
 	a, index, _ := fs.GridChunk(n)
 	return m.number(a, index, p)
 }
