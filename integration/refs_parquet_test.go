@@ -122,3 +122,34 @@ func TestReferenceSetParquetHostile(t *testing.T) {
 		v.waitLog(t, "key="+c.key+" url="+c.url)
 	}
 }
+
+// TestReferenceSetParquetObjectStores mounts the Parquet set, under a name
+// that does not say it is one, with its HDF5 file by gs:// (on
+// fake-gcs-server), s3:// (on SeaweedFS) and http URL: found by its
+// .zmetadata's content, it reads as h5py reads the file.
+func TestReferenceSetParquetObjectStores(t *testing.T) {
+	dir := t.TempDir()
+	writeParquetSet(t, dir)
+	if err := os.Rename(filepath.Join(dir, "refs.parq"), filepath.Join(dir, "virt")); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("gs", func(t *testing.T) {
+		e := startGCSEmulator(t)
+		putLayer(t, e, "bkt", "sets", dir, false)
+		s := startVolfs(t, "mount", "gs://bkt/sets/virt")
+		t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+	})
+	t.Run("s3", func(t *testing.T) {
+		w := startWeed(t, "pub")
+		s3Env(t, "", "")
+		w.s3put(t, "put", "pub", "sets", dir)
+		s := startVolfs(t, "mount", "--endpoint-url", w.Endpoint, "s3://pub/sets/virt/")
+		t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+	})
+	t.Run("http", func(t *testing.T) {
+		srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+		t.Cleanup(srv.Close)
+		s := startVolfs(t, "mount", srv.URL+"/virt")
+		t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
+	})
+}

@@ -30,8 +30,8 @@ func refsFlagTable() []flagDef {
 // directory source.
 func openSource(ctx context.Context, c *cli.Context, source string, opts fetcher.Options, log *slog.Logger) (fetcher.Fetcher, error) {
 	open := func(s string) (fetcher.Fetcher, error) { return fetcher.Open(s, opts) }
-	if mayBeParquetSet(source) {
-		if f, ok, err := openParquetSet(ctx, c, source, opts, log); ok {
+	if try, sniff := mayBeParquetSet(source); try {
+		if f, ok, err := openParquetSet(ctx, c, source, sniff, opts, log); ok {
 			if err != nil {
 				return nil, fmt.Errorf("reference set %s: %w", source, err)
 			}

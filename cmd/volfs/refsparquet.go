@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -17,8 +18,9 @@ import (
 
 // openParquetSet opens source as a Parquet reference set when its
 // .zmetadata says it is one (it names record_size). ok is false when
-// source is not one, and the caller opens it as any other source.
-func openParquetSet(ctx context.Context, c *cli.Context, source string, opts fetcher.Options, log *slog.Logger) (f fetcher.Fetcher, ok bool, err error) {
+// source is not one, and the caller opens it as any other source. sniff
+// is mayBeParquetSet's.
+func openParquetSet(ctx context.Context, c *cli.Context, source string, sniff bool, opts fetcher.Options, log *slog.Logger) (f fetcher.Fetcher, ok bool, err error) {
 	var allow []string
 	for _, a := range strings.Split(c.String("refs-allow"), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -26,7 +28,7 @@ func openParquetSet(ctx context.Context, c *cli.Context, source string, opts fet
 		}
 	}
 	open := func(s string) (fetcher.Fetcher, error) { return fetcher.Open(s, opts) }
-	set, err := refs.LoadParquet(ctx, source, refs.Options{Open: open, Allow: allow, Log: log})
+	set, err := refs.LoadParquet(ctx, source, refs.Options{Open: open, Allow: allow, Log: log, Sniff: sniff})
 	switch {
 	case err == nil:
 		log.Info("reference set (Parquet)", "source", source)
@@ -40,26 +42,34 @@ func openParquetSet(ctx context.Context, c *cli.Context, source string, opts fet
 }
 
 // mayBeParquetSet reports whether source could name a Parquet reference
-// set's directory: a local directory holding a .zmetadata, or an http(s)
-// URL whose last element ends in ".parq" or ".parquet" (kerchunk and
-// VirtualiZarr name them so; sniffing every http directory would cost a
-// request per mount that directory sources never needed).
-func mayBeParquetSet(source string) bool {
+// set's directory (try): a local directory holding a .zmetadata, or an
+// http(s), gs:// or s3:// URL with a last path element. sniff is set for
+// a URL whose last element does not end in ".parq" or ".parquet" (the
+// names kerchunk and VirtualiZarr give them): it is most often an
+// ordinary directory source, and only the first 256 KiB of its
+// .zmetadata, read in one request, may take it for a set
+// (refs.Options.Sniff) — the one request such a source pays for the look.
+func mayBeParquetSet(source string) (try, sniff bool) {
 	if isLocal(source) {
 		p := strings.TrimPrefix(source, "file://")
 		if st, err := os.Stat(p); err != nil || !st.IsDir() {
-			return false
+			return false, false
 		}
 		st, err := os.Stat(filepath.Join(p, ".zmetadata"))
-		return err == nil && st.Mode().IsRegular()
+		return err == nil && st.Mode().IsRegular(), false
 	}
-	l := strings.ToLower(source)
-	if !strings.HasPrefix(l, "http://") && !strings.HasPrefix(l, "https://") {
-		return false
+	u, err := url.Parse(source)
+	if err != nil {
+		return false, false
 	}
-	if u, err := url.Parse(l); err == nil {
-		l = u.Path
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "gs", "s3":
+	default:
+		return false, false
 	}
-	l = strings.TrimSuffix(l, "/")
-	return strings.HasSuffix(l, ".parq") || strings.HasSuffix(l, ".parquet")
+	name := strings.ToLower(path.Base(strings.TrimSuffix(u.Path, "/")))
+	if name == "" || name == "/" || name == "." {
+		return false, false
+	}
+	return true, !strings.HasSuffix(name, ".parq") && !strings.HasSuffix(name, ".parquet")
 }

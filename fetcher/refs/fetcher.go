@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/volfs/volfs/fetcher"
 )
@@ -76,6 +77,8 @@ type root struct {
 	once sync.Once
 	f    fetcher.Fetcher
 	err  error
+	// opened holds f once it is opened, for Stats, which must not open it.
+	opened atomic.Pointer[fetcher.Fetcher]
 }
 
 type target struct {
@@ -304,7 +307,11 @@ func rootSpec(u *url.URL) string {
 }
 
 func (r *root) fetcher(open func(string) (fetcher.Fetcher, error)) (fetcher.Fetcher, error) {
-	r.once.Do(func() { r.f, r.err = open(r.spec) })
+	r.once.Do(func() {
+		if r.f, r.err = open(r.spec); r.err == nil {
+			r.opened.Store(&r.f)
+		}
+	})
 	return r.f, r.err
 }
 

@@ -79,7 +79,11 @@ type pqArray struct {
 // fetcher.ErrNotExist when there is no .zmetadata, so that a caller
 // sniffing sources may open it as a directory instead. The directory
 // stands for the reference file: relative target paths resolve beside it,
-// and by default targets must lie under the directory holding it.
+// and by default targets must lie under the directory holding it. With
+// Options.Sniff it first reads at most sniffParquetBytes of .zmetadata in
+// one request (all that is read when the file is no longer) and returns
+// ErrNotReferenceSet, that request's failure included, unless
+// looksLikeParquetSet takes it for a set's.
 func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -100,18 +104,35 @@ func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, er
 	if err != nil {
 		return nil, err
 	}
-	obj, err := hf.Get(ctx, name+"/.zmetadata", maxZmetadataBytes)
-	if err != nil {
-		return nil, err
+	var data []byte
+	if opts.Sniff {
+		head, _, err := hf.GetRange(ctx, name+"/.zmetadata", 0, sniffParquetBytes)
+		if err != nil {
+			return nil, fmt.Errorf("refs: %q: %w (%v)", source, ErrNotReferenceSet, err)
+		}
+		whole := len(head) < sniffParquetBytes
+		if !looksLikeParquetSet(head, whole) {
+			return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+		}
+		if whole {
+			data = head
+		}
 	}
-	if obj.ContentEncoding != "" {
-		return nil, fmt.Errorf("refs: %s/.zmetadata: served with Content-Encoding %q, not supported", source, obj.ContentEncoding)
+	if data == nil {
+		obj, err := hf.Get(ctx, name+"/.zmetadata", maxZmetadataBytes)
+		if err != nil {
+			return nil, err
+		}
+		if obj.ContentEncoding != "" {
+			return nil, fmt.Errorf("refs: %s/.zmetadata: served with Content-Encoding %q, not supported", source, obj.ContentEncoding)
+		}
+		data = obj.Data
 	}
 	var zm struct {
 		Metadata   map[string]json.RawMessage `json:"metadata"`
 		RecordSize *json.Number               `json:"record_size"`
 	}
-	d := json.NewDecoder(bytes.NewReader(obj.Data))
+	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	if d.Decode(&zm) != nil || zm.RecordSize == nil || zm.Metadata == nil {
 		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
@@ -138,6 +159,33 @@ func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, er
 	delete(p.arrays, "") // a root array has no record directory
 	f.lazy = p
 	return f, nil
+}
+
+// sniffParquetBytes is how much of a candidate's .zmetadata LoadParquet
+// reads, in one request, to decide by content whether a directory source
+// whose name says nothing is a Parquet reference set (Options.Sniff).
+const sniffParquetBytes = 256 << 10
+
+// looksLikeParquetSet reports whether head, the first bytes of a
+// directory's .zmetadata (all of it when whole), is a Parquet reference
+// set's: a JSON object with "metadata" and "record_size" members. A
+// consolidated Zarr group's names "zarr_consolidated_format" instead. Of a
+// .zmetadata longer than head, only one whose "record_size" lies in head
+// is taken for a set's (a set with more metadata before its record_size
+// is found under a ".parq" or ".parquet" name).
+func looksLikeParquetSet(head []byte, whole bool) bool {
+	t := bytes.TrimLeft(head, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return false
+	}
+	if whole {
+		var zm struct {
+			Metadata   map[string]json.RawMessage `json:"metadata"`
+			RecordSize json.RawMessage            `json:"record_size"`
+		}
+		return json.Unmarshal(t, &zm) == nil && zm.Metadata != nil && zm.RecordSize != nil
+	}
+	return bytes.Contains(head, []byte(`"record_size"`)) && bytes.Contains(head, []byte(`"metadata"`))
 }
 
 // newSetFetcher makes the Fetcher of the reference set at base (whose

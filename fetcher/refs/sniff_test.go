@@ -43,3 +43,30 @@ func TestLooksLikeSetStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestLooksLikeParquetSet: the look at a directory's .zmetadata takes a
+// Parquet reference set's, whole or cut where its record_size has been
+// read, and not a consolidated Zarr group's nor anything else.
+func TestLooksLikeParquetSet(t *testing.T) {
+	big := strings.Repeat("x", 20000)
+	for _, c := range []struct {
+		head  string
+		whole bool
+		want  bool
+	}{
+		{`{"metadata": {".zgroup": {"zarr_format": 2}}, "record_size": 100000}`, true, true},
+		{` {"record_size": 3, "metadata": {}}`, true, true},
+		{`{"metadata": {".zgroup": {"zarr_format": 2}}, "zarr_consolidated_format": 1}`, true, false},
+		{`{"metadata": {".zattrs": {"record_size": 3}}, "zarr_consolidated_format": 1}`, true, false},
+		{`{"metadata": {}, "record_size": 3`, true, false},
+		{`{"record_size": 3}`, true, false},
+		{`{"metadata": {"a/.zattrs": {"t": "` + big, false, false},
+		{`{"record_size": 3, "metadata": {"a/.zattrs": {"t": "` + big, false, true},
+		{`<html>"metadata" "record_size"</html>`, false, false},
+		{``, true, false},
+	} {
+		if got := looksLikeParquetSet([]byte(c.head), c.whole); got != c.want {
+			t.Errorf("%.60s (whole %v): %v, want %v", c.head, c.whole, got, c.want)
+		}
+	}
+}
