@@ -1253,8 +1253,18 @@ func TestSIGINTDuringReadNonRoot(t *testing.T) {
 	if err := reader.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go reader.Wait()
-	t.Cleanup(func() { reader.Process.Kill() })
+	// The user is deleted at cleanup, which fails while a process of
+	// theirs runs: the cleanup waits for cat to be gone.
+	gone := make(chan struct{})
+	go func() { reader.Wait(); close(gone) }()
+	t.Cleanup(func() {
+		reader.Process.Kill()
+		select {
+		case <-gone:
+		case <-time.After(10 * time.Second):
+			t.Errorf("cat did not exit within 10 s of SIGKILL")
+		}
+	})
 	select {
 	case <-held:
 	case <-time.After(time.Minute):
