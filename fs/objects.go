@@ -145,7 +145,7 @@ func (d *objectDir) info(ctx context.Context) (bool, error) {
 			d.off = mi.Type != "" && mi.Type != "neuroglancer_legacy_mesh"
 		} else if err == nil {
 			d.skel, err = ngobj.ParseSkeletonInfo(data)
-			if err == nil && d.skel.Sharding != nil && string(d.skel.Sharding) != "null" {
+			if err == nil && ngobj.ShardingGiven(d.skel.Sharding) {
 				d.shard, err = decode.ParseSharding(d.skel.Sharding)
 			}
 		}
