@@ -176,6 +176,22 @@ func TestShardedObjectViewsHTTP(t *testing.T) {
 	if served == 0 || served > stored/4 {
 		t.Errorf("listing skeletons.swc served %d of the shards' %d bytes, want their indexes only", served, stored)
 	}
+	// A second listing costs the shards nothing: the ids are memoised
+	// per shard version.
+	requests := func() (n int) {
+		for _, f := range shards {
+			_, ranges := origin.snapshot("/segsh/skel/" + filepath.Base(f))
+			n += len(ranges)
+		}
+		return n
+	}
+	before := requests()
+	if _, err := os.ReadDir(filepath.Join(mnt, "segsh", "skeletons.swc")); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests() - before; n != 0 {
+		t.Errorf("listing skeletons.swc again: %d requests to the shards, want none", n)
+	}
 	if _, err := os.ReadFile(filepath.Join(mnt, "annsh", "annotations.csv")); err != nil {
 		t.Fatal(err)
 	}
