@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/volfs/volfs/decode/codec"
+	"github.com/volfs/volfs/decode/ngobj"
 )
 
 func init() {
@@ -276,7 +277,7 @@ func (a *Array) setEncoding(s map[string]json.RawMessage) (string, error) {
 	if f, err := setup(a, s); err != nil {
 		return f, err
 	}
-	if raw, ok := s["sharding"]; ok && string(raw) != "null" {
+	if raw := s["sharding"]; ngobj.ShardingGiven(raw) {
 		spec, f, err := parseSharding(raw)
 		if err != nil {
 			return f, err

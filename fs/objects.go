@@ -145,7 +145,7 @@ func (d *objectDir) info(ctx context.Context) (bool, error) {
 			d.off = mi.Type != "" && mi.Type != "neuroglancer_legacy_mesh"
 		} else if err == nil {
 			d.skel, err = ngobj.ParseSkeletonInfo(data)
-			if err == nil && d.skel.Sharding != nil && string(d.skel.Sharding) != "null" {
+			if err == nil && ngobj.ShardingGiven(d.skel.Sharding) {
 				d.shard, err = decode.ParseSharding(d.skel.Sharding)
 			}
 		}
@@ -319,6 +319,11 @@ const AnnotationCSV = "annotations.csv"
 
 const maxAnnotations = 1 << 20
 
+// maxAnnotationBytes bounds the stored bytes of all annotations that one
+// annotations.csv reads: maxObjectBytes, a variable so that tests can
+// lower it.
+var maxAnnotationBytes int64 = maxObjectBytes
+
 // annotationState is what a source directory knows of its annotation
 // info: looked up once, except after an error other than a missing info,
 // so that listing a directory costs no request for it after the first.
@@ -384,7 +389,10 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 		return d.shardedAnnotationCSV(ctx, ai, l)
 	}
 	var rows [][]string
-	left := int64(maxObjectBytes)
+	left := maxAnnotationBytes
+	tooMany := func() error {
+		return fmt.Errorf("fs: %s: more than %d annotations or %d bytes: %w", d.key, maxAnnotations, maxAnnotationBytes, ngobj.ErrCorrupt)
+	}
 	for i := range l.Len() {
 		name, isDir := l.Entry(i)
 		if isDir || !isSegmentID(name) {
@@ -392,7 +400,7 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 		}
 		key := path.Join(d.key, ai.ByID.Key, name)
 		if len(rows) == maxAnnotations || left <= 0 {
-			return nil, fmt.Errorf("fs: %s: more than %d annotations or %d bytes: %w", d.key, maxAnnotations, maxObjectBytes, ngobj.ErrCorrupt)
+			return nil, tooMany()
 		}
 		obj, objKey, err := d.t.fetchBy(ctx, key, min(left, 1<<20), d.t.src.Get)
 		if err != nil {
@@ -401,6 +409,11 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 		b, err := untransport(obj, objKey, 0, 1<<20)
 		if err != nil {
 			return nil, err
+		}
+		// A transport encoding undone may make b larger than its
+		// stored bound: checked before it counts.
+		if int64(len(b)) > left {
+			return nil, tooMany()
 		}
 		left -= int64(len(b))
 		row, err := ai.Row(name, b)
@@ -427,7 +440,7 @@ func (d *sourceDir) shardedAnnotationCSV(ctx context.Context, ai *ngobj.Annotati
 		fields []string
 	}
 	var rows []row
-	left := int64(maxObjectBytes)
+	left := maxAnnotationBytes
 	for i := range l.Len() {
 		name, isDir := l.Entry(i)
 		if _, ok := sh.ShardNumber(name); isDir || !ok {
@@ -438,8 +451,8 @@ func (d *sourceDir) shardedAnnotationCSV(ctx context.Context, ai *ngobj.Annotati
 		err := d.t.objectLoad(ctx, dir, shardRecipe(sh), func(src *treeSource) error {
 			got, spent = got[:0], 0
 			return sh.ShardObjects(ctx, src, dir, name, 1<<20, func(id uint64, b []byte) error {
-				if len(rows)+len(got) == maxAnnotations || spent >= left {
-					return fmt.Errorf("fs: %s: more than %d annotations or %d bytes: %w", d.key, maxAnnotations, maxObjectBytes, ngobj.ErrCorrupt)
+				if len(rows)+len(got) == maxAnnotations || spent+int64(len(b)) > left {
+					return fmt.Errorf("fs: %s: more than %d annotations or %d bytes: %w", d.key, maxAnnotations, maxAnnotationBytes, ngobj.ErrCorrupt)
 				}
 				spent += int64(len(b))
 				f, err := ai.Row(strconv.FormatUint(id, 10), b)

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 
 	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/decode/ngobj"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -80,7 +80,7 @@ func (t *Tree) describeObjectDir(ctx context.Context, od *ObjectDir, kind string
 		return
 	}
 	od.Type = info.Type
-	if len(info.Sharding) > 0 && !slices.Contains([]string{"null", "false"}, string(info.Sharding)) {
+	if ngobj.ShardingGiven(info.Sharding) {
 		sh, err := decode.ParseSharding(info.Sharding)
 		if err != nil {
 			od.Note = fmt.Sprintf("not converted: %s: sharding.%v", key, err)

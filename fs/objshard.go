@@ -2,8 +2,10 @@ package fs
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"time"
@@ -33,9 +35,9 @@ func shardRecipe(sh *decode.Sharding) string { return "objects(" + sh.String() +
 
 // objectLoad runs fn with a treeSource of its own, as Tree.load runs a
 // chunk load: when an object changed between the reads fn made (a shard
-// rewritten between its index and an object), the memos fn used are
-// dropped and fn runs once more; a second change is fn's error, which
-// wraps fetcher.ErrChanged (ESTALE).
+// rewritten between its index and an object), the memos fn used and the
+// id lists of the objects it read are dropped, and fn runs once more; a
+// second change is fn's error, which wraps fetcher.ErrChanged (ESTALE).
 func (t *Tree) objectLoad(ctx context.Context, key, recipe string, fn func(src *treeSource) error) error {
 	for attempt := 1; ; attempt++ {
 		src := &treeSource{t: t, last: key, l: &cache.Load{}, recipe: recipe, began: time.Now()}
@@ -45,6 +47,11 @@ func (t *Tree) objectLoad(ctx context.Context, key, recipe string, fn func(src *
 		}
 		for _, m := range src.memos {
 			t.memo.Remove(m)
+		}
+		// A shard read changed: its id list, made from the old
+		// version, goes too, though this load did not use it.
+		for _, o := range src.seen {
+			t.memo.Remove(recipe + "/" + o.Key + idsMemo)
 		}
 		if attempt == 2 {
 			return err
@@ -71,9 +78,17 @@ func (t *Tree) readSharded(ctx context.Context, dir string, sh *decode.Sharding,
 	return b, nil
 }
 
+// idsMemo ends the memo key of a shard file's id list: the shard's key,
+// then this.
+const idsMemo = "#ids"
+
 // shardedIDs lists the object ids of the sharded directory dir, whose
 // pass-through listing is l: the ids of every shard file l names, sorted.
-// Files that are not shard files of sh are left out.
+// Files that are not shard files of sh are left out. Each shard's ids are
+// memoised (8 bytes an id, in the tree's bounded memo, under the
+// sharding's recipe) with the shard's identity, as its indexes are: a
+// listing again walks no minishard index, and a load that finds the
+// shard changed drops the list with the indexes (objectLoad).
 func (t *Tree) shardedIDs(ctx context.Context, dir string, sh *decode.Sharding, l Listing) ([]uint64, error) {
 	var ids []uint64
 	for i := range l.Len() {
@@ -82,9 +97,27 @@ func (t *Tree) shardedIDs(ctx context.Context, dir string, sh *decode.Sharding, 
 			continue
 		}
 		err := t.objectLoad(ctx, dir, shardRecipe(sh), func(src *treeSource) error {
-			got, err := sh.ShardIDs(ctx, src, dir, name, maxListedObjects-len(ids))
-			ids = append(ids, got...)
-			return err
+			b, err := src.Memo(ctx, path.Join(dir, name)+idsMemo, func(ctx context.Context) ([]byte, error) {
+				got, err := sh.ShardIDs(ctx, src, dir, name, maxListedObjects)
+				if err != nil {
+					return nil, err
+				}
+				b := make([]byte, 8*len(got))
+				for i, id := range got {
+					binary.LittleEndian.PutUint64(b[8*i:], id)
+				}
+				return b, nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(ids)+len(b)/8 > maxListedObjects {
+				return fmt.Errorf("%w: more than %d objects", decode.ErrCorrupt, maxListedObjects)
+			}
+			for ; len(b) >= 8; b = b[8:] {
+				ids = append(ids, binary.LittleEndian.Uint64(b))
+			}
+			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("fs: %s: listing %s: %w", dir, name, err)

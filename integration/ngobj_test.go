@@ -176,6 +176,22 @@ func TestShardedObjectViewsHTTP(t *testing.T) {
 	if served == 0 || served > stored/4 {
 		t.Errorf("listing skeletons.swc served %d of the shards' %d bytes, want their indexes only", served, stored)
 	}
+	// A second listing costs the shards nothing: the ids are memoised
+	// per shard version.
+	requests := func() (n int) {
+		for _, f := range shards {
+			_, ranges := origin.snapshot("/segsh/skel/" + filepath.Base(f))
+			n += len(ranges)
+		}
+		return n
+	}
+	before := requests()
+	if _, err := os.ReadDir(filepath.Join(mnt, "segsh", "skeletons.swc")); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests() - before; n != 0 {
+		t.Errorf("listing skeletons.swc again: %d requests to the shards, want none", n)
+	}
 	if _, err := os.ReadFile(filepath.Join(mnt, "annsh", "annotations.csv")); err != nil {
 		t.Fatal(err)
 	}
@@ -187,4 +203,49 @@ func TestShardedObjectViewsHTTP(t *testing.T) {
 		}
 	}
 	run(t, python, "testdata/ngobjcheck.py", "verify-sharded", src, mnt)
+}
+
+// TestShardingFalse: a "sharding" of false in a skeleton directory's info
+// or an annotation's by_id is neither a sharding specification nor its
+// absence (neuroglancer's skeletons.md and annotations.md: if specified,
+// it must be a specification), and every reader refuses it alike: `volfs
+// info` says the skeleton directory does not convert and why, its view
+// lists as EIO, and the annotation directory shows no annotations.csv
+// (before, info said the skeletons convert and the annotations were read
+// as unsharded).
+func TestShardingFalse(t *testing.T) {
+	src := t.TempDir()
+	put := func(name, data string) {
+		t.Helper()
+		p := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("seg/info", `{"type": "segmentation", "data_type": "uint64", "num_channels": 1, "skeletons": "skel",
+		"scales": [{"key": "s0", "size": [8, 8, 8], "resolution": [8, 8, 40], "voxel_offset": [0, 0, 0],
+		"chunk_sizes": [[8, 8, 8]], "encoding": "raw"}]}`)
+	put("seg/skel/info", `{"@type": "neuroglancer_skeletons", "sharding": false}`)
+	put("seg/skel/1", "\x00\x00\x00\x00\x00\x00\x00\x00")
+	put("ann/info", `{"@type": "neuroglancer_annotations_v1",
+		"dimensions": {"x": [4e-9, "m"], "y": [4e-9, "m"], "z": [4e-8, "m"]},
+		"lower_bound": [0, 0, 0], "upper_bound": [10, 10, 10], "annotation_type": "POINT",
+		"properties": [], "relationships": [], "by_id": {"key": "by_id", "sharding": false}, "spatial": []}`)
+	put("ann/by_id/1", "\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40")
+
+	info := run(t, volfsBin, "info", src)
+	want := `(?m)^seg/skel +neuroglancer_skeletons +.*not converted: .*sharding: want an object, got false$`
+	if !regexp.MustCompile(want).MatchString(info) {
+		t.Errorf("volfs info has no line matching %s:\n%s", want, info)
+	}
+	mnt := mountSource(t, src, fs.Options{})
+	if _, err := os.ReadDir(filepath.Join(mnt, "seg", "skeletons.swc")); err == nil || !strings.Contains(err.Error(), "input/output error") {
+		t.Errorf("ls seg/skeletons.swc: %v, want EIO", err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "ann", "annotations.csv")); !os.IsNotExist(err) {
+		t.Errorf("stat ann/annotations.csv: %v, want ENOENT (the by_id index is refused)", err)
+	}
 }

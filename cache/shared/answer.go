@@ -22,23 +22,26 @@ import (
 
 // Answer returns the answer kept under key, at most limit bytes, and its
 // record. On a miss it takes the key's lease, or waits for the node that
-// holds it, as Get does (see "Single flight across the fleet"): the caller
-// then asks the origin and lets the lease go with Put (the answer) or
-// Release (none to keep). A tier without a secret answers nothing and
-// takes no lease.
-func (t *Tier) Answer(ctx context.Context, key string, limit int64) (val, rec []byte, ok bool) {
+// holds it, as Get does (see "Single flight across the fleet"): when it
+// took the lease, lease is its token ("" otherwise), and the caller then
+// asks the origin and lets the lease go with PutAnswer (the answer) or
+// ReleaseAnswer (none to keep), passing the token. The lease is the
+// caller's, not the process's: another caller in this process, holding no
+// token or another, cannot let it go. A tier without a secret answers
+// nothing and takes no lease.
+func (t *Tier) Answer(ctx context.Context, key string, limit int64) (val, rec []byte, lease string, ok bool) {
 	if !t.Signed() {
-		return nil, nil, false
+		return nil, nil, "", false
 	}
 	ek := engineKey(key)
 	bound := t.readBound(key, limit)
 	raw, ok := t.fetch(ctx, ek, bound)
 	if !ok && t.up() {
-		raw, ok = t.awaitLease(ctx, ek, bound)
+		raw, lease, ok = t.awaitLease(ctx, ek, bound)
 	}
 	if !ok {
 		t.stats.answerMisses.Add(1)
-		return nil, nil, false
+		return nil, nil, lease, false
 	}
 	rec, payload, form, err := envelope.Open(magic, t.opts.Secret, key, limit, raw)
 	if err == nil {
@@ -47,7 +50,7 @@ func (t *Tier) Answer(ctx context.Context, key string, limit int64) (val, rec []
 	switch {
 	case err == nil:
 		t.stats.answerHits.Add(1)
-		return val, rec, true
+		return val, rec, "", true
 	case errors.Is(err, envelope.ErrSignature):
 		t.refusedSignature(ek, err)
 	default:
@@ -55,5 +58,14 @@ func (t *Tier) Answer(ctx context.Context, key string, limit int64) (val, rec []
 	}
 	t.log.Debug("shared cache: answer refused, asking the origin", "key", fmt.Sprintf("%q", key), "err", err)
 	t.stats.answerMisses.Add(1)
-	return nil, nil, false
+	return nil, nil, "", false
 }
+
+// PutAnswer keeps val under key with its record rec, as Put does, and lets
+// go the key's lease if lease is the token Answer gave for it ("" when the
+// caller took none: then no lease is let go).
+func (t *Tier) PutAnswer(key, lease string, rec, val []byte) { _ = t.keep(key, lease, rec, val) }
+
+// ReleaseAnswer lets key's lease go when no PutAnswer follows the miss of
+// Answer that took it under the token lease ("" lets nothing go).
+func (t *Tier) ReleaseAnswer(key, lease string) { t.releaseLease(engineKey(key), lease, false) }

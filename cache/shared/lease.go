@@ -35,8 +35,9 @@ const (
 
 // awaitLease takes ek's lease (the caller then loads from the origin, and
 // Put or Release lets the lease go), or, while another node holds it,
-// waits for its value: false when the caller is to go to the origin.
-func (t *Tier) awaitLease(ctx context.Context, ek string, bound int64) ([]byte, bool) {
+// waits for its value: false when the caller is to go to the origin, and
+// then the token of the lease the caller holds ("" when it holds none).
+func (t *Tier) awaitLease(ctx context.Context, ek string, bound int64) (raw []byte, token string, ok bool) {
 	// Subscribe before asking, so that an announcement between the
 	// lease's refusal and the wait is not lost.
 	ch := make(chan struct{}, 1)
@@ -47,18 +48,18 @@ func (t *Tier) awaitLease(ctx context.Context, ek string, bound int64) ([]byte, 
 
 	waited := false
 	for {
-		won, ok := t.tryLease(ctx, ek)
+		token, won, ok := t.tryLease(ctx, ek)
 		if !ok {
-			return nil, false
+			return nil, "", false
 		}
 		if won {
 			// The holder before may have set the value and let the lease
 			// go between our miss and our lease: look once more.
 			if raw, found := t.fetch(ctx, ek, bound); found {
-				t.releaseLease(ek, true)
-				return raw, true
+				t.releaseLease(ek, token, true)
+				return raw, "", true
 			}
-			return nil, false
+			return nil, token, false
 		}
 		if !waited {
 			t.stats.leasesWaited.Add(1)
@@ -66,34 +67,34 @@ func (t *Tier) awaitLease(ctx context.Context, ek string, bound int64) ([]byte, 
 		}
 		raw, found, lapsed := t.waitValue(ctx, ek, bound, ch)
 		if found {
-			return raw, true
+			return raw, "", true
 		}
 		if !lapsed {
 			t.stats.leasesTimedOut.Add(1)
-			return nil, false
+			return nil, "", false
 		}
 		t.stats.leasesLapsed.Add(1)
 	}
 }
 
-// tryLease asks for ek's lease under a new token: won, and whether the
-// engine answered.
-func (t *Tier) tryLease(ctx context.Context, ek string) (won, ok bool) {
+// tryLease asks for ek's lease under a new token: the token, won, and
+// whether the engine answered.
+func (t *Tier) tryLease(ctx context.Context, ek string) (token string, won, ok bool) {
 	var b [16]byte
 	rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
+	token = hex.EncodeToString(b[:])
 	cctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
 	won, err := t.eng.lease(cctx, ek, token, t.opts.LeaseTTL)
 	cancel()
 	if err != nil {
 		t.fault(ctx, "lease", err)
-		return false, false
+		return "", false, false
 	}
 	if won {
 		t.stats.leasesWon.Add(1)
 		t.hold(ek, token)
 	}
-	return won, true
+	return token, won, true
 }
 
 // waitValue waits for ek's value while its lease is held: the value
@@ -240,20 +241,32 @@ func (t *Tier) announced(ek string) {
 // Release drops the lease of key, if this process holds it, when no Put
 // follows the miss that took it (the origin failed, or the chunk is not
 // to be kept): the nodes that wait for the value go to the origin at once
-// instead of waiting for the lease to lapse.
-func (t *Tier) Release(key string) { t.releaseLease(engineKey(key), false) }
+// instead of waiting for the lease to lapse. It lets go whichever caller's
+// lease of key this process holds: the chunk path has one load of a key
+// at a time in a process (cache.Store's loads are single-flight); callers
+// that may not hold the lease use ReleaseAnswer with their token.
+func (t *Tier) Release(key string) { t.releaseLease(engineKey(key), anyHolder, false) }
+
+// anyHolder is the token of releaseLease that lets go the lease this
+// process holds, whichever caller took it.
+const anyHolder = "*"
 
 // releaseLease stops renewing ek's lease and drops it, if this process
-// holds it: stored says whether the value was set (else the holder gave
-// up, and the waiters go to the origin).
-func (t *Tier) releaseLease(ek string, stored bool) {
-	t.mu.Lock()
-	l := t.held[ek]
-	delete(t.held, ek)
-	t.mu.Unlock()
-	if l == nil {
+// holds it under token (or token is anyHolder): stored says whether the
+// value was set (else the holder gave up, and the waiters go to the
+// origin). A token of "" holds nothing.
+func (t *Tier) releaseLease(ek, token string, stored bool) {
+	if token == "" {
 		return
 	}
+	t.mu.Lock()
+	l := t.held[ek]
+	if l == nil || (token != anyHolder && l.token != token) {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.held, ek)
+	t.mu.Unlock()
 	close(l.stop)
 	if !t.up() {
 		return

@@ -342,7 +342,7 @@ func (t *Tier) Get(ctx context.Context, key string, size int64, check func([]byt
 	bound := t.readBound(key, size)
 	raw, ok := t.fetch(ctx, ek, bound)
 	if !ok && t.up() {
-		raw, ok = t.awaitLease(ctx, ek, bound)
+		raw, _, ok = t.awaitLease(ctx, ek, bound)
 	}
 	if !ok {
 		t.stats.misses.Add(1)
@@ -407,9 +407,15 @@ func (t *Tier) Put(key string, ident, val []byte) { _ = t.Keep(key, ident, val) 
 // outage, the value is above MaxValue, the entry there could not be
 // verified by this node, or the engine refused the write (cache.Keeper).
 func (t *Tier) Keep(key string, ident, val []byte) error {
+	return t.keep(key, anyHolder, ident, val)
+}
+
+// keep is Keep that lets go the lease of key held under token (see
+// releaseLease).
+func (t *Tier) keep(key, token string, ident, val []byte) error {
 	ek := engineKey(key)
 	stored := false
-	defer func() { t.releaseLease(ek, stored) }()
+	defer func() { t.releaseLease(ek, token, stored) }()
 	if !t.up() {
 		t.stats.skipped.Add(1)
 		return fmt.Errorf("shared: %s is skipped after failed calls", t.eng.name())

@@ -30,7 +30,8 @@ type SkeletonInfo struct {
 	Transform []float64 `json:"transform"`
 	// VertexAttributes are stored after the edges, in this order.
 	VertexAttributes []VertexAttribute `json:"vertex_attributes"`
-	// Sharding is non-nil for a sharded directory.
+	// Sharding is the "sharding" member: a sharded directory when
+	// ShardingGiven.
 	Sharding json.RawMessage `json:"sharding"`
 }
 

@@ -33,13 +33,16 @@ import (
 // secret (cache/shared.Tier).
 type Fleet interface {
 	// Answer returns the answer kept under key, at most limit bytes, and
-	// its record; on a miss the caller may hold key's lease, which Put or
-	// Release lets go.
-	Answer(ctx context.Context, key string, limit int64) (val, rec []byte, ok bool)
-	// Put keeps val under key with its record, and lets key's lease go.
-	Put(key string, rec, val []byte)
-	// Release lets key's lease go when no Put follows.
-	Release(key string)
+	// its record; on a miss the caller may hold key's lease, under the
+	// token lease ("" when it holds none), which PutAnswer or
+	// ReleaseAnswer lets go.
+	Answer(ctx context.Context, key string, limit int64) (val, rec []byte, lease string, ok bool)
+	// PutAnswer keeps val under key with its record, and lets key's lease
+	// go if lease is its holder's token.
+	PutAnswer(key, lease string, rec, val []byte)
+	// ReleaseAnswer lets key's lease go, if lease is its holder's token,
+	// when no PutAnswer follows.
+	ReleaseAnswer(key, lease string)
 }
 
 // verifiedField is the record field of an answer's verification time, in
@@ -48,25 +51,26 @@ const verifiedField = "verified"
 
 // fleetAnswer returns the fleet's answer kept under skey when its
 // verification is fresh: the record's fields without the time, the bytes,
-// and the time.
-func (s *Source) fleetAnswer(ctx context.Context, skey string) (rec []Field, data []byte, at time.Time, ok bool) {
+// and the time. When not ok, lease is the token of the lease this caller
+// took ("" when none), for shareObject or shareListing to let go.
+func (s *Source) fleetAnswer(ctx context.Context, skey string) (rec []Field, data []byte, at time.Time, lease string, ok bool) {
 	if s.opts.Fleet == nil || s.off.active() {
-		return nil, nil, time.Time{}, false
+		return nil, nil, time.Time{}, "", false
 	}
-	data, raw, ok := s.opts.Fleet.Answer(ctx, skey, s.opts.MaxKept)
+	data, raw, lease, ok := s.opts.Fleet.Answer(ctx, skey, s.opts.MaxKept)
 	if !ok {
-		return nil, nil, time.Time{}, false
+		return nil, nil, time.Time{}, lease, false
 	}
 	rec, good := DecodeFields(raw)
 	if n := len(rec); !good || n < 2 || rec[n-1].Key != verifiedField {
-		return nil, nil, time.Time{}, false
+		return nil, nil, time.Time{}, "", false
 	}
 	ns, err := strconv.ParseInt(string(rec[len(rec)-1].ID), 10, 64)
 	at = time.Unix(0, ns)
 	if err != nil || !s.fresh(at) {
-		return nil, nil, time.Time{}, false
+		return nil, nil, time.Time{}, "", false
 	}
-	return rec[:len(rec)-1], data, at, true
+	return rec[:len(rec)-1], data, at, "", true
 }
 
 // learntSince reports whether this Source learnt the identity of key
@@ -78,86 +82,88 @@ func (s *Source) learntSince(key string, at time.Time) bool {
 
 // fleetObject returns the fleet's answer to a Get of key (entry skey):
 // the object, or an error wrapping ErrNotExist; ok is false when the
-// origin is to be asked.
-func (s *Source) fleetObject(ctx context.Context, skey, key string, limit int64) (obj fetcher.Object, err error, ok bool) {
-	rec, data, at, ok := s.fleetAnswer(ctx, skey)
+// origin is to be asked, and lease the token of the lease taken for it.
+func (s *Source) fleetObject(ctx context.Context, skey, key string, limit int64) (obj fetcher.Object, lease string, err error, ok bool) {
+	rec, data, at, lease, ok := s.fleetAnswer(ctx, skey)
 	if !ok || s.learntSince(key, at) {
-		return fetcher.Object{}, nil, false
+		return fetcher.Object{}, lease, nil, false
 	}
 	switch {
 	case rec[0].Key == keptAbsent:
 		s.learnAt(key, Absent, at)
 		s.stats.FleetAnswers.Add(1)
-		return fetcher.Object{}, fmt.Errorf("keep: %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
+		return fetcher.Object{}, "", fmt.Errorf("keep: %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
 	case rec[0].Key == keptObject && len(rec) == 2 && rec[0].ID.Known() && int64(len(data)) <= limit:
 		s.learnAt(key, rec[0].ID, at)
 		s.stats.FleetAnswers.Add(1)
-		return fetcher.Object{Data: slices.Clone(data), ContentEncoding: string(rec[1].ID), ID: rec[0].ID}, nil, true
+		return fetcher.Object{Data: slices.Clone(data), ContentEncoding: string(rec[1].ID), ID: rec[0].ID}, "", nil, true
 	}
-	return fetcher.Object{}, nil, false
+	return fetcher.Object{}, "", nil, false
 }
 
 // shareObject keeps the origin's answer to a Get in the fleet (entry
-// skey), verified at start, or lets its lease go.
-func (s *Source) shareObject(skey string, start time.Time, obj fetcher.Object, err error) {
+// skey), verified at start, or lets its lease go if this caller holds it
+// under lease.
+func (s *Source) shareObject(skey, lease string, start time.Time, obj fetcher.Object, err error) {
 	switch {
 	case s.opts.Fleet == nil:
 	case err == nil && obj.ID.Known() && int64(len(obj.Data)) <= s.opts.MaxKept:
-		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptObject, obj.ID}, Field{"encoding", fetcher.Identity(obj.ContentEncoding)}), obj.Data)
+		s.opts.Fleet.PutAnswer(skey, lease, verifiedRecord(start, Field{keptObject, obj.ID}, Field{"encoding", fetcher.Identity(obj.ContentEncoding)}), obj.Data)
 	case errors.Is(err, fetcher.ErrNotExist) && !errors.Is(err, ErrKept):
-		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptAbsent, ""}), nil)
+		s.opts.Fleet.PutAnswer(skey, lease, verifiedRecord(start, Field{keptAbsent, ""}), nil)
 	default:
-		s.opts.Fleet.Release(skey)
+		s.opts.Fleet.ReleaseAnswer(skey, lease)
 	}
 }
 
 // fleetListing returns the fleet's answer to a List of key (entry skey)
 // and when it was read from the origin; ok is false when the origin is
-// to be asked.
-func (s *Source) fleetListing(ctx context.Context, skey, key string) (entries []fetcher.Entry, at time.Time, err error, ok bool) {
-	rec, data, at, ok := s.fleetAnswer(ctx, skey)
+// to be asked, and lease the token of the lease taken for it.
+func (s *Source) fleetListing(ctx context.Context, skey, key string) (entries []fetcher.Entry, at time.Time, lease string, err error, ok bool) {
+	rec, data, at, lease, ok := s.fleetAnswer(ctx, skey)
 	if !ok {
-		return nil, time.Time{}, nil, false
+		return nil, time.Time{}, lease, nil, false
 	}
 	switch rec[0].Key {
 	case keptAbsent:
 		s.stats.FleetAnswers.Add(1)
-		return nil, at, fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
+		return nil, at, "", fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotExist), true
 	case keptUnsupported:
 		s.stats.FleetAnswers.Add(1)
-		return nil, at, fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotSupported), true
+		return nil, at, "", fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotSupported), true
 	case keptListing:
 		entries, good := decodeEntries(data, true)
 		if !good {
-			return nil, time.Time{}, nil, false
+			return nil, time.Time{}, "", nil, false
 		}
 		s.stats.FleetAnswers.Add(1)
 		s.learnListing(key, entries, at)
-		return entries, at, nil, true
+		return entries, at, "", nil, true
 	}
-	return nil, time.Time{}, nil, false
+	return nil, time.Time{}, "", nil, false
 }
 
 // shareListing keeps the origin's answer to a List in the fleet (entry
-// skey), verified at start, or lets its lease go.
-func (s *Source) shareListing(skey string, start time.Time, entries []fetcher.Entry, err error) {
+// skey), verified at start, or lets its lease go if this caller holds it
+// under lease.
+func (s *Source) shareListing(skey, lease string, start time.Time, entries []fetcher.Entry, err error) {
 	if s.opts.Fleet == nil {
 		return
 	}
 	switch {
 	case err == nil:
 		if b, ok := encodeEntriesIDs(entries, s.opts.MaxKept); ok {
-			s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptListing, ""}), b)
+			s.opts.Fleet.PutAnswer(skey, lease, verifiedRecord(start, Field{keptListing, ""}), b)
 			return
 		}
 	case errors.Is(err, fetcher.ErrNotExist):
-		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptAbsent, ""}), nil)
+		s.opts.Fleet.PutAnswer(skey, lease, verifiedRecord(start, Field{keptAbsent, ""}), nil)
 		return
 	case errors.Is(err, fetcher.ErrNotSupported):
-		s.opts.Fleet.Put(skey, verifiedRecord(start, Field{keptUnsupported, ""}), nil)
+		s.opts.Fleet.PutAnswer(skey, lease, verifiedRecord(start, Field{keptUnsupported, ""}), nil)
 		return
 	}
-	s.opts.Fleet.Release(skey)
+	s.opts.Fleet.ReleaseAnswer(skey, lease)
 }
 
 // verifiedRecord is the record of an answer of fields read from the

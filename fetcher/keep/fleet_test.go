@@ -20,17 +20,17 @@ type memFleet struct {
 	vals map[string][2][]byte // GUARDED_BY(mu); key -> record, value
 }
 
-func (m *memFleet) Answer(_ context.Context, key string, limit int64) ([]byte, []byte, bool) {
+func (m *memFleet) Answer(_ context.Context, key string, limit int64) ([]byte, []byte, string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, ok := m.vals[key]
 	if !ok || int64(len(v[1])) > limit {
-		return nil, nil, false
+		return nil, nil, "", false
 	}
-	return v[1], v[0], true
+	return v[1], v[0], "", true
 }
 
-func (m *memFleet) Put(key string, rec, val []byte) {
+func (m *memFleet) PutAnswer(key, _ string, rec, val []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.vals == nil {
@@ -39,7 +39,7 @@ func (m *memFleet) Put(key string, rec, val []byte) {
 	m.vals[key] = [2][]byte{rec, val}
 }
 
-func (m *memFleet) Release(string) {}
+func (m *memFleet) ReleaseAnswer(string, string) {}
 
 // age moves the verification time of every answer back by d.
 func (m *memFleet) age(t *testing.T, d time.Duration) {

@@ -38,12 +38,13 @@ func (s *Source) Get(ctx context.Context, key string, limit int64) (fetcher.Obje
 			return obj, err
 		}
 	}
-	if obj, err, ok := s.fleetObject(ctx, skey, key, limit); ok {
+	obj, lease, err, ok := s.fleetObject(ctx, skey, key, limit)
+	if ok {
 		return obj, err
 	}
 	start := time.Now()
-	obj, err := s.get(ctx, key, limit)
-	s.shareObject(skey, start, obj, err)
+	obj, err = s.get(ctx, key, limit)
+	s.shareObject(skey, lease, start, obj, err)
 	if s.opts.Store == nil {
 		return obj, err
 	}
@@ -165,12 +166,13 @@ func (s *Source) ListAt(ctx context.Context, key string) ([]fetcher.Entry, time.
 			return entries, time.Now(), err
 		}
 	}
-	if entries, at, err, ok := s.fleetListing(ctx, skey, key); ok {
+	entries, at, lease, err, ok := s.fleetListing(ctx, skey, key)
+	if ok {
 		return entries, at, err
 	}
 	start := time.Now()
-	entries, err := s.list(ctx, key)
-	s.shareListing(skey, start, entries, err)
+	entries, err = s.list(ctx, key)
+	s.shareListing(skey, lease, start, entries, err)
 	if s.opts.Store == nil {
 		return entries, start, err
 	}
