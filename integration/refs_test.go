@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -174,6 +175,35 @@ func TestReferenceSetTIFF(t *testing.T) {
 	for _, name := range []string{"z", "u"} {
 		s := startVolfs(t, "mount", filepath.Join(dir, name+".json"))
 		t.Log(run(t, python, "testdata/refscheck.py", "verify-tiff", dir, name, s.mnt))
+	}
+}
+
+// TestReferenceSetTIFFCodecs mounts one reference set that tifffile
+// wrote over TIFFs libtiff's tiffcp compressed (LZW, PackBits, JPEG;
+// tiled and in strips; uint8 and uint16): zarr-python reading each LZW
+// and PackBits array of the mount, and numpy reading its chunk files,
+// equal tifffile reading the uncompressed original. The JPEG array
+// passes through undecoded with one log line naming it and its codec.
+func TestReferenceSetTIFFCodecs(t *testing.T) {
+	requireH5py(t)
+	if out, err := runErr(python, "-c", "import tifffile"); err != nil {
+		testenv.Unavailable(t, "python3-tifffile unavailable: %v\n%s", err, out)
+	}
+	if _, err := exec.LookPath("tiffcp"); err != nil {
+		testenv.Unavailable(t, "libtiff-tools (tiffcp) unavailable: %v", err)
+	}
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write-tiffc", dir)
+	s := startVolfs(t, "mount", filepath.Join(dir, "tiffc.json"))
+	t.Log(run(t, python, "testdata/refscheck.py", "verify-tiffc", dir, s.mnt))
+	var refused []string
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		if strings.Contains(line, "pass through undecoded") {
+			refused = append(refused, line)
+		}
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], "/jpeg_u1_tiled") || !strings.Contains(refused[0], `codec \"imagecodecs_jpeg\"`) {
+		t.Errorf("want one log line refusing /jpeg_u1_tiled's imagecodecs_jpeg, got %q", refused)
 	}
 }
 
