@@ -88,3 +88,15 @@ func TestImagecodecsRefused(t *testing.T) {
 		}
 	}
 }
+
+func FuzzTIFFLZW(f *testing.F) {
+	if src, err := os.ReadFile("testdata/tiff_lzw.bin"); err == nil {
+		f.Add(src, 2048)
+	}
+	fuzzCodec(f, "imagecodecs_lzw")
+}
+
+func FuzzPackBits(f *testing.F) {
+	f.Add([]byte{0xFE, 0xAA, 0x02, 0x80, 0x00, 0x2A, 0xFD, 0xAA, 0x03, 0x80, 0x00, 0x2A, 0x22, 0xF7, 0xAA}, 24)
+	fuzzCodec(f, "imagecodecs_packbits")
+}
