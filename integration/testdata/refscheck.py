@@ -180,7 +180,8 @@ def write_tiffc(d):
     writes the uncompressed DIR/plain_<dtype>.tif, libtiff's tiffcp
     compresses it into DIR/<name>.tif, and tifffile writes each one's
     references (aszarr().write_fsspec, version 0) under group <name>,
-    merged into one set."""
+    merged into one set, with cut_lzw_u1_tiled and cut_packbits_u1_tiled:
+    those arrays with every chunk's stored bytes cut to half."""
     import subprocess
     import tifffile
     for dt in ("u1", "u2"):
@@ -200,6 +201,13 @@ def write_tiffc(d):
                 store.write_fsspec(os.path.join(d, name + ".json"), url=".", groupname=name)
         with open(os.path.join(d, name + ".json")) as f:
             refs.update(json.load(f))
+    # cut_<name>: the same array, every chunk's range cut to half.
+    for name in ("lzw_u1_tiled", "packbits_u1_tiled"):
+        for k, v in list(refs.items()):
+            if k.startswith(name + "/"):
+                if isinstance(v, list):
+                    v = [v[0], v[1], v[2] // 2]
+                refs["cut_" + k] = v
     with open(os.path.join(d, "tiffc.json"), "w") as f:
         json.dump(refs, f)
 
