@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/volfs/volfs/internal/testenv"
 )
@@ -174,6 +176,50 @@ func TestReferenceSetTIFF(t *testing.T) {
 	for _, name := range []string{"z", "u"} {
 		s := startVolfs(t, "mount", filepath.Join(dir, name+".json"))
 		t.Log(run(t, python, "testdata/refscheck.py", "verify-tiff", dir, name, s.mnt))
+	}
+}
+
+// TestReferenceSetTIFFCodecs mounts one reference set that tifffile
+// wrote over TIFFs libtiff's tiffcp compressed (LZW, PackBits, JPEG;
+// tiled and in strips; uint8 and uint16): zarr-python reading each LZW
+// and PackBits array of the mount, and numpy reading its chunk files,
+// equal tifffile reading the uncompressed original; a chunk whose
+// stored bytes are cut short is EIO. The JPEG array
+// passes through undecoded with one log line naming it and its codec.
+func TestReferenceSetTIFFCodecs(t *testing.T) {
+	requireH5py(t)
+	if out, err := runErr(python, "-c", "import tifffile"); err != nil {
+		testenv.Unavailable(t, "python3-tifffile unavailable: %v\n%s", err, out)
+	}
+	if _, err := exec.LookPath("tiffcp"); err != nil {
+		testenv.Unavailable(t, "libtiff-tools (tiffcp) unavailable: %v", err)
+	}
+	dir := t.TempDir()
+	run(t, python, "testdata/refscheck.py", "write-tiffc", dir)
+	s := startVolfs(t, "mount", filepath.Join(dir, "tiffc.json"))
+	t.Log(run(t, python, "testdata/refscheck.py", "verify-tiffc", dir, s.mnt))
+	// A chunk whose stored stream is cut short reads as EIO, with a log
+	// line naming it.
+	for _, key := range []string{"cut_lzw_u1_tiled/1.1", "cut_packbits_u1_tiled/1.1"} {
+		out, err := runErr("cat", filepath.Join(s.mnt, key))
+		if err == nil || !strings.Contains(out, "Input/output error") {
+			t.Errorf("%s: cat gave %d bytes, %v; want EIO", key, len(out), err)
+		}
+		for i := 0; !strings.Contains(s.stderr.String(), key); i++ {
+			if i == 100 {
+				t.Fatalf("no log line names %s:\n%s", key, s.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var refused []string
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		if strings.Contains(line, "pass through undecoded") {
+			refused = append(refused, line)
+		}
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], "/jpeg_u1_tiled") || !strings.Contains(refused[0], `codec \"imagecodecs_jpeg\"`) {
+		t.Errorf("want one log line refusing /jpeg_u1_tiled's imagecodecs_jpeg, got %q", refused)
 	}
 }
 

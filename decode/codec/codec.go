@@ -109,7 +109,10 @@ func NewStage(name string, cfg Config) (*Stage, error) {
 	codecs.RLock()
 	f, ok := codecs.byName[name]
 	codecs.RUnlock()
-	if !ok {
+	switch {
+	case !ok && isImagecodecs(name):
+		return nil, unsupportedImagecodecs(name)
+	case !ok:
 		return nil, fmt.Errorf("codec %q: %w", name, ErrUnsupported)
 	}
 	s, err := f(cfg)

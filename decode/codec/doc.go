@@ -12,7 +12,9 @@
 // shuffles), the crc32, crc32c, adler32 and fletcher32 checksums, and
 // numcodecs' filters (shuffle, delta, fixedscaleoffset, quantize,
 // bitround, astype; categorize is refused by name, as it decodes to
-// strings).
+// strings), and TIFF's LZW and PackBits as tifffile's reference sets name
+// them (imagecodecs_lzw, imagecodecs_packbits; every other imagecodecs_*
+// id is refused by name).
 //
 // The precomputed encodings that decode bytes to an array of a known
 // extent are functions of their own, not registered: JPEG, PNG and

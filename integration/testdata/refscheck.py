@@ -164,6 +164,84 @@ def verify_tiff(d, name, mnt):
     print("ok")
 
 
+# TIFF compressions libtiff writes (tiffcp -c), each tiled 32x32 and in
+# strips of 16 rows, of a uint8 and a uint16 image: name -> (tiffcp -c
+# argument, dtype, tiled). JPEG (uint8 only) is refused by volfs.
+TIFFC = {}
+for _comp in ("lzw", "packbits"):
+    for _dt in ("u1", "u2"):
+        for _tiled in (True, False):
+            TIFFC["%s_%s_%s" % (_comp, _dt, "tiled" if _tiled else "strips")] = (_comp, _dt, _tiled)
+TIFFC["jpeg_u1_tiled"] = ("jpeg", "u1", True)
+
+
+def write_tiffc(d):
+    """One reference set, DIR/tiffc.json, of every TIFFC array: tifffile
+    writes the uncompressed DIR/plain_<dtype>.tif, libtiff's tiffcp
+    compresses it into DIR/<name>.tif, and tifffile writes each one's
+    references (aszarr().write_fsspec, version 0) under group <name>,
+    merged into one set, with cut_lzw_u1_tiled and cut_packbits_u1_tiled:
+    those arrays with every chunk's stored bytes cut to half."""
+    import subprocess
+    import tifffile
+    for dt in ("u1", "u2"):
+        a = (np.arange(64 * 90) * 37 % (251 if dt == "u1" else 65521)).reshape(64, 90).astype("<" + dt)
+        if dt == "u1":
+            a[:, 20:50] = 5  # runs for PackBits
+        tifffile.imwrite(os.path.join(d, "plain_%s.tif" % dt), a)
+    refs = {}
+    for name, (comp, dt, tiled) in TIFFC.items():
+        layout = ["-t", "-w", "32", "-l", "32"] if tiled else ["-r", "16"]
+        out = os.path.join(d, name + ".tif")
+        subprocess.run(["tiffcp", "-c", comp] + layout + [os.path.join(d, "plain_%s.tif" % dt), out], check=True)
+        with tifffile.TiffFile(out) as tf:
+            if tf.pages[0].compression != {"lzw": 5, "packbits": 32773, "jpeg": 7}[comp]:
+                sys.exit("%s: tiffcp wrote compression %d" % (name, tf.pages[0].compression))
+            with tf.aszarr() as store:
+                store.write_fsspec(os.path.join(d, name + ".json"), url=".", groupname=name)
+        with open(os.path.join(d, name + ".json")) as f:
+            refs.update(json.load(f))
+    # cut_<name>: the same array, every chunk's range cut to half.
+    for name in ("lzw_u1_tiled", "packbits_u1_tiled"):
+        for k, v in list(refs.items()):
+            if k.startswith(name + "/"):
+                if isinstance(v, list):
+                    v = [v[0], v[1], v[2] // 2]
+                refs["cut_" + k] = v
+    with open(os.path.join(d, "tiffc.json"), "w") as f:
+        json.dump(refs, f)
+
+
+def verify_tiffc(d, mnt):
+    """zarr-python reading each decoded array of the mount equals tifffile
+    reading the uncompressed original, and so does numpy on each chunk
+    file; the JPEG array passes through: its .zarray is tifffile's."""
+    import tifffile
+    bad = []
+    for name, (comp, dt, tiled) in TIFFC.items():
+        want = tifffile.imread(os.path.join(d, "plain_%s.tif" % dt))
+        if comp == "jpeg":
+            with open(os.path.join(mnt, name, ".zarray")) as f:
+                if json.load(f)["compressor"]["id"] != "imagecodecs_jpeg":
+                    bad.append("%s: .zarray is not the stored one" % name)
+            continue
+        got = zarr.open_array(os.path.join(mnt, name), mode="r")[...]
+        if got.dtype != want.dtype or not np.array_equal(got, want):
+            bad.append("%s: zarr-python reads the mount differently from tifffile" % name)
+        ch, cw = (32, 32) if tiled else (16, 90)
+        for r in range(-(-64 // ch)):
+            for c in range(-(-90 // cw)):
+                with open(os.path.join(mnt, name, "%d.%d" % (r, c)), "rb") as f:
+                    chunk = np.frombuffer(f.read(), dtype=want.dtype).reshape(ch, cw)
+                part = want[r * ch:(r + 1) * ch, c * cw:(c + 1) * cw]
+                if not np.array_equal(chunk[:part.shape[0], :part.shape[1]], part):
+                    bad.append("%s: chunk %d.%d differs from tifffile's read of the original" % (name, r, c))
+    if bad:
+        print("\n".join(bad))
+        sys.exit(1)
+    print("ok")
+
+
 def write_nc(d):
     """A NetCDF4 file netCDF4 writes (zlib, shuffle, chunked), with
     references built from h5py's chunk table of its variables."""
@@ -214,6 +292,8 @@ if __name__ == "__main__":
         "verify": lambda: verify(sys.argv[2], sys.argv[3]),
         "write-tiff": lambda: write_tiff(sys.argv[2]),
         "verify-tiff": lambda: verify_tiff(sys.argv[2], sys.argv[3], sys.argv[4]),
+        "write-tiffc": lambda: write_tiffc(sys.argv[2]),
+        "verify-tiffc": lambda: verify_tiffc(sys.argv[2], sys.argv[3]),
         "write-nc": lambda: write_nc(sys.argv[2]),
         "verify-nc": lambda: verify_nc(sys.argv[2], sys.argv[3]),
     }[sys.argv[1]]()
