@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/volfs/volfs/decode/codec"
-	"github.com/volfs/volfs/decode/ngobj"
 )
 
 func init() {
@@ -277,7 +276,7 @@ func (a *Array) setEncoding(s map[string]json.RawMessage) (string, error) {
 	if f, err := setup(a, s); err != nil {
 		return f, err
 	}
-	if raw := s["sharding"]; ngobj.ShardingGiven(raw) {
+	if raw := s["sharding"]; ShardingGiven(raw) {
 		spec, f, err := parseSharding(raw)
 		if err != nil {
 			return f, err

@@ -145,7 +145,7 @@ func (d *objectDir) info(ctx context.Context) (bool, error) {
 			d.off = mi.Type != "" && mi.Type != "neuroglancer_legacy_mesh"
 		} else if err == nil {
 			d.skel, err = ngobj.ParseSkeletonInfo(data)
-			if err == nil && ngobj.ShardingGiven(d.skel.Sharding) {
+			if err == nil && decode.ShardingGiven(d.skel.Sharding) {
 				d.shard, err = decode.ParseSharding(d.skel.Sharding)
 			}
 		}
@@ -361,7 +361,7 @@ func (d *sourceDir) annotationInfo(ctx context.Context) *ngobj.AnnotationInfo {
 	if !localName(ai.ByID.Key) {
 		return nil
 	}
-	if ai.Sharded() {
+	if decode.ShardingGiven(ai.ByID.Sharding) {
 		if _, err := decode.ParseSharding(ai.ByID.Sharding); err != nil {
 			d.t.log.Warn("annotation info not converted", "object", "/"+key, "err", fmt.Errorf("by_id.%w", err))
 			return nil
@@ -385,7 +385,7 @@ func (d *sourceDir) annotationCSV(ctx context.Context, ai *ngobj.AnnotationInfo)
 	if err != nil {
 		return nil, err
 	}
-	if ai.Sharded() {
+	if decode.ShardingGiven(ai.ByID.Sharding) {
 		return d.shardedAnnotationCSV(ctx, ai, l)
 	}
 	var rows [][]string

@@ -8,7 +8,6 @@ import (
 	"path"
 
 	"github.com/volfs/volfs/decode"
-	"github.com/volfs/volfs/decode/ngobj"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -80,7 +79,7 @@ func (t *Tree) describeObjectDir(ctx context.Context, od *ObjectDir, kind string
 		return
 	}
 	od.Type = info.Type
-	if ngobj.ShardingGiven(info.Sharding) {
+	if decode.ShardingGiven(info.Sharding) {
 		sh, err := decode.ParseSharding(info.Sharding)
 		if err != nil {
 			od.Note = fmt.Sprintf("not converted: %s: sharding.%v", key, err)

@@ -104,10 +104,6 @@ func propAlign(t string) int {
 	return dtypeSize(t)
 }
 
-// Sharded reports whether the by_id index is sharded, by ShardingGiven:
-// a by_id "sharding" of false is then a specification to refuse.
-func (ai *AnnotationInfo) Sharded() bool { return ShardingGiven(ai.ByID.Sharding) }
-
 // points is the number of rank-long coordinate vectors of the type.
 func (ai *AnnotationInfo) points() int {
 	if ai.AnnotationType == "POINT" {

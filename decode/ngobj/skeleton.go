@@ -31,7 +31,7 @@ type SkeletonInfo struct {
 	// VertexAttributes are stored after the edges, in this order.
 	VertexAttributes []VertexAttribute `json:"vertex_attributes"`
 	// Sharding is the "sharding" member: a sharded directory when
-	// ShardingGiven.
+	// decode.ShardingGiven.
 	Sharding json.RawMessage `json:"sharding"`
 }
 

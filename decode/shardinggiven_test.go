@@ -1,4 +1,4 @@
-package ngobj
+package decode
 
 import (
 	"encoding/json"
