@@ -108,18 +108,11 @@ func Load(ctx context.Context, source string, opts Options) (*Fetcher, error) {
 	if name == "" {
 		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
 	}
-	home := &root{u: &url.URL{Scheme: base.Scheme, Host: base.Host, Path: strings.TrimSuffix(dir, "/")}}
-	home.spec = rootSpec(home.u)
-	f := &Fetcher{src: source, base: base, opts: opts, roots: []*root{home},
-		resolved: map[string]target{}, logged: map[string]bool{}}
-	for _, a := range opts.Allow {
-		u, err := sourceURL(strings.TrimSuffix(a, "/"))
-		if err != nil {
-			return nil, fmt.Errorf("refs: allowed root %q: %w", a, err)
-		}
-		u.Path = strings.TrimSuffix(u.Path, "/")
-		f.roots = append(f.roots, &root{u: u, spec: rootSpec(u)})
+	f, err := newSetFetcher(source, base, dir, opts)
+	if err != nil {
+		return nil, err
 	}
+	home := f.roots[0]
 	hf, err := home.fetcher(opts.Open)
 	if err != nil {
 		return nil, err
