@@ -76,20 +76,26 @@ func mayBeReferenceSet(source string) (try, sniff bool) {
 		st, err := os.Stat(strings.TrimPrefix(source, "file://"))
 		return err == nil && st.Mode().IsRegular(), false
 	}
-	u, err := url.Parse(source)
-	if err != nil {
-		return false, false
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https", "gs", "s3":
-	default:
-		return false, false
-	}
+	u, ok := remoteSetURL(source)
 	name := path.Base(u.Path)
-	if u.Path == "" || strings.HasSuffix(u.Path, "/") || name == "/" || name == "." {
+	if !ok || strings.HasSuffix(u.Path, "/") || name == "/" || name == "." {
 		return false, false
 	}
 	return true, !strings.HasSuffix(strings.ToLower(name), ".json")
+}
+
+// remoteSetURL parses source as a URL of a scheme a reference set may be
+// read from (http, https, gs, s3) with a path; false for any other.
+func remoteSetURL(source string) (*url.URL, bool) {
+	u, err := url.Parse(source)
+	if err != nil {
+		return &url.URL{}, false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "gs", "s3":
+		return u, u.Path != ""
+	}
+	return u, false
 }
 
 func isLocal(source string) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -58,17 +57,9 @@ func mayBeParquetSet(source string) (try, sniff bool) {
 		st, err := os.Stat(filepath.Join(p, ".zmetadata"))
 		return err == nil && st.Mode().IsRegular(), false
 	}
-	u, err := url.Parse(source)
-	if err != nil {
-		return false, false
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https", "gs", "s3":
-	default:
-		return false, false
-	}
+	u, ok := remoteSetURL(source)
 	name := strings.ToLower(path.Base(strings.TrimSuffix(u.Path, "/")))
-	if name == "" || name == "/" || name == "." {
+	if !ok || name == "/" || name == "." {
 		return false, false
 	}
 	return true, !strings.HasSuffix(name, ".parq") && !strings.HasSuffix(name, ".parquet")
