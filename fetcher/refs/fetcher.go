@@ -97,21 +97,13 @@ type target struct {
 // one wrapping fetcher.ErrNotExist when there is no object at source, so
 // a caller sniffing sources may try them as directories.
 func Load(ctx context.Context, source string, opts Options) (*Fetcher, error) {
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	base, err := sourceURL(source)
+	f, err := newSetFetcher(source, source, opts)
 	if err != nil {
 		return nil, err
 	}
-	dir, name := path.Split(base.Path)
-	if name == "" {
-		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
-	}
-	f, err := newSetFetcher(source, base, dir, opts)
-	if err != nil {
-		return nil, err
-	}
+	opts = f.opts
+	base := f.base
+	name := path.Base(base.Path)
 	home := f.roots[0]
 	hf, err := home.fetcher(opts.Open)
 	if err != nil {

@@ -85,21 +85,13 @@ type pqArray struct {
 // ErrNotReferenceSet, that request's failure included, unless
 // looksLikeParquetSet takes it for a set's.
 func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, error) {
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	base, err := sourceURL(strings.TrimSuffix(source, "/"))
+	f, err := newSetFetcher(source, strings.TrimSuffix(source, "/"), opts)
 	if err != nil {
 		return nil, err
 	}
-	dir, name := path.Split(base.Path)
-	if name == "" {
-		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
-	}
-	f, err := newSetFetcher(source, base, dir, opts)
-	if err != nil {
-		return nil, err
-	}
+	opts = f.opts
+	base := f.base
+	name := path.Base(base.Path)
 	hf, err := f.roots[0].fetcher(opts.Open)
 	if err != nil {
 		return nil, err
@@ -188,9 +180,22 @@ func looksLikeParquetSet(head []byte, whole bool) bool {
 	return bytes.Contains(head, []byte(`"record_size"`)) && bytes.Contains(head, []byte(`"metadata"`))
 }
 
-// newSetFetcher makes the Fetcher of the reference set at base (whose
-// directory path is dir), with its home root and the allowed roots.
-func newSetFetcher(source string, base *url.URL, dir string, opts Options) (*Fetcher, error) {
+// newSetFetcher makes the Fetcher of the reference set named source, at
+// the URL loc (source, or source without its trailing slash), with its
+// home root (loc's directory) and the allowed roots; its opts has a Log.
+// A loc with no last element is not a set (ErrNotReferenceSet).
+func newSetFetcher(source, loc string, opts Options) (*Fetcher, error) {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	base, err := sourceURL(loc)
+	if err != nil {
+		return nil, err
+	}
+	dir, name := path.Split(base.Path)
+	if name == "" {
+		return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
+	}
 	home := &root{u: &url.URL{Scheme: base.Scheme, Host: base.Host, Path: strings.TrimSuffix(dir, "/")}}
 	home.spec = rootSpec(home.u)
 	f := &Fetcher{src: source, base: base, opts: opts, roots: []*root{home},
