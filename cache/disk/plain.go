@@ -119,9 +119,10 @@ func (c *Cache) Plain(key string) bool {
 // for reading, when it holds exactly size bytes and check accepts its
 // identity, as Get would return them: the file's bytes are then the
 // entry's, checked (see "Plain entries"). The caller closes it. It counts
-// as a hit; an entry that is not plain is a miss and left as it is
-// (Plain tells it apart); a corrupt or stale one is deleted as Get
-// deletes it.
+// as a hit; an entry that is not plain, or none, is left as it is and
+// counted by the Get that a caller falling back makes (Plain tells them
+// apart), so that one read counts one miss; a corrupt or stale one is
+// deleted as Get deletes it.
 func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error) (*os.File, bool) {
 	name := fileName(key)
 	c.mu.Lock()
@@ -130,18 +131,18 @@ func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error
 	c.mu.Unlock()
 	if known {
 		// Kept compressed, as this process knows: not read twice.
-		c.miss(name, nil)
+		c.pass(name, nil)
 		return nil, false
 	}
 	sfd, err := unix.Openat(c.fd, name[:2], unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		c.miss(name, err)
+		c.pass(name, err)
 		return nil, false
 	}
 	defer unix.Close(sfd)
 	ident, payload, form, err := c.read(sfd, name, key, size)
 	if err == nil && form != formBeside {
-		c.miss(name, nil)
+		c.pass(name, nil)
 		return nil, false
 	}
 	var n int64
@@ -176,7 +177,7 @@ func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error
 		if f != nil {
 			f.Close()
 		}
-		c.miss(name, err)
+		c.pass(name, err)
 		return nil, false
 	}
 	c.hit(sfd, name, int64(headerSize+len(key)+len(ident)+len(payload))+n, true, func(it *item) { it.verified = id })
@@ -220,8 +221,16 @@ func (c *Cache) hit(sfd int, name string, size int64, plain bool, verify func(*i
 // forgets the entry when its file is gone.
 func (c *Cache) miss(name string, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.stats.Misses++
+	c.mu.Unlock()
+	c.pass(name, err)
+}
+
+// pass forgets the entry name when err says its file is gone, counting
+// nothing: OpenPlain's caller falls back to Get, which counts the read.
+func (c *Cache) pass(name string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if el, ok := c.items[name]; ok && errors.Is(err, unix.ENOENT) {
 		// Deleted behind our back (or by another process).
 		c.drop(el)

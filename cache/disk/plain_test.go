@@ -167,3 +167,20 @@ func TestPlainRestart(t *testing.T) {
 		t.Error("OpenPlain after a restart")
 	}
 }
+
+// TestPlainMissCountedOnce: a read that finds no plain entry falls back to
+// Get, which counts the miss; OpenPlain does not count it a second time.
+func TestPlainMissCountedOnce(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<20)
+	accept := func([]byte) error { return nil }
+	if f, ok := c.OpenPlain("k", 3, accept); ok {
+		f.Close()
+		t.Fatal("a plain entry where none was put")
+	}
+	if _, ok := c.Get("k", 3, accept); ok {
+		t.Fatal("a hit where nothing was put")
+	}
+	if st := c.Stats(); st.Misses != 1 {
+		t.Errorf("misses %d after one read that found nothing, want 1", st.Misses)
+	}
+}
