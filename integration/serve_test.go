@@ -901,3 +901,32 @@ func xmlEscape(s string) string {
 	xml.EscapeText(&b, []byte(s))
 	return b.String()
 }
+
+// TestServeETagKeptCopy: under --metadata-ttl a server may keep serving
+// the bytes of a chunk it read before its object was rewritten. Its ETag
+// must then not be the tag of the new version, which a server that read
+// the new bytes gives: a client revalidating with it would be told 304 and
+// keep the old bytes for good.
+func TestServeETagKeptCopy(t *testing.T) {
+	requireTool(t, "curl")
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
+	os.WriteFile(filepath.Join(dir, "a", ".zarray"), []byte(`{"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<u2", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), 0o644)
+	chunk := filepath.Join(dir, "a", "0.0")
+	os.WriteFile(chunk, []byte("12345678"), 0o644)
+	old := startServe(t, "--metadata-ttl", "1s", dir)
+	if r := curl(t, old.url+"a/0.0"); r.code != 200 || string(r.body) != "12345678" {
+		t.Fatalf("GET a/0.0: %d %q", r.code, r.body)
+	}
+	os.WriteFile(chunk, []byte("87654321"), 0o644)
+	time.Sleep(1500 * time.Millisecond)
+	kept := curl(t, old.url+"a/0.0")
+	fresh := curl(t, startServe(t, "--metadata-ttl", "1s", dir).url+"a/0.0")
+	if string(fresh.body) != "87654321" {
+		t.Fatalf("a new server reads %q, want the rewritten bytes", fresh.body)
+	}
+	t.Logf("the first server serves %q with ETag %s; the new one %q with %s", kept.body, kept.header.Get("ETag"), fresh.body, fresh.header.Get("ETag"))
+	if !bytes.Equal(kept.body, fresh.body) && kept.header.Get("ETag") == fresh.header.Get("ETag") {
+		t.Errorf("the first server's old bytes %q carry the ETag %s of the new version's %q", kept.body, kept.header.Get("ETag"), fresh.body)
+	}
+}

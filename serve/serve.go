@@ -276,12 +276,17 @@ type validators struct {
 	strong bool
 }
 
-// validators returns the validators of f, the file at p. The ETag of a
-// file whose version the tree names (fs.Tree.Version: a chunk, from the
-// identities of its objects and its array's recipe) changes exactly when
-// its bytes can, and is the same in every server over the same source.
-// Any other file's is made of the server's start (a restarted server may
-// read a source that changed), the path and the size. Without a metadata
+// validators returns the validators of f, the file at p. Without a
+// metadata TTL, the ETag of a file whose version the tree names
+// (fs.Tree.Version: a chunk, from the identities of its objects and its
+// array's recipe) changes exactly when its bytes can, and is the same in
+// every server over the same source. With a TTL that version is the
+// origin's current one, while the bytes served may be a copy the tree
+// kept from an earlier one: such a tag could name bytes the reply does not
+// carry, and a client revalidating with it would keep old bytes for good;
+// so under a TTL, and for any other file, the ETag is made of the
+// server's start (a restarted server may read a source that changed), the
+// path and the size. Without a metadata
 // TTL a file's bytes do not change while the server runs: the ETag is
 // strong. With one, the source may change under the server and a file's
 // bytes with it: the ETag is weak (a version-less file's changes every
@@ -298,9 +303,12 @@ func (s *Server) validators(ctx context.Context, p string, f fs.File, ask bool) 
 	ttl := s.policy.MetadataTTL
 	var ver string
 	var err error
-	if ask {
+	switch {
+	case ttl > 0:
+		err = fs.ErrNoVersion
+	case ask:
 		ver, err = s.tree.Version(ctx, f)
-	} else {
+	default:
 		ver, err = s.tree.KnownVersion(f)
 		if errors.Is(err, fs.ErrVersionNotKnown) {
 			return validators{}, false
