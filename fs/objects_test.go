@@ -180,3 +180,53 @@ for name, data in files.items():
     with open(os.path.join(src, 'seg', 'skel', name), 'wb') as f:
         f.write(data)
 `
+
+// TestMemoHitLearnsNothing: a memo hit replays the identities its value
+// was made from, to pin the load to them, but does not teach them to the
+// tree as if read now: a newer version the tree has learnt since (here by
+// a Stat after the shards were rewritten) stays the one it knows, so tier
+// entries and memos made from the old one are found stale.
+func TestMemoHitLearnsNothing(t *testing.T) {
+	files := writeShardedPython(t, skelScript)
+	dir := writeFiles(t, files)
+	src, err := fetcher.Open(dir, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := New(context.Background(), src, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() {
+		t.Helper()
+		n, err := tree.Resolve(context.Background(), "seg/"+SkeletonView)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names(t, n.(Dir))
+	}
+	list()
+	var shards []string
+	for name, b := range writeShardedPython(t, strings.Replace(skelScript, "range(1, 40)", "range(1, 21)", 1)) {
+		if strings.HasSuffix(name, ".shard") {
+			shards = append(shards, name)
+			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	newer := map[string]fetcher.Identity{}
+	for _, key := range shards {
+		_, id, err := tree.origin.Stat(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newer[key] = id
+	}
+	list() // the id lists' memos answer, made from the old shards
+	for _, key := range shards {
+		if id, _ := tree.origin.Known(key); id != newer[key] {
+			t.Errorf("%s: the tree knows %q after a memo hit, want the newer %q it learnt before", key, id, newer[key])
+		}
+	}
+}

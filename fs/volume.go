@@ -481,6 +481,18 @@ func (s *treeSource) Stat(ctx context.Context, key string) (int64, error) {
 // and tells the tree's identities. It fails with an *errChanged when the
 // load saw another version of the object before.
 func (s *treeSource) saw(key string, id fetcher.Identity) error {
+	if err := s.pinTo(key, id); err != nil || !id.Known() {
+		return err
+	}
+	s.t.ids.learn(key, id)
+	return nil
+}
+
+// pinTo is saw without telling the tree's identities: for an identity the
+// load did not read now but replays from a memo's record, which may be
+// older than one the tree has learnt since (that one must stand, so that
+// what was made from the old version is found stale).
+func (s *treeSource) pinTo(key string, id fetcher.Identity) error {
 	if !id.Known() {
 		s.seen = append(s.seen, seen{Key: key, ID: id})
 		return nil
@@ -493,7 +505,6 @@ func (s *treeSource) saw(key string, id fetcher.Identity) error {
 	}
 	s.pinned[key] = id
 	s.seen = append(s.seen, seen{Key: key, ID: id})
-	s.t.ids.learn(key, id)
 	return nil
 }
 
@@ -531,7 +542,7 @@ func (s *treeSource) Memo(ctx context.Context, key string, load func(context.Con
 		return nil, fmt.Errorf("fs: memo %s: malformed identity record", key)
 	}
 	for _, o := range objs {
-		if err := s.saw(o.Key, o.ID); err != nil {
+		if err := s.pinTo(o.Key, o.ID); err != nil {
 			return nil, err
 		}
 	}
