@@ -454,7 +454,9 @@ type Streamer interface {
 	// end, as they arrive, with no transport encoding. An offset at or
 	// past the end gives an empty stream. Reads of the stream are not
 	// retried: a read that fails leaves the stream broken, and the caller
-	// falls back to GetRange. Ending ctx, or Close, abandons it.
+	// falls back to GetRange. Ending ctx, or Close, abandons it. A stream
+	// pinned to a version (WithVersion) whose reply is of another one is
+	// refused, wrapping ErrChanged, before any byte is handed out.
 	Stream(ctx context.Context, key string, offset int64) (io.ReadCloser, error)
 }
 
@@ -531,20 +533,28 @@ func (h *HTTP) Stream(ctx context.Context, key string, offset int64) (io.ReadClo
 	if enc := contentEncoding(resp); enc != "" {
 		return refuse(fmt.Errorf("reply has Content-Encoding %q", enc))
 	}
+	size := resp.ContentLength
 	switch resp.StatusCode {
 	case http.StatusRequestedRangeNotSatisfiable:
 		body.Close()
 		return io.NopCloser(strings.NewReader("")), nil
 	case http.StatusPartialContent:
-		if first, _, err := parseContentRange(resp.Header.Get("Content-Range")); err != nil || first != offset {
+		first, total, err := parseContentRange(resp.Header.Get("Content-Range"))
+		if err != nil || first != offset {
 			return refuse(fmt.Errorf("reply to range %d- has Content-Range %q", offset, resp.Header.Get("Content-Range")))
 		}
+		size = total
 	case http.StatusOK:
+	default:
+		return refuse(statusError(resp))
+	}
+	if err := pinnedReply(ctx, key, httpIdentity(resp.Header, size)); err != nil {
+		return refuse(err)
+	}
+	if resp.StatusCode == http.StatusOK {
 		if _, err := skipTo(body, offset); err != nil {
 			return refuse(err)
 		}
-	default:
-		return refuse(statusError(resp))
 	}
 	h.m.Done(nil)
 	return body, nil

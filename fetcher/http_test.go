@@ -993,6 +993,40 @@ func TestHTTPStream(t *testing.T) {
 	}
 }
 
+// TestHTTPStreamPinned: a stream pinned to a version (WithVersion) is
+// refused with ErrChanged when the reply is of another one, from a server
+// that honours Range and from one that ignores it, and served when it is
+// the pinned one.
+func TestHTTPStreamPinned(t *testing.T) {
+	data := []byte("0123456789abcdefghij")
+	for _, ignore := range []bool{false, true} {
+		srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("ETag", `"v2"`)
+			if ignore {
+				w.Write(data)
+				return
+			}
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+		})
+		h := newHTTP(t, srv.URL, fastRetries)
+		if rc, err := h.Stream(WithVersion(context.Background(), "k", `etag:"v1"`), "k", 5); !errors.Is(err, ErrChanged) {
+			if err == nil {
+				rc.Close()
+			}
+			t.Errorf("ignore Range %v: a stream of v2 pinned to v1: %v, want ErrChanged", ignore, err)
+		}
+		rc, err := h.Stream(WithVersion(context.Background(), "k", `etag:"v2"`), "k", 5)
+		if err != nil {
+			t.Fatalf("ignore Range %v: a stream of the pinned version: %v", ignore, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || string(got) != "56789abcdefghij" {
+			t.Errorf("ignore Range %v: got %q, %v", ignore, got, err)
+		}
+	}
+}
+
 // TestHTTPRangeLies checks that a ranged reply is checked against the range
 // asked for and the object's size: a server that answers with fewer bytes
 // than the range (Content-Range claiming all of it), more bytes, another

@@ -1,6 +1,9 @@
 package fetcher
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Pinning a read to one version
 //
@@ -57,3 +60,14 @@ func pinned(ctx context.Context, key string) (Identity, bool) {
 // fetcher that serves key from another object (a reference set's target)
 // and passes the pin on as that object's own.
 func Pinned(ctx context.Context, key string) (Identity, bool) { return pinned(ctx, key) }
+
+// pinnedReply is nil unless ctx pins key (WithVersion) to a version other
+// than got, the identity of a reply: then an error wrapping ErrChanged. A
+// stream (Streamer) has no retry to ask again, so its reply is compared
+// before its first byte is handed out.
+func pinnedReply(ctx context.Context, key string, got Identity) error {
+	if id, ok := pinned(ctx, key); ok && got.Known() && got != id {
+		return fmt.Errorf("%s, the read was pinned to %s: %w", got, id, ErrChanged)
+	}
+	return nil
+}

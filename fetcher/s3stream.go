@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -36,13 +37,22 @@ func (s *S3) Stream(ctx context.Context, key string, offset int64) (io.ReadClose
 	if err != nil {
 		return nil, fail(err)
 	}
+	var ifMatch *string
+	if pin, ok := pinned(ctx, key); ok {
+		if etag, ok := strings.CutPrefix(string(pin), "etag:"); ok {
+			ifMatch = &etag
+		}
+	}
 	out, err := st.client.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: &s.bucket, Key: aws.String(s.prefix + key), RequestPayer: s.payer(),
-		Range: aws.String(fmt.Sprintf("bytes=%d-", offset)),
+		Range: aws.String(fmt.Sprintf("bytes=%d-", offset)), IfMatch: ifMatch,
 	})
 	if err != nil {
 		if code, ok := apiCode(err); ok && code == "InvalidRange" {
 			return io.NopCloser(strings.NewReader("")), nil
+		}
+		if code, _ := apiCode(err); ifMatch != nil && (code == "PreconditionFailed" || httpStatus(err) == http.StatusPreconditionFailed) {
+			return nil, fail(fmt.Errorf("%s: %w", apiText(err), ErrChanged))
 		}
 		if ctx.Err() != nil {
 			return nil, fail(ctx.Err())
@@ -57,6 +67,10 @@ func (s *S3) Stream(ctx context.Context, key string, offset int64) (io.ReadClose
 	} else if offset > 0 {
 		out.Body.Close()
 		return nil, fail(fmt.Errorf("reply to range %d- is the whole object", offset))
+	}
+	if err := pinnedReply(ctx, key, s3Identity(out.ETag, out.VersionId)); err != nil {
+		out.Body.Close()
+		return nil, fail(err)
 	}
 	s.m.Done(nil)
 	return out.Body, nil

@@ -149,7 +149,7 @@ func (f *objectFile) readAt(ctx context.Context, p []byte, off int64) (int, erro
 			return k, err
 		}
 	} else if st, ok := f.t.src.(fetcher.Streamer); ok {
-		if k, ok := f.stream.read(ctx, st, f.key, p, off, f.parts.continues(off)); ok {
+		if k, ok := f.stream.read(fetcher.WithVersion(ctx, f.key, f.parts.version()), st, f.key, p, off, f.parts.continues(off)); ok {
 			return k, nil
 		}
 	}

@@ -87,7 +87,9 @@ func (s *objectStream) read(ctx context.Context, st fetcher.Streamer, key string
 		}
 		// The stream outlives this read, but its opening is the read's
 		// wait: the reader's end (an interrupt, --read-timeout) ends it.
-		sctx, cancel := context.WithCancel(context.Background())
+		// It keeps the read's values, the version pin among them
+		// (fetcher.WithVersion): a stream of another version is refused.
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		stop := context.AfterFunc(ctx, cancel)
 		rc, err := st.Stream(sctx, key, off)
 		if !stop() || err != nil {
