@@ -363,13 +363,16 @@ func TestFleetEngineKilled(t *testing.T) {
 				origin.pause = chunks / 2
 				fleet := startFleet(t, origin.URL, 4, args...)
 				go func() {
+					// A restart that fails ends this goroutine by
+					// t.Fatal's Goexit: the paused GET must be let go
+					// even then, or the fleet's reads hang.
+					defer close(origin.resume)
 					<-origin.paused
 					if mode == "restarted" {
 						restart()
 					} else {
 						kill()
 					}
-					close(origin.resume)
 				}()
 				readFleet(t, fleet, want)
 				select {

@@ -22,8 +22,9 @@ type Engine struct {
 	ready string // the line the process prints once it accepts connections
 	t     testing.TB
 
-	mu  sync.Mutex
-	cmd *exec.Cmd // GUARDED_BY(mu); nil once killed
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // GUARDED_BY(mu); nil once killed
+	exited chan struct{} // GUARDED_BY(mu); closed once cmd has exited
 }
 
 // StartRedis starts a redis-server on a free loopback port, without
@@ -132,38 +133,44 @@ func (e *Engine) start() {
 			}
 		}
 	}()
-	exited := make(chan error, 1)
+	exited := make(chan struct{})
+	var waitErr error
 	go func() {
-		exited <- cmd.Wait()
+		waitErr = cmd.Wait()
 		pw.Close()
+		close(exited)
 	}()
 	e.mu.Lock()
-	e.cmd = cmd
+	e.cmd, e.exited = cmd, exited
 	e.mu.Unlock()
 	t.Cleanup(e.Kill)
 	select {
 	case <-ready:
-	case err := <-exited:
-		t.Fatalf("%s %s exited before accepting connections: %v", e.name, strings.Join(e.args, " "), err)
+	case <-exited:
+		t.Fatalf("%s %s exited before accepting connections: %v", e.name, strings.Join(e.args, " "), waitErr)
 	case <-time.After(time.Minute):
 		t.Fatalf("%s did not accept connections within a minute", e.name)
 	}
 }
 
-// Kill kills the process (SIGKILL: no goodbye to its clients). It may be
+// Kill kills the process (SIGKILL: no goodbye to its clients) and
+// returns once it has exited, so that its port is free again. It may be
 // called more than once.
 func (e *Engine) Kill() {
 	e.mu.Lock()
-	cmd := e.cmd
+	cmd, exited := e.cmd, e.exited
 	e.cmd = nil
 	e.mu.Unlock()
 	if cmd != nil {
 		cmd.Process.Kill()
+		<-exited
 	}
 }
 
 // Restart kills the process if it runs and starts a new, empty one on the
-// same address.
+// same address. It calls t.Fatal when the new one does not start, so it
+// belongs on the test's goroutine, or one whose caller survives
+// runtime.Goexit (see TestFleetEngineKilled).
 func (e *Engine) Restart() {
 	e.t.Helper()
 	e.Kill()
