@@ -30,6 +30,7 @@ type Handle struct {
 	path    string
 	reader  Reader
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
+	closed  atomic.Bool // Close has run
 }
 
 // Open opens f, found at path p (for log lines), for reader: an id that
@@ -50,7 +51,24 @@ func (t *Tree) OpenAs(ctx context.Context, f File, p string, r Reader) (*Handle,
 			return nil, err
 		}
 	}
+	if h, ok := f.(holder); ok {
+		h.hold()
+	}
 	return &Handle{t: t, f: f, path: p, reader: r}, nil
+}
+
+// Close tells the file that this handle will read no more: the ranged
+// parts an object's window has in flight are cancelled when its last
+// handle closes (parts.go). A front end closes every handle it opened
+// (FUSE at RELEASE, serve when a reply ends); a second Close does
+// nothing. Reads after Close still work, as reads without a window.
+func (h *Handle) Close() {
+	if !h.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if f, ok := h.f.(holder); ok {
+		f.drop()
+	}
 }
 
 // Size is the file's size, from the metadata.

@@ -68,6 +68,15 @@ type opener interface {
 	open(ctx context.Context) error
 }
 
+// holder is a File that keeps work going for its open handles (an
+// object's window of parts in flight): hold is called at each open that
+// succeeded and drop at its close, so that the work stops with the last
+// handle rather than when it next times out.
+type holder interface {
+	hold()
+	drop()
+}
+
 // object returns the pass-through file at key; size -1 means unknown, and
 // id is the version the size was taken from (a listing's), when known. A
 // group's metadata file (groupMetadata) is read whole at once through the
@@ -116,6 +125,10 @@ type objectFile struct {
 }
 
 func (f *objectFile) IsDir() bool { return false }
+
+func (f *objectFile) hold() { f.parts.hold() }
+
+func (f *objectFile) drop() { f.parts.drop(f) }
 
 func (f *objectFile) Size() int64 { return f.size }
 

@@ -43,8 +43,10 @@ import (
 //     is a plain ranged read and leaves the window be; the next read that
 //     continues it (the reader did seek) cancels every part and restarts
 //     the window small there.
-//   - With no read for partsIdle the window is cancelled: a reader that
-//     stopped or was killed stops the downloads within about a second.
+//   - When the file's last handle closes (Handle.Close: a reader that
+//     stopped early, or was killed) the window is cancelled at once; with
+//     no read for partsIdle it is cancelled too, for a reader that keeps
+//     its file open but reads no more.
 //
 // Versions: every request of an object file, a part or a plain ranged
 // read, is pinned (fetcher.WithVersion) to one version of the object: the
@@ -103,6 +105,27 @@ type objectParts struct {
 	// needs, so that a server that sends the whole object for each range
 	// is found out by one request, not by a window of them.
 	ranged bool // GUARDED_BY(mu)
+	// handles is how many handles of the file are open (Handle.Close).
+	handles int // GUARDED_BY(mu)
+	// idleAfter is partsIdle, or what a test sets before the first read.
+	idleAfter time.Duration
+}
+
+// hold counts an open handle of the file.
+func (w *objectParts) hold() {
+	w.mu.Lock()
+	w.handles++
+	w.mu.Unlock()
+}
+
+// drop counts a handle closed, and cancels the window with the last.
+func (w *objectParts) drop(f *objectFile) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.handles--; w.handles <= 0 {
+		w.handles, w.next = 0, 0 // the next open that reads from 0 starts anew
+		w.resetLocked(f)
+	}
 }
 
 // part is one ranged request of the window. data and err are set before
@@ -350,18 +373,22 @@ func (w *objectParts) resetLocked(f *objectFile) {
 //
 // REQUIRES: w.mu held.
 func (w *objectParts) armIdleLocked(f *objectFile) {
+	idle := w.idleAfter
+	if idle == 0 {
+		idle = partsIdle
+	}
 	if w.idle != nil {
-		w.idle.Reset(partsIdle)
+		w.idle.Reset(idle)
 		return
 	}
-	w.idle = time.AfterFunc(partsIdle, func() {
+	w.idle = time.AfterFunc(idle, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.window == 0 {
 			return
 		}
-		if wait := partsIdle - time.Since(w.lastUse); wait > 0 || w.reading > 0 {
-			w.idle.Reset(max(wait, partsIdle/4))
+		if wait := idle - time.Since(w.lastUse); wait > 0 || w.reading > 0 {
+			w.idle.Reset(max(wait, idle/4))
 			return
 		}
 		w.resetLocked(f)

@@ -199,3 +199,79 @@ func TestObjectParts(t *testing.T) {
 		t.Errorf("version pinned: %q, want the ETag's", v)
 	}
 }
+
+// TestObjectPartsClosed: the window's parts in flight are cancelled when
+// the file's last handle closes, not when the window next times out. The
+// server sends a little of each range and then holds the reply until the
+// request is cancelled; the idle timeout is an hour, so only Close can end
+// the requests. A second handle open on the file keeps the window going.
+func TestObjectPartsClosed(t *testing.T) {
+	const size = 64 << 20
+	var inflight atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var first, last int64
+		if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last); err != nil {
+			http.Error(w, "ranges only", http.StatusBadRequest)
+			return
+		}
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		w.Header().Set("ETag", `"one"`)
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, size))
+		w.Header().Set("Content-Length", strconv.FormatInt(last-first+1, 10))
+		w.WriteHeader(http.StatusPartialContent)
+		if first < 512<<10 {
+			w.Write(make([]byte, last-first+1)) // the first reads' ranges, whole
+			return
+		}
+		w.Write(make([]byte, 1))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &Tree{src: src}
+	f := &objectFile{t: tree, key: "obj", size: size}
+	f.parts.idleAfter = time.Hour
+	ctx := context.Background()
+	h1, err := tree.Open(ctx, f, "obj", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := tree.Open(ctx, f, "obj", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first read is served by its own range and finds that the
+	// server honours Range; the second one, continuing it, fills the
+	// window ahead, whose parts past 512 KiB the server holds.
+	for _, off := range []int64{0, 128 << 10} {
+		if k, err := h1.ReadAt(ctx, make([]byte, 128<<10), off); err != nil || k != 128<<10 {
+			t.Fatalf("read at %d: %d, %v", off, k, err)
+		}
+	}
+	waitInflight := func(want func(int64) bool, what string) {
+		t.Helper()
+		// Less than the fetcher's stall timeout (30 s), which would end
+		// the held requests too.
+		deadline := time.Now().Add(10 * time.Second)
+		for !want(inflight.Load()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d ranges in flight after 10s", what, inflight.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitInflight(func(n int64) bool { return n > 0 }, "window after the first read")
+	h1.Close()
+	h1.Close() // a second Close does nothing
+	time.Sleep(100 * time.Millisecond)
+	if n := inflight.Load(); n == 0 {
+		t.Fatalf("the window was cancelled with a handle of the file still open")
+	}
+	h2.Close()
+	waitInflight(func(n int64) bool { return n == 0 }, "after the last handle closed")
+}

@@ -113,6 +113,7 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 		s.fail(w, r, s.status(ctx, err, "open", p))
 		return
 	}
+	defer hd.Close()
 	h.Set("Content-Length", strconv.FormatInt(n, 10))
 	if r.Method == http.MethodHead {
 		w.WriteHeader(code)

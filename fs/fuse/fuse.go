@@ -466,6 +466,7 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 		if h, err = n.m.tree.OpenAs(ctx, n.file, n.path, n.m.reader(ctx)); err != nil {
 			return nil, n.m.tree.Errno(ctx, err, "read", n.path)
 		}
+		defer h.Close()
 	}
 	b, err := h.Read(ctx, dest, off)
 	if err != nil {

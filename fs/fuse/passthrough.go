@@ -211,11 +211,15 @@ func handleOf(fh any) (*fs.Handle, bool) {
 	return nil, false
 }
 
-// release closes the backing file of a handle that has one, and takes a
-// counted handle off its inode's modes. The kernel holds its own
-// reference to a registered file, so the bytes stay readable through the
-// mount until its last handle closes.
+// release closes the tree's handle inside fh (fs.Handle.Close), closes the
+// backing file of a handle that has one, and takes a counted handle off
+// its inode's modes. The kernel holds its own reference to a registered
+// file, so the bytes stay readable through the mount until its last
+// handle closes.
 func release(fh any) {
+	if h, ok := handleOf(fh); ok {
+		h.Close()
+	}
 	switch h := fh.(type) {
 	case *passHandle:
 		if h.file != nil {
