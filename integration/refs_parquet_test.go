@@ -153,3 +153,29 @@ func TestReferenceSetParquetObjectStores(t *testing.T) {
 		t.Log(run(t, python, "testdata/refscheck.py", "verify", dir, s.mnt))
 	})
 }
+
+// TestReferenceSetParquetRegenerated: a Parquet set written again while it
+// is mounted (hyparquet-writer over the same directory, so .zmetadata is a
+// new version) is not mixed with the one mounted: a chunk whose record
+// file is first read after that fails with ESTALE and one log line naming
+// it, while a chunk of a record read before still reads its bytes.
+func TestReferenceSetParquetRegenerated(t *testing.T) {
+	dir := t.TempDir()
+	writeParquetSet(t, dir)
+	s := startVolfs(t, "mount", "--read-ahead", "0", filepath.Join(dir, "refs.parq"))
+	// temp's grid is 3 x 4: chunk 1.2 is row 0 of record 2, chunk 0.0
+	// row 0 of record 0.
+	before := run(t, "cat", filepath.Join(s.mnt, "temp", "1.2"))
+	time.Sleep(10 * time.Millisecond) // a later modification time, on any file system
+	run(t, "node", nodeScript(t, requireHyparquet(t), "refsparquet.mjs"), "convert", filepath.Join(dir, "refs.json"), filepath.Join(dir, "refs.parq"), "3", "raw/1.0")
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "temp", "0.0"))
+	if err == nil || !strings.Contains(out, "Stale file handle") {
+		t.Errorf("temp/0.0 of a record first read after the set was written again: %v, %q; want ESTALE", err, out[:min(len(out), 200)])
+	}
+	if !strings.Contains(s.stderr.String(), "refs.0.parq") {
+		t.Errorf("no log line names temp/refs.0.parq:\n%s", s.stderr.String())
+	}
+	if again := run(t, "cat", filepath.Join(s.mnt, "temp", "1.2")); again != before {
+		t.Errorf("temp/1.2, of a record read before, changed")
+	}
+}

@@ -63,6 +63,15 @@ type parquetSet struct {
 	recordSize int64
 	arrays     map[string]*pqArray // by variable key (the directory of its .zarray)
 	records    *recordCache
+	// metaID is the version of .zmetadata the set was loaded from. A
+	// record file read for the first time is served only while .zmetadata
+	// is still that version, and every later read of it is pinned to the
+	// version first read (recordIDs): the mount shows one version of the
+	// set, never the metadata of one generation with the rows of another.
+	metaID fetcher.Identity
+
+	mu        sync.Mutex
+	recordIDs map[string]fetcher.Identity // GUARDED_BY(mu); record file -> version first read
 }
 
 // pqArray is one array's chunk grid.
@@ -97,8 +106,9 @@ func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, er
 		return nil, err
 	}
 	var data []byte
+	var metaID fetcher.Identity
 	if opts.Sniff {
-		head, _, err := hf.GetRange(ctx, name+"/.zmetadata", 0, sniffParquetBytes)
+		head, id, err := hf.GetRange(ctx, name+"/.zmetadata", 0, sniffParquetBytes)
 		if err != nil {
 			return nil, fmt.Errorf("refs: %q: %w (%v)", source, ErrNotReferenceSet, err)
 		}
@@ -107,7 +117,7 @@ func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, er
 			return nil, fmt.Errorf("refs: %q: %w", source, ErrNotReferenceSet)
 		}
 		if whole {
-			data = head
+			data, metaID = head, id
 		}
 	}
 	if data == nil {
@@ -118,7 +128,7 @@ func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, er
 		if obj.ContentEncoding != "" {
 			return nil, fmt.Errorf("refs: %s/.zmetadata: served with Content-Encoding %q, not supported", source, obj.ContentEncoding)
 		}
-		data = obj.Data
+		data, metaID = obj.Data, obj.ID
 	}
 	var zm struct {
 		Metadata   map[string]json.RawMessage `json:"metadata"`
@@ -134,7 +144,8 @@ func LoadParquet(ctx context.Context, source string, opts Options) (*Fetcher, er
 		return nil, fmt.Errorf("refs: %s/.zmetadata: record_size %s is not an integer in [1, %d]", source, zm.RecordSize, maxRecordSize)
 	}
 	p := &parquetSet{dir: name, url: strings.TrimSuffix(base.String(), "/"), recordSize: rs,
-		arrays: map[string]*pqArray{}, records: newRecordCache(recordCacheBytes)}
+		arrays: map[string]*pqArray{}, records: newRecordCache(recordCacheBytes),
+		metaID: metaID, recordIDs: map[string]fetcher.Identity{}}
 	f.m = NewManifest()
 	for k, v := range zm.Metadata {
 		var b bytes.Buffer
@@ -301,7 +312,7 @@ func (p *parquetSet) lookup(ctx context.Context, f *Fetcher, key string) (Ref, e
 		if err != nil {
 			return nil, err
 		}
-		return loadRecord(ctx, hf, name, p.recordSize)
+		return p.loadRecord(ctx, hf, name)
 	})
 	if errors.Is(err, fetcher.ErrNotExist) {
 		return Ref{}, notExist
@@ -326,6 +337,42 @@ func (p *parquetSet) lookup(ctx context.Context, f *Fetcher, key string) (Ref, e
 		return Ref{}, f.fail(ctx, key, ref.URL, fmt.Errorf("range offset %d size %d out of bounds", e.off, e.size))
 	}
 	return ref, nil
+}
+
+// loadRecord reads the record file name through hf, as one version of the
+// set: a file read before is read pinned to the version read then (a
+// record evicted and loaded again); a file read for the first time is
+// kept only if .zmetadata is still the version the set was loaded from,
+// asked after the file was read. Either check failing is an error
+// wrapping fetcher.ErrChanged: the set was regenerated under the mount.
+func (p *parquetSet) loadRecord(ctx context.Context, hf fetcher.Fetcher, name string) (*record, error) {
+	p.mu.Lock()
+	pin, seen := p.recordIDs[name]
+	p.mu.Unlock()
+	obj, err := hf.Get(fetcher.WithVersion(ctx, name, pin), name, maxRecordFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	if seen {
+		if obj.ID.Known() && obj.ID != pin {
+			return nil, fmt.Errorf("version %s, first read as %s: the set was rewritten after it was mounted: %w", obj.ID, pin, fetcher.ErrChanged)
+		}
+	} else if p.metaID.Known() {
+		_, now, err := hf.Stat(ctx, p.dir+"/.zmetadata")
+		if err != nil {
+			return nil, fmt.Errorf("checking that .zmetadata is the version mounted: %w", err)
+		}
+		if now != p.metaID {
+			return nil, fmt.Errorf(".zmetadata is now version %s, mounted as %s: the set was rewritten after it was mounted: %w", now, p.metaID, fetcher.ErrChanged)
+		}
+	}
+	rec, err := decodeRecordObject(obj, p.recordSize)
+	if err == nil && !seen && obj.ID.Known() {
+		p.mu.Lock()
+		p.recordIDs[name] = obj.ID
+		p.mu.Unlock()
+	}
+	return rec, err
 }
 
 // recordCache holds loaded records, least recently used first out, within

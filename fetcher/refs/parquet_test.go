@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand"
 	"net/http"
@@ -426,5 +427,63 @@ func TestParquetBomb(t *testing.T) {
 	// a thrift byte string that claims 2^31-1 bytes
 	if _, err := thriftWalk([]byte{0x18, 0xff, 0xff, 0xff, 0xff, 0x07, 'a', 0}); err == nil {
 		t.Error("a thrift string longer than its bytes passed")
+	}
+}
+
+// TestParquetSetPinned: a Parquet set is one version for as long as it is
+// mounted. A record file read before and rewritten since (read again once
+// evicted) is refused, and so is a record file read for the first time
+// after .zmetadata was rewritten: both with errors wrapping
+// fetcher.ErrChanged, never the new rows under the old metadata.
+func TestParquetSetPinned(t *testing.T) {
+	dir := t.TempDir()
+	set := filepath.Join(dir, "refs.parq")
+	os.WriteFile(filepath.Join(dir, "data.bin"), []byte("0123456789"), 0o644)
+	meta := `{"v/.zarray": {"zarr_format": 2, "shape": [6], "chunks": [1], "dtype": "|u1", "compressor": null, "filters": null, "fill_value": 0, "order": "C"}}`
+	writeZmetadata(t, set, 2, meta)
+	record := func(r int, first int64) {
+		t.Helper()
+		p := filepath.Join(set, "v", fmt.Sprintf("refs.%d.parq", r))
+		writeRecord(t, p, []pqRow{{Path: str("data.bin"), Offset: first, Size: 1}, {Path: str("data.bin"), Offset: first + 1, Size: 1}})
+		// A distinct modification time, whatever the file system's
+		// timestamp granularity.
+		mt := time.Now().Add(time.Duration(r+int(first)) * time.Hour)
+		os.Chtimes(p, mt, mt)
+	}
+	for r := range 3 {
+		record(r, int64(2*r))
+	}
+	ctx := context.Background()
+	f, err := LoadParquet(ctx, set, Options{Open: countingOpen(new(atomic.Int64)), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.lazy.records.budget = 1 // one record held at a time
+	read := func(key string) (string, error) {
+		obj, err := f.Get(ctx, key, 1)
+		return string(obj.Data), err
+	}
+	for _, key := range []string{"v/0", "v/2"} { // record 1 evicts record 0
+		if got, err := read(key); err != nil || got != key[2:] {
+			t.Fatalf("%s: %q, %v; want %q", key, got, err, key[2:])
+		}
+	}
+	// Record 0, read once and evicted by record 1, is rewritten.
+	record(0, 6)
+	if got, err := read("v/0"); !errors.Is(err, fetcher.ErrChanged) {
+		t.Errorf("v/0 after its record was rewritten: %q, %v; want ErrChanged", got, err)
+	}
+	// The set is regenerated: record 2, never read, is new, and so is
+	// .zmetadata.
+	record(2, 7)
+	writeZmetadata(t, set, 2, strings.Replace(meta, `"fill_value": 0`, `"fill_value": 1`, 1))
+	mt := time.Now().Add(10 * time.Hour)
+	os.Chtimes(filepath.Join(set, ".zmetadata"), mt, mt)
+	if got, err := read("v/4"); !errors.Is(err, fetcher.ErrChanged) {
+		t.Errorf("v/4 of a record first read after .zmetadata was rewritten: %q, %v; want ErrChanged", got, err)
+	}
+	// Record 1 is still held, from the version mounted.
+	if got, err := read("v/3"); err != nil || got != "3" {
+		t.Errorf("v/3: %q, %v; want \"3\"", got, err)
 	}
 }

@@ -2,7 +2,6 @@ package refs
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,13 +35,9 @@ type recRow struct {
 	off, size int64
 }
 
-// loadRecord fetches the record file name through hf and decodes it. A
-// file that does not exist is an error wrapping fetcher.ErrNotExist.
-func loadRecord(ctx context.Context, hf fetcher.Fetcher, name string, recordSize int64) (*record, error) {
-	obj, err := hf.Get(ctx, name, maxRecordFileBytes)
-	if err != nil {
-		return nil, err
-	}
+// decodeRecordObject decodes a record file fetched whole
+// (parquetSet.loadRecord).
+func decodeRecordObject(obj fetcher.Object, recordSize int64) (*record, error) {
 	if obj.ContentEncoding != "" {
 		return nil, fmt.Errorf("served with Content-Encoding %q, not supported", obj.ContentEncoding)
 	}
