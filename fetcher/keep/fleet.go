@@ -133,7 +133,7 @@ func (s *Source) fleetListing(ctx context.Context, skey, key string) (entries []
 		return nil, at, "", fmt.Errorf("keep: list %s/%s: %w (as the fleet read it)", s.src, key, fetcher.ErrNotSupported), true
 	case keptListing:
 		entries, good := decodeEntries(data, true)
-		if !good {
+		if !good || s.listingOutdated(key, entries, at) {
 			return nil, time.Time{}, "", nil, false
 		}
 		s.stats.FleetAnswers.Add(1)
@@ -141,6 +141,28 @@ func (s *Source) fleetListing(ctx context.Context, skey, key string) (entries []
 		return entries, at, "", nil, true
 	}
 	return nil, time.Time{}, "", nil, false
+}
+
+// listingOutdated reports whether entries, the listing of key read from
+// the origin at at, names a file by another identity than the one this
+// Source learnt of it after at: the listing is older than what this
+// Source knows, and files built from it would fail their reads, so the
+// origin is asked instead (as fleetObject's learntSince check does for
+// one object).
+func (s *Source) listingOutdated(key string, entries []fetcher.Entry, at time.Time) bool {
+	for _, e := range entries {
+		if e.IsDir || !e.ID.Known() {
+			continue
+		}
+		name := e.Name
+		if key != "" {
+			name = key + "/" + e.Name
+		}
+		if l, ok := s.known.Peek(name); ok && l.at.After(at) && l.id != e.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // shareListing keeps the origin's answer to a List in the fleet (entry

@@ -166,6 +166,37 @@ func TestFleetAnswers(t *testing.T) {
 	}
 }
 
+// TestFleetListingOutdated: a node that learnt a file's identity after the
+// fleet's listing of its directory was read, and learnt another one than
+// the listing names, asks the origin for the listing rather than build
+// files from the older one; a listing that agrees with what it learnt is
+// taken.
+func TestFleetListingOutdated(t *testing.T) {
+	for _, tc := range []struct {
+		learnt    fetcher.Identity
+		wantAsked bool
+	}{{"etag-2", true}, {"etag-1", false}} {
+		t.Run(string(tc.learnt), func(t *testing.T) {
+			fleet := &memFleet{}
+			origin := &bucket{}
+			first := New(origin, Options{TTL: time.Minute, Fleet: fleet})
+			if _, _, err := first.ListAt(context.Background(), ""); err != nil {
+				t.Fatal(err)
+			}
+			fleet.age(t, 10*time.Second)
+			second := New(origin, Options{TTL: time.Minute, Fleet: fleet})
+			second.Learn("info", tc.learnt) // now: after the listing was read
+			before := origin.requests.Load()
+			if _, _, err := second.ListAt(context.Background(), ""); err != nil {
+				t.Fatal(err)
+			}
+			if asked := origin.requests.Load() > before; asked != tc.wantAsked {
+				t.Errorf("the node knowing info as %s asked the origin: %v, want %v", tc.learnt, asked, tc.wantAsked)
+			}
+		})
+	}
+}
+
 // TestFleetListingRoundTrip: a listing shared with the fleet keeps its
 // identities.
 func TestFleetListingRoundTrip(t *testing.T) {
