@@ -415,18 +415,27 @@ func sameChunks(a, b *decode.Volume) bool {
 // read found. Metadata goes through getMeta (fetchMeta), chunk objects
 // through getChunk.
 func (t *Tree) fetchBy(ctx context.Context, key string, limit int64, get func(context.Context, string, int64) (fetcher.Object, error)) (fetcher.Object, string, error) {
-	obj, err := get(ctx, key, limit)
+	forms := storedForms(key)
+	obj, err := get(ctx, forms[0], limit)
 	if !errors.Is(err, fetcher.ErrNotExist) {
-		return obj, key, err
+		return obj, forms[0], err
 	}
-	obj, err2 := get(ctx, key+".gz", limit)
+	obj, err2 := get(ctx, forms[1], limit)
 	if err2 != nil {
 		if errors.Is(err2, fetcher.ErrNotExist) {
-			return obj, key, err // report the plain key as missing
+			return obj, forms[0], err // report the plain key as missing
 		}
-		return obj, key + ".gz", err2
+		return obj, forms[1], err2
 	}
-	return obj, key + ".gz", nil
+	return obj, forms[1], nil
+}
+
+// storedForms are the objects that may hold key's bytes, in the order
+// they win: the plain object whenever it exists, else its ".gz" sibling.
+// fetchBy reads by it and Tree.Version names versions by it, so that the
+// version of a file is that of the object its bytes come from.
+func storedForms(key string) [2]string {
+	return [2]string{key, key + ".gz"}
 }
 
 // fetchMeta is fetchBy of a metadata object, kept on disk for an origin

@@ -53,7 +53,7 @@ func (t *Tree) version(f File, current func(key string) (fetcher.Identity, error
 		return "", fmt.Errorf("%w: not a chunk stored as its own object", ErrNoVersion)
 	}
 	v := keep.EncodeFields([]keep.Field{{Key: "recipe", ID: fetcher.Identity(c.a.Recipe())}})
-	for _, key := range []string{c.key, c.key + ".gz"} {
+	for _, key := range storedForms(c.key) {
 		id, err := current(key)
 		if err != nil {
 			return "", err
@@ -63,7 +63,7 @@ func (t *Tree) version(f File, current func(key string) (fetcher.Identity, error
 		}
 		v = append(v, keep.EncodeFields([]keep.Field{{Key: key, ID: id}})...)
 		if id != keep.Absent {
-			break // the twin is read only when the key is absent
+			break // a later form is read only when this one is absent
 		}
 	}
 	return string(v), nil
