@@ -99,6 +99,7 @@ type objectParts struct {
 	window  int64       // GUARDED_BY(mu)
 	lastUse time.Time   // GUARDED_BY(mu); when a read last used the window
 	idle    *time.Timer // GUARDED_BY(mu); cancels an unused window
+	armed   bool        // GUARDED_BY(mu); idle is running
 	reading int         // GUARDED_BY(mu); reads waiting for or copying parts
 	// ranged is set once a part has come back from a source not seen to
 	// ignore Range: until then a window requests only what its read
@@ -107,8 +108,8 @@ type objectParts struct {
 	ranged bool // GUARDED_BY(mu)
 	// handles is how many handles of the file are open (Handle.Close).
 	handles int // GUARDED_BY(mu)
-	// idleAfter is partsIdle, or what a test sets before the first read.
-	idleAfter time.Duration
+	// idleAfter is partsIdle when 0, or what a test sets.
+	idleAfter time.Duration // GUARDED_BY(mu)
 }
 
 // hold counts an open handle of the file.
@@ -194,7 +195,8 @@ func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int
 	w.next = max(w.next, off+n)
 	w.dropBehindLocked(f, off)
 	w.fillLocked(f, off, off+n)
-	var need []*part
+	var needBuf [4]*part // a read spans one or two parts, rarely more
+	need := needBuf[:0]
 	for _, pt := range w.parts {
 		if pt.off < off+n && pt.off+pt.n > off {
 			pt.readers++
@@ -365,34 +367,49 @@ func (w *objectParts) resetLocked(f *objectFile) {
 	w.parts, w.window = nil, 0
 	if w.idle != nil {
 		w.idle.Stop()
+		w.armed = false
 	}
 }
 
-// armIdleLocked (re)starts the timer that drops a window unused for
-// partsIdle.
+// armIdleLocked starts the timer that drops a window unused for
+// partsIdle, unless it runs: a read only moves lastUse, which the timer
+// looks at when it fires, so that reads do not reset a timer each.
 //
 // REQUIRES: w.mu held.
 func (w *objectParts) armIdleLocked(f *objectFile) {
-	idle := w.idleAfter
-	if idle == 0 {
-		idle = partsIdle
-	}
-	if w.idle != nil {
-		w.idle.Reset(idle)
+	if w.armed {
 		return
 	}
-	w.idle = time.AfterFunc(idle, func() {
+	w.armed = true
+	if w.idle != nil {
+		w.idle.Reset(w.idleLocked())
+		return
+	}
+	w.idle = time.AfterFunc(w.idleLocked(), func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.window == 0 {
+			w.armed = false
 			return
 		}
+		idle := w.idleLocked()
 		if wait := idle - time.Since(w.lastUse); wait > 0 || w.reading > 0 {
 			w.idle.Reset(max(wait, idle/4))
 			return
 		}
 		w.resetLocked(f)
 	})
+}
+
+// idleLocked is how long a window may go unused: partsIdle, or what a
+// test set.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) idleLocked() time.Duration {
+	if w.idleAfter > 0 {
+		return w.idleAfter
+	}
+	return partsIdle
 }
 
 // continues reports whether a read at off continues the last read the

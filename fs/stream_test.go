@@ -274,4 +274,27 @@ func TestObjectPartsClosed(t *testing.T) {
 	}
 	h2.Close()
 	waitInflight(func(n int64) bool { return n == 0 }, "after the last handle closed")
+
+	// A handle kept open with no reads: the idle timer cancels the
+	// window, and does so again for the next window of the same file.
+	f.parts.mu.Lock()
+	f.parts.idleAfter = 50 * time.Millisecond
+	f.parts.mu.Unlock()
+	h3, err := tree.Open(ctx, f, "obj", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h3.Close()
+	for round := range 2 {
+		for _, off := range []int64{0, 128 << 10} {
+			if k, err := h3.ReadAt(ctx, make([]byte, 128<<10), off); err != nil || k != 128<<10 {
+				t.Fatalf("round %d: read at %d: %d, %v", round, off, k, err)
+			}
+		}
+		waitInflight(func(n int64) bool { return n > 0 }, fmt.Sprintf("round %d: window", round))
+		waitInflight(func(n int64) bool { return n == 0 }, fmt.Sprintf("round %d: idle, handle open", round))
+		f.parts.mu.Lock()
+		f.parts.next = 0 // the reader starts over from 0, as a new window
+		f.parts.mu.Unlock()
+	}
 }
