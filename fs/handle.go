@@ -103,6 +103,25 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	return b, h.t.readError(ctx, rctx, err)
 }
 
+// ReadPieces is Read for a front end that writes a reply from several
+// pieces of memory at once (the FUSE adapter, with writev): the bytes at
+// off are pieces, in order, which may be memory the tree lends without a
+// copy (a window of ranged parts, parts.go), held until release is
+// called; the caller must call a non-nil release once it has written
+// them, and must not modify them. release is nil when nothing is held.
+func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
+	l, ok := h.f.(lender)
+	if !ok {
+		b, err := h.Read(ctx, dest, off)
+		return [][]byte{b}, nil, err
+	}
+	h.t.pass.reads.Add(1)
+	rctx, cancel := h.t.readContext(ctx)
+	defer cancel()
+	pieces, release, err = l.lend(rctx, dest, off)
+	return pieces, release, h.t.readError(ctx, rctx, err)
+}
+
 func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
 	switch f := h.f.(type) {
 	case *chunkFile:

@@ -68,6 +68,12 @@ type opener interface {
 	open(ctx context.Context) error
 }
 
+// lender is a File whose reads can lend memory the tree holds instead of
+// copying it (Handle.ReadPieces).
+type lender interface {
+	lend(ctx context.Context, p []byte, off int64) (pieces [][]byte, release func(), err error)
+}
+
 // holder is a File that keeps work going for its open handles (an
 // object's window of parts in flight): hold is called at each open that
 // succeeded and drop at its close, so that the work stops with the last
@@ -137,14 +143,39 @@ func (f *objectFile) Size() int64 { return f.size }
 // (ESTALE) that says when a new open sees the new version.
 func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	k, err := f.readAt(ctx, p, off)
-	if errors.Is(err, fetcher.ErrChanged) {
-		if ttl := f.t.opts.MetadataTTL; ttl > 0 {
-			err = fmt.Errorf("%w (rewritten at the source after this file was looked up: a file opened again once --metadata-ttl %v has passed reads the new version)", err, ttl)
-		} else {
-			err = fmt.Errorf("%w (rewritten at the source after this file was looked up: the mount reads its source as unchanging with --metadata-ttl 0; mount again, or mount with --metadata-ttl, to read the new version)", err)
+	return k, f.explain(err)
+}
+
+// explain says, of an error wrapping fetcher.ErrChanged, when a new open
+// sees the new version.
+func (f *objectFile) explain(err error) error {
+	if !errors.Is(err, fetcher.ErrChanged) {
+		return err
+	}
+	if ttl := f.t.opts.MetadataTTL; ttl > 0 {
+		return fmt.Errorf("%w (rewritten at the source after this file was looked up: a file opened again once --metadata-ttl %v has passed reads the new version)", err, ttl)
+	}
+	return fmt.Errorf("%w (rewritten at the source after this file was looked up: the mount reads its source as unchanging with --metadata-ttl 0; mount again, or mount with --metadata-ttl, to read the new version)", err)
+}
+
+// lend is ReadAt for a front end that can write pieces of memory to its
+// client (lender): a read served by the window of parts returns the
+// parts' own bytes, held until release is called, instead of copying
+// them into p; any other read is ReadAt into p, with nothing to release.
+func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, func(), error) {
+	if off < f.size && !f.t.local {
+		if ri, ok := f.t.src.(fetcher.RangeIgnorer); !ok || !ri.IgnoresRange() {
+			n := min(int64(len(p)), f.size-off)
+			pieces, release, ok, err := f.parts.lend(ctx, f, off, n)
+			if ok {
+				return pieces, release, f.explain(err)
+			}
+			k, err := f.readRange(ctx, p[:n], off)
+			return [][]byte{p[:k]}, nil, f.explain(err)
 		}
 	}
-	return k, err
+	k, err := f.ReadAt(ctx, p, off)
+	return [][]byte{p[:k]}, nil, err
 }
 
 func (f *objectFile) readAt(ctx context.Context, p []byte, off int64) (int, error) {

@@ -176,7 +176,25 @@ func (w *objectParts) adopt(key string, got fetcher.Identity) error {
 // continues the last, and reports whether it did; a read it does not
 // serve is the caller's (a plain ranged read). p is within the file.
 func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int64) (int, bool, error) {
-	n := int64(len(p))
+	pieces, release, ok, err := w.lend(ctx, f, off, int64(len(p)))
+	if !ok || err != nil {
+		return 0, ok, err
+	}
+	k := 0
+	for _, b := range pieces {
+		k += copy(p[k:], b)
+	}
+	release()
+	return k, true, nil
+}
+
+// lend is read without the copy: it returns the n bytes at off as slices
+// of the window's parts, in order, and release, which the caller must
+// call once it is done with them (the FUSE adapter, after the kernel has
+// taken the reply: go-fuse's ReadResult.Done). Until then the parts are
+// held: not freed, their budget not given back, whatever the window does.
+// ok and err are read's; release is nil unless ok and err is nil.
+func (w *objectParts) lend(ctx context.Context, f *objectFile, off, n int64) (pieces [][]byte, release func(), ok bool, err error) {
 	w.mu.Lock()
 	switch {
 	case w.window > 0 && len(w.parts) > 0 && off >= w.parts[0].off && off <= w.end+partsSlack:
@@ -190,13 +208,12 @@ func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int
 		// continues this one starts a new window (above).
 		w.next = off + n
 		w.mu.Unlock()
-		return 0, false, nil
+		return nil, nil, false, nil
 	}
 	w.next = max(w.next, off+n)
 	w.dropBehindLocked(f, off)
 	w.fillLocked(f, off, off+n)
-	var needBuf [4]*part // a read spans one or two parts, rarely more
-	need := needBuf[:0]
+	var need []*part // a read spans one or two parts, rarely more
 	for _, pt := range w.parts {
 		if pt.off < off+n && pt.off+pt.n > off {
 			pt.readers++
@@ -208,8 +225,6 @@ func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int
 	w.armIdleLocked(f)
 	w.mu.Unlock()
 
-	var err error
-	done := int64(0)
 	for _, pt := range need {
 		select {
 		case <-pt.done:
@@ -222,7 +237,7 @@ func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int
 		if err != nil {
 			break
 		}
-		done += int64(copy(p[done:], pt.data[off+done-pt.off:]))
+		pieces = append(pieces, pt.data[max(off, pt.off)-pt.off:min(off+n, pt.off+pt.n)-pt.off])
 	}
 
 	w.mu.Lock()
@@ -230,28 +245,42 @@ func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int
 	w.reading--
 	passed := 0
 	for _, pt := range need {
-		pt.readers--
 		if off+n >= pt.off+pt.n {
 			passed++
 		}
-		w.freeLocked(f, pt)
-	}
-	if errors.Is(err, errPartDropped) {
-		return 0, false, nil
 	}
 	if err != nil {
+		w.unholdLocked(f, need)
+		if errors.Is(err, errPartDropped) {
+			return nil, nil, false, nil
+		}
 		if ctx.Err() == nil {
 			// A failed part fails this read; the next read starts over.
 			w.resetLocked(f)
 		}
-		return 0, true, err
+		return nil, nil, true, err
 	}
 	if w.window > 0 {
 		for range passed {
 			w.window = min(2*w.window, partsMaxWindow)
 		}
 	}
-	return int(done), true, nil
+	release = func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.unholdLocked(f, need)
+	}
+	return pieces, release, true, nil
+}
+
+// unholdLocked lets go of parts a read held, freeing those dropped since.
+//
+// REQUIRES: w.mu held.
+func (w *objectParts) unholdLocked(f *objectFile, held []*part) {
+	for _, pt := range held {
+		pt.readers--
+		w.freeLocked(f, pt)
+	}
 }
 
 // fillLocked requests parts from the window's end until it reaches need

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -296,5 +297,85 @@ func TestObjectPartsClosed(t *testing.T) {
 		f.parts.mu.Lock()
 		f.parts.next = 0 // the reader starts over from 0, as a new window
 		f.parts.mu.Unlock()
+	}
+}
+
+// TestObjectPartsLent: reads through Handle.ReadPieces are served as the
+// window's own bytes without a copy, exactly the object's, and a piece
+// still held (its reply not yet written) survives the window's end: its
+// part is freed only once the piece is given back, and every other part
+// with the window.
+func TestObjectPartsLent(t *testing.T) {
+	const size, piece = 24 << 20, 1 << 20
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + i>>16)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"one"`)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &Tree{src: src}
+	f := &objectFile{t: tree, key: "obj", size: size}
+	ctx := context.Background()
+	h, err := tree.Open(ctx, f, "obj", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held [][]byte
+	var heldRelease func()
+	lentReads := 0
+	for off := int64(0); off < 8<<20; off += piece {
+		pieces, release, err := h.ReadPieces(ctx, make([]byte, piece), off)
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if got := bytes.Join(pieces, nil); !bytes.Equal(got, data[off:off+piece]) {
+			t.Fatalf("read at %d: %d bytes, not the object's", off, len(got))
+		}
+		if release == nil {
+			continue
+		}
+		lentReads++
+		if off == 4<<20 {
+			held, heldRelease = pieces, release
+			continue
+		}
+		release()
+	}
+	if lentReads < 4 || heldRelease == nil {
+		t.Fatalf("%d of 8 in-order reads lent the window's bytes (the one at 4 MiB: %v), want most", lentReads, heldRelease != nil)
+	}
+	f.parts.mu.Lock()
+	parts := slices.Clone(f.parts.parts)
+	f.parts.mu.Unlock()
+	h.Close() // the window ends: every part is dropped
+	for _, pt := range parts {
+		<-pt.done
+	}
+	if got := bytes.Join(held, nil); !bytes.Equal(got, data[4<<20:5<<20]) {
+		t.Errorf("a piece held across the window's end changed")
+	}
+	freed := func() (n int) {
+		f.parts.mu.Lock()
+		defer f.parts.mu.Unlock()
+		for _, pt := range parts {
+			if pt.data == nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := freed(); n != len(parts)-1 && n != len(parts)-2 {
+		t.Errorf("%d of %d parts freed with one piece held, want all but the one or two it lies in", n, len(parts))
+	}
+	heldRelease()
+	if n := freed(); n != len(parts) {
+		t.Errorf("%d of %d parts freed after the held piece was given back, want all", n, len(parts))
 	}
 }

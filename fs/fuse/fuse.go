@@ -468,7 +468,7 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 		}
 		defer h.Close()
 	}
-	b, err := h.Read(ctx, dest, off)
+	pieces, release, err := h.ReadPieces(ctx, dest, off)
 	if err != nil {
 		errno := n.m.tree.Errno(ctx, err, "read", n.path)
 		if errno == syscall.EIO {
@@ -476,7 +476,63 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 		}
 		return nil, errno
 	}
-	return fuse.ReadResultData(b), 0
+	if release == nil && len(pieces) == 1 {
+		return fuse.ReadResultData(pieces[0]), 0
+	}
+	return newLent(pieces, release), 0
+}
+
+// lent is a reply written from memory the tree lends (fs.Handle.ReadPieces):
+// go-fuse writes its pieces to /dev/fuse with one writev (Slices; it
+// never flattens a result that has them) and calls Done once the kernel
+// has taken them, which lets the tree have its memory back.
+type lent struct {
+	pieces  [][]byte
+	size    int
+	release func()
+}
+
+// newLent returns the reply of pieces, which release gives back (nil:
+// nothing to give back). An empty reply gives them back at once: go-fuse
+// calls Done only for a reply with bytes.
+func newLent(pieces [][]byte, release func()) fuse.ReadResult {
+	size := 0
+	for _, b := range pieces {
+		size += len(b)
+	}
+	if size == 0 {
+		if release != nil {
+			release()
+		}
+		return fuse.ReadResultData(nil)
+	}
+	return &lent{pieces: pieces, size: size, release: release}
+}
+
+// Slices is go-fuse's scatter-gather reply: the pieces as they are.
+func (r *lent) Slices() ([][]byte, fuse.Status) { return r.pieces, fuse.OK }
+
+// Bytes flattens the pieces into buf, for a go-fuse path without
+// scatter-gather.
+func (r *lent) Bytes(buf []byte) ([]byte, fuse.Status) {
+	if len(buf) < r.size {
+		buf = make([]byte, r.size)
+	}
+	k := 0
+	for _, b := range r.pieces {
+		k += copy(buf[k:], b)
+	}
+	return buf[:k], fuse.OK
+}
+
+func (r *lent) Size() int { return r.size }
+
+// Done gives the pieces back; go-fuse calls it once, after the write.
+func (r *lent) Done() {
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
 }
 
 func (n *fileInode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
