@@ -134,7 +134,11 @@ func (f *objectFile) IsDir() bool { return false }
 
 func (f *objectFile) hold() { f.parts.hold() }
 
-func (f *objectFile) drop() { f.parts.drop(f) }
+func (f *objectFile) drop() {
+	if f.parts.drop(f) {
+		f.stream.end()
+	}
+}
 
 func (f *objectFile) Size() int64 { return f.size }
 

@@ -119,14 +119,17 @@ func (w *objectParts) hold() {
 	w.mu.Unlock()
 }
 
-// drop counts a handle closed, and cancels the window with the last.
-func (w *objectParts) drop(f *objectFile) {
+// drop counts a handle closed, cancels the window with the last, and
+// reports whether it was the last.
+func (w *objectParts) drop(f *objectFile) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.handles--; w.handles <= 0 {
-		w.handles, w.next = 0, 0 // the next open that reads from 0 starts anew
-		w.resetLocked(f)
+	if w.handles--; w.handles > 0 {
+		return false
 	}
+	w.handles, w.next = 0, 0 // the next open that reads from 0 starts anew
+	w.resetLocked(f)
+	return true
 }
 
 // part is one ranged request of the window. data and err are set before

@@ -21,7 +21,8 @@ import (
 // position from it. A read elsewhere is a ranged read; one a little ahead
 // of the stream (a piece that overtook another) skips forward on it. A
 // stream unused for streamIdle is closed, so that an abandoned reader does
-// not hold a connection. The memory is the caller's buffer: the stream is
+// not hold a connection, and it is closed at once when the file's last
+// handle closes (Handle.Close). The memory is the caller's buffer: the stream is
 // read into it.
 
 // streamIdle is how long an unused stream is kept open.
@@ -47,6 +48,8 @@ type objectStream struct {
 	// stream skipped, for the read of them that comes late.
 	skipped   []byte // GUARDED_BY(mu)
 	skippedAt int64  // GUARDED_BY(mu)
+	// idleAfter is streamIdle when 0, or what a test sets.
+	idleAfter time.Duration // GUARDED_BY(mu)
 }
 
 // read fills p from the stream if off is where the stream is (or where
@@ -149,13 +152,31 @@ func (s *objectStream) armIdle() {
 		s.idle.Stop()
 	}
 	rc := s.rc
-	s.idle = time.AfterFunc(streamIdle, func() {
+	idle := s.idleAfter
+	if idle == 0 {
+		idle = streamIdle
+	}
+	s.idle = time.AfterFunc(idle, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.rc == rc && !s.busy {
 			s.closeLocked()
 		}
 	})
+}
+
+// end closes the stream when the file's last handle has closed
+// (Handle.Close), rather than after streamIdle: a stream a read still
+// uses is cut off, and that read falls back to a ranged read.
+func (s *objectStream) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next = 0 // the next open that reads from 0 streams anew
+	if s.busy {
+		s.cancel()
+		return
+	}
+	s.closeLocked()
 }
 
 // closeLocked closes the stream, if open, and forgets skipped bytes.

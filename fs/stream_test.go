@@ -379,3 +379,55 @@ func TestObjectPartsLent(t *testing.T) {
 		t.Errorf("%d of %d parts freed after the held piece was given back, want all", n, len(parts))
 	}
 }
+
+// TestObjectStreamClosed: the stream of an object whose server ignores
+// Range is closed when the file's last handle closes, not when it has been
+// idle for a while (an hour here): the server sends the start of the
+// object and then holds each reply until its request is cancelled.
+func TestObjectStreamClosed(t *testing.T) {
+	const size = 64 << 20
+	var inflight atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		w.Header().Set("ETag", `"one"`)
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Write(make([]byte, 4<<20))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &Tree{src: src}
+	f := &objectFile{t: tree, key: "obj", size: size}
+	f.stream.idleAfter = time.Hour
+	ctx := context.Background()
+	h, err := tree.Open(ctx, f, "obj", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first read finds that the server ignores Range; the second
+	// opens the stream, which the server then holds.
+	for _, off := range []int64{0, 1 << 20} {
+		if k, err := h.ReadAt(ctx, make([]byte, 1<<20), off); err != nil || k != 1<<20 {
+			t.Fatalf("read at %d: %d, %v", off, k, err)
+		}
+	}
+	f.stream.mu.Lock()
+	open := f.stream.rc != nil
+	f.stream.mu.Unlock()
+	if !open {
+		t.Fatal("no stream open after two reads in order")
+	}
+	h.Close()
+	deadline := time.Now().Add(10 * time.Second) // less than the fetcher's 30 s stall timeout
+	for inflight.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still open 10s after the last handle closed", inflight.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
