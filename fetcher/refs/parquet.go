@@ -343,7 +343,7 @@ func (p *parquetSet) lookup(ctx context.Context, f *Fetcher, key string) (Ref, e
 // set: a file read before is read pinned to the version read then (a
 // record evicted and loaded again); a file read for the first time is
 // kept only if .zmetadata is still the version the set was loaded from,
-// asked after the file was read. Either check failing is an error
+// asked after the file was read (one ranged GET of a byte). Either check failing is an error
 // wrapping fetcher.ErrChanged: the set was regenerated under the mount.
 func (p *parquetSet) loadRecord(ctx context.Context, hf fetcher.Fetcher, name string) (*record, error) {
 	p.mu.Lock()
@@ -358,11 +358,15 @@ func (p *parquetSet) loadRecord(ctx context.Context, hf fetcher.Fetcher, name st
 			return nil, fmt.Errorf("version %s, first read as %s: the set was rewritten after it was mounted: %w", obj.ID, pin, fetcher.ErrChanged)
 		}
 	} else if p.metaID.Known() {
-		_, now, err := hf.Stat(ctx, p.dir+"/.zmetadata")
+		// One byte of it by GET, not a Stat: a server that serves GETs
+		// but refuses HEAD (a presigned URL) or answers it with other
+		// headers reads the set all the same.
+		meta := p.dir + "/.zmetadata"
+		_, now, err := hf.GetRange(fetcher.WithVersion(ctx, meta, p.metaID), meta, 0, 1)
 		if err != nil {
 			return nil, fmt.Errorf("checking that .zmetadata is the version mounted: %w", err)
 		}
-		if now != p.metaID {
+		if now.Known() && now != p.metaID {
 			return nil, fmt.Errorf(".zmetadata is now version %s, mounted as %s: the set was rewritten after it was mounted: %w", now, p.metaID, fetcher.ErrChanged)
 		}
 	}
