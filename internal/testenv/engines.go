@@ -132,6 +132,10 @@ func (e *Engine) start() {
 				close(ready)
 			}
 		}
+		// A line too long for the scanner ends the loop: the rest is
+		// still read, or the process would block writing it and Kill,
+		// which waits for its exit, with it.
+		io.Copy(io.Discard, pr)
 	}()
 	exited := make(chan struct{})
 	var waitErr error
