@@ -146,8 +146,18 @@ func (f *objectFile) Size() int64 { return f.size }
 // has been rewritten at the source, an error wrapping fetcher.ErrChanged
 // (ESTALE) that says when a new open sees the new version.
 func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	k, err := f.readAt(ctx, p, off)
-	return k, f.explain(err)
+	pieces, release, err := f.lend(ctx, p, off)
+	k := 0
+	for _, b := range pieces {
+		if len(b) > 0 && &b[0] != &p[k] {
+			copy(p[k:], b)
+		}
+		k += len(b)
+	}
+	if release != nil {
+		release()
+	}
+	return k, err
 }
 
 // explain says, of an error wrapping fetcher.ErrChanged, when a new open
@@ -162,46 +172,34 @@ func (f *objectFile) explain(err error) error {
 	return fmt.Errorf("%w (rewritten at the source after this file was looked up: the mount reads its source as unchanging with --metadata-ttl 0; mount again, or mount with --metadata-ttl, to read the new version)", err)
 }
 
-// lend is ReadAt for a front end that can write pieces of memory to its
-// client (lender): a read served by the window of parts returns the
-// parts' own bytes, held until release is called, instead of copying
-// them into p; any other read is ReadAt into p, with nothing to release.
+// lend reads the bytes at off for a front end that can write pieces of
+// memory to its client (lender), or for ReadAt, which copies them into
+// p: a read served by the window of parts returns the parts' own bytes,
+// held until release is called; any other read fills p and returns it,
+// with nothing to release. A local object is one pread per read (nothing
+// to wait for); a remote one read in order is read in ranged parts
+// (parts.go), or from a server that ignores Range in one stream
+// (stream.go); any other read is a ranged read of its own bytes.
 func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, func(), error) {
-	if off < f.size && !f.t.local {
-		if ri, ok := f.t.src.(fetcher.RangeIgnorer); !ok || !ri.IgnoresRange() {
-			n := min(int64(len(p)), f.size-off)
-			pieces, release, ok, err := f.parts.lend(ctx, f, off, n)
-			if ok {
-				return pieces, release, f.explain(err)
-			}
-			k, err := f.readRange(ctx, p[:n], off)
-			return [][]byte{p[:k]}, nil, f.explain(err)
-		}
-	}
-	k, err := f.ReadAt(ctx, p, off)
-	return [][]byte{p[:k]}, nil, err
-}
-
-func (f *objectFile) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if off >= f.size {
-		return 0, nil
+		return nil, nil, nil
 	}
 	p = p[:min(int64(len(p)), f.size-off)]
 	if f.t.local {
-		// One pread per read, as it always was: nothing to wait for.
 		b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
-		return copy(p, b), err
+		return [][]byte{p[:copy(p, b)]}, nil, f.explain(err)
 	}
 	if ri, ok := f.t.src.(fetcher.RangeIgnorer); !ok || !ri.IgnoresRange() {
-		if k, ok, err := f.parts.read(ctx, f, p, off); ok {
-			return k, err
+		if pieces, release, ok, err := f.parts.lend(ctx, f, off, int64(len(p))); ok {
+			return pieces, release, f.explain(err)
 		}
 	} else if st, ok := f.t.src.(fetcher.Streamer); ok {
 		if k, ok := f.stream.read(fetcher.WithVersion(ctx, f.key, f.parts.version()), st, f.key, p, off, f.parts.continues(off)); ok {
-			return k, nil
+			return [][]byte{p[:k]}, nil, nil
 		}
 	}
-	return f.readRange(ctx, p, off)
+	k, err := f.readRange(ctx, p, off)
+	return [][]byte{p[:k]}, nil, f.explain(err)
 }
 
 // readRange reads p at off with one ranged read, pinned to the file's

@@ -175,28 +175,15 @@ func (w *objectParts) adopt(key string, got fetcher.Identity) error {
 	return nil
 }
 
-// read serves p at off from the window, starting one if the read
-// continues the last, and reports whether it did; a read it does not
-// serve is the caller's (a plain ranged read). p is within the file.
-func (w *objectParts) read(ctx context.Context, f *objectFile, p []byte, off int64) (int, bool, error) {
-	pieces, release, ok, err := w.lend(ctx, f, off, int64(len(p)))
-	if !ok || err != nil {
-		return 0, ok, err
-	}
-	k := 0
-	for _, b := range pieces {
-		k += copy(p[k:], b)
-	}
-	release()
-	return k, true, nil
-}
-
-// lend is read without the copy: it returns the n bytes at off as slices
-// of the window's parts, in order, and release, which the caller must
-// call once it is done with them (the FUSE adapter, after the kernel has
-// taken the reply: go-fuse's ReadResult.Done). Until then the parts are
-// held: not freed, their budget not given back, whatever the window does.
-// ok and err are read's; release is nil unless ok and err is nil.
+// lend serves the n bytes at off (within the file) from the window,
+// starting one if the read continues the last, and reports whether it did;
+// a read it does not serve is the caller's (a plain ranged read). It
+// returns them as slices of the window's parts, in order, and release,
+// which the caller must call once it is done with them (ReadAt after its
+// copy; the FUSE adapter after the kernel has taken the reply: go-fuse's
+// ReadResult.Done). Until then the parts are held: not freed, their budget
+// not given back, whatever the window does. release is nil unless ok and
+// err is nil.
 func (w *objectParts) lend(ctx context.Context, f *objectFile, off, n int64) (pieces [][]byte, release func(), ok bool, err error) {
 	w.mu.Lock()
 	switch {
