@@ -157,16 +157,10 @@ func TestObjectParts(t *testing.T) {
 		data[i] = byte(i*13 + i>>18)
 	}
 	var sent atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, f := objectOver(t, size, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", `"one"`)
 		http.ServeContent(&countingResponse{ResponseWriter: w, n: &sent}, r, "", time.Time{}, bytes.NewReader(data))
-	}))
-	defer srv.Close()
-	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &objectFile{t: &Tree{src: src}, key: "obj", size: size}
+	})
 	read := func(off, n int64) {
 		t.Helper()
 		p := make([]byte, n)
@@ -209,7 +203,7 @@ func TestObjectParts(t *testing.T) {
 func TestObjectPartsClosed(t *testing.T) {
 	const size = 64 << 20
 	var inflight atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tree, f := objectOver(t, size, func(w http.ResponseWriter, r *http.Request) {
 		var first, last int64
 		if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last); err != nil {
 			http.Error(w, "ranges only", http.StatusBadRequest)
@@ -228,14 +222,7 @@ func TestObjectPartsClosed(t *testing.T) {
 		w.Write(make([]byte, 1))
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-	}))
-	defer srv.Close()
-	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree := &Tree{src: src}
-	f := &objectFile{t: tree, key: "obj", size: size}
+	})
 	f.parts.idleAfter = time.Hour
 	ctx := context.Background()
 	h1, err := tree.Open(ctx, f, "obj", 1)
@@ -311,17 +298,10 @@ func TestObjectPartsLent(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i*7 + i>>16)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tree, f := objectOver(t, size, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", `"one"`)
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
-	}))
-	defer srv.Close()
-	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree := &Tree{src: src}
-	f := &objectFile{t: tree, key: "obj", size: size}
+	})
 	ctx := context.Background()
 	h, err := tree.Open(ctx, f, "obj", 1)
 	if err != nil {
@@ -387,7 +367,7 @@ func TestObjectPartsLent(t *testing.T) {
 func TestObjectStreamClosed(t *testing.T) {
 	const size = 64 << 20
 	var inflight atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tree, f := objectOver(t, size, func(w http.ResponseWriter, r *http.Request) {
 		inflight.Add(1)
 		defer inflight.Add(-1)
 		w.Header().Set("ETag", `"one"`)
@@ -395,14 +375,7 @@ func TestObjectStreamClosed(t *testing.T) {
 		w.Write(make([]byte, 4<<20))
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-	}))
-	defer srv.Close()
-	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree := &Tree{src: src}
-	f := &objectFile{t: tree, key: "obj", size: size}
+	})
 	f.stream.idleAfter = time.Hour
 	ctx := context.Background()
 	h, err := tree.Open(ctx, f, "obj", 1)
@@ -430,4 +403,19 @@ func TestObjectStreamClosed(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// objectOver returns a tree over a loopback HTTP server answering with
+// handler, and its object "obj" of size bytes; the server closes with the
+// test.
+func objectOver(t *testing.T, size int64, handler http.HandlerFunc) (*Tree, *objectFile) {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	src, err := fetcher.NewHTTP(srv.URL, fetcher.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &Tree{src: src}
+	return tree, &objectFile{t: tree, key: "obj", size: size}
 }
