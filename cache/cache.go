@@ -176,6 +176,19 @@ func (c *Cache) GetHit(ctx context.Context, key string, load Loader) (val []byte
 	return val, false, err
 }
 
+// Holds reports whether key is in memory or being loaded: a Get of it now
+// would not start a load of its own. It counts nothing and moves nothing
+// in the LRU order (a look, not a use).
+func (c *Cache) Holds(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.main.Contains(key) || c.prob.Contains(key) {
+		return true
+	}
+	_, ok := c.flights[key]
+	return ok
+}
+
 // await waits for f, running it inline if no one has claimed it, and leaves
 // it. The caller holds one waiter reference on f.
 func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {

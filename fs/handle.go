@@ -25,10 +25,13 @@ type Reader struct {
 // opened it, the read timeout (Options.ReadTimeout), and the one error
 // mapping (Tree.Errno). It is safe for concurrent use.
 type Handle struct {
-	t       *Tree
-	f       File
-	path    string
-	reader  Reader
+	t      *Tree
+	f      File
+	path   string
+	reader Reader
+	// obj reads a large verbatim chunk in ranged parts (chunkparts.go),
+	// when the open chose to; nil otherwise.
+	obj     *objectFile
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
 }
@@ -51,10 +54,24 @@ func (t *Tree) OpenAs(ctx context.Context, f File, p string, r Reader) (*Handle,
 			return nil, err
 		}
 	}
-	if h, ok := f.(holder); ok {
-		h.hold()
+	h := &Handle{t: t, f: f, path: p, reader: r}
+	if c, ok := f.(*chunkFile); ok {
+		h.obj = c.inParts(ctx)
 	}
-	return &Handle{t: t, f: f, path: p, reader: r}, nil
+	if f, ok := h.holder(); ok {
+		f.hold()
+	}
+	return h, nil
+}
+
+// holder returns what keeps work going for the handle: the window of a
+// chunk read in parts, or the file itself.
+func (h *Handle) holder() (holder, bool) {
+	if h.obj != nil {
+		return h.obj, true
+	}
+	f, ok := h.f.(holder)
+	return f, ok
 }
 
 // Close tells the file that this handle will read no more: the ranged
@@ -66,7 +83,7 @@ func (h *Handle) Close() {
 	if !h.closed.CompareAndSwap(false, true) {
 		return
 	}
-	if f, ok := h.f.(holder); ok {
+	if f, ok := h.holder(); ok {
 		f.drop()
 	}
 }
@@ -111,6 +128,10 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 // them, and must not modify them. release is nil when nothing is held.
 func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
 	l, ok := h.f.(lender)
+	if h.obj != nil {
+		l, ok = h.obj, true
+		h.touchParts()
+	}
 	if !ok {
 		b, err := h.Read(ctx, dest, off)
 		return [][]byte{b}, nil, err
@@ -123,6 +144,11 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 }
 
 func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
+	if h.obj != nil {
+		h.touchParts()
+		k, err := h.obj.ReadAt(ctx, dest, off)
+		return dest[:k], err
+	}
 	switch f := h.f.(type) {
 	case *chunkFile:
 		if h.touched.CompareAndSwap(false, true) {
@@ -143,6 +169,15 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	}
 	k, err := h.f.ReadAt(ctx, dest, off)
 	return dest[:k], err
+}
+
+// touchParts is the first read's touch of a chunk read in parts: the
+// reader waited for it (it was not in memory), and the read-ahead loads
+// the next chunks whole while this one streams in.
+func (h *Handle) touchParts() {
+	if h.touched.CompareAndSwap(false, true) {
+		h.t.readers.touch(h.f.(*chunkFile), h.reader, true)
+	}
 }
 
 // Errno is the one mapping from an error of a Lookup, List, Open or read

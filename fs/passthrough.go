@@ -104,19 +104,28 @@ func (t *Tree) DiskBacking(ctx context.Context, f File) (*os.File, error) {
 // file costs no read at all. Safe for concurrent use.
 type passStats struct {
 	reads, source, disk atomic.Int64
+	// chunkParts counts the windows of ranged parts opened for large
+	// verbatim chunks (chunkparts.go).
+	chunkParts atomic.Int64
 }
 
 var (
-	readsDesc   = prometheus.NewDesc("volfs_file_reads_total", "Reads of files the tree answered (FUSE read requests): a file passed through is read by the kernel without any.", nil, nil)
-	backingDesc = prometheus.NewDesc("volfs_passthrough_backing_total", "Backing files handed to FUSE passthrough at an open, by where the bytes are read from: a verbatim local source file, or the data file of a disk cache entry.", []string{"from"}, nil)
+	readsDesc      = prometheus.NewDesc("volfs_file_reads_total", "Reads of files the tree answered (FUSE read requests): a file passed through is read by the kernel without any.", nil, nil)
+	chunkPartsDesc = prometheus.NewDesc("volfs_chunk_windows_total", "Large verbatim chunks of a remote source opened to be read in ranged parts, many in flight, rather than loaded whole: one per chunk and version.", nil, nil)
+	backingDesc    = prometheus.NewDesc("volfs_passthrough_backing_total", "Backing files handed to FUSE passthrough at an open, by where the bytes are read from: a verbatim local source file, or the data file of a disk cache entry.", []string{"from"}, nil)
 )
 
 // Describe implements prometheus.Collector.
-func (s *passStats) Describe(ch chan<- *prometheus.Desc) { ch <- readsDesc; ch <- backingDesc }
+func (s *passStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- readsDesc
+	ch <- backingDesc
+	ch <- chunkPartsDesc
+}
 
 // Collect implements prometheus.Collector.
 func (s *passStats) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(readsDesc, prometheus.CounterValue, float64(s.reads.Load()))
 	ch <- prometheus.MustNewConstMetric(backingDesc, prometheus.CounterValue, float64(s.source.Load()), "source")
 	ch <- prometheus.MustNewConstMetric(backingDesc, prometheus.CounterValue, float64(s.disk.Load()), "disk")
+	ch <- prometheus.MustNewConstMetric(chunkPartsDesc, prometheus.CounterValue, float64(s.chunkParts.Load()))
 }

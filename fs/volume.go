@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/volfs/volfs/cache"
@@ -562,6 +563,9 @@ type chunkFile struct {
 	// load fetches and decodes the chunk; made once at lookup, so that a
 	// read served from memory allocates nothing for it.
 	load cache.Loader
+	// parts is the window of ranged parts a large verbatim chunk was last
+	// opened in (chunkparts.go), or nil.
+	parts atomic.Pointer[objectFile]
 }
 
 func (f *chunkFile) IsDir() bool { return false }

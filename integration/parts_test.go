@@ -348,3 +348,40 @@ func TestPartsStores(t *testing.T) {
 		checkBigObject(t, filepath.Join(s.mnt, "obj", "big.bin"), size)
 	})
 }
+
+// TestPartsLargeChunk: a Zarr array written by zarr-python without a
+// compressor, in chunks of 16 MiB, served over loopback HTTP: read through
+// the mount by numpy, every chunk file holds zarr-python's own values, and
+// the first chunk, opened while no copy of it was in memory, was asked of
+// the origin in ranged parts only (fs/chunkparts.go), never whole.
+func TestPartsLargeChunk(t *testing.T) {
+	requireZarr(t)
+	src := t.TempDir()
+	run(t, python, "-c", `
+import sys, zarr, numpy as np
+a = zarr.open(sys.argv[1] + "/big.zarr", mode="w", shape=(3, 2048, 4096), chunks=(1, 2048, 4096),
+              dtype="<u2", compressor=None, fill_value=0)
+a[:] = np.random.default_rng(5).integers(0, 65535, size=a.shape, dtype="<u2")
+`, src)
+	srv, origin := serveCounted(t, src)
+	s := startVolfs(t, "mount", srv.URL+"/big.zarr")
+	out, err := runBounded(t, 2*time.Minute, python, "-c", `
+import sys, zarr, numpy as np
+a = zarr.open(sys.argv[1] + "/big.zarr", mode="r")
+bad = []
+for i in range(3):
+    got = np.fromfile(sys.argv[2] + "/%d.0.0" % i, dtype="<u2")
+    if got.size != 2048 * 4096 or not np.array_equal(got.reshape(2048, 4096), a[i]):
+        bad.append(i)
+print("bad", bad)
+`, src, s.mnt)
+	if err != nil || !strings.Contains(out, "bad []") {
+		t.Fatalf("numpy through the mount against zarr-python: %v\n%s", err, out)
+	}
+	n, ranges := origin.snapshot("/big.zarr/0.0.0")
+	ranges = slices.DeleteFunc(ranges, func(r string) bool { return r == "HEAD" })
+	starts := rangeStarts(t, "0.0.0", ranges)
+	if len(starts) < 4 || n < 16<<20 || n > 20<<20 {
+		t.Errorf("chunk 0.0.0: %d ranged requests for %d bytes, want it read in parts (several ranges, its 16 MiB about once)", len(starts), n)
+	}
+}

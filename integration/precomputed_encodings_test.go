@@ -164,15 +164,19 @@ func checkErrorLines(t *testing.T, m *encodingsManifest, log string) {
 type originLog struct {
 	mu     sync.Mutex
 	bytes  map[string]int64
-	ranges map[string][]string // "" for a request without Range
+	ranges map[string][]string // "" for a GET without Range, "HEAD" for a HEAD
 }
 
 func serveCounted(t *testing.T, dir string) (*httptest.Server, *originLog) {
 	o := &originLog{bytes: map[string]int64{}, ranges: map[string][]string{}}
 	files := http.FileServer(http.Dir(dir))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rng := r.Header.Get("Range")
+		if r.Method == http.MethodHead {
+			rng = "HEAD"
+		}
 		o.mu.Lock()
-		o.ranges[r.URL.Path] = append(o.ranges[r.URL.Path], r.Header.Get("Range"))
+		o.ranges[r.URL.Path] = append(o.ranges[r.URL.Path], rng)
 		o.mu.Unlock()
 		files.ServeHTTP(&countingWriter{ResponseWriter: w, o: o, key: r.URL.Path}, r)
 	}))

@@ -1,0 +1,81 @@
+package fs
+
+import (
+	"context"
+
+	"github.com/volfs/volfs/fetcher"
+)
+
+// Reading a large chunk in ranged parts
+//
+// A chunk is read whole: one request, decoded, kept in memory for every
+// reader of it (volume.go). A large chunk stored verbatim at a remote
+// source (decode.Array.Verbatim: its stored bytes are its decoded bytes,
+// proven from the metadata) gains nothing from that and pays for it: a
+// 64 MiB chunk is one stream at one connection's rate, and 64 MiB held in
+// memory at once. Such a chunk, opened while no copy of it is in memory or
+// on its way there, is read as the pass-through object it is: through a
+// window of ranged parts (parts.go), many in flight, pinned to one version.
+//
+// It is read so only when every rule of the chunk path would give the same
+// bytes:
+//
+//   - the array stores its chunks verbatim, and the chunk is at least
+//     partsChunkMin bytes;
+//   - the source is remote, and not seen to ignore Range;
+//   - the store has no tier after memory (a disk cache or a fleet): those
+//     are filled by whole loads, and a user who asked for one expects a
+//     chunk read once to be kept;
+//   - the chunk is neither in memory nor being loaded (cache.Cache.Holds):
+//     then the whole load is the faster read, or already paid for;
+//   - a Stat of the chunk's own key (not its transport-encoded twin) finds
+//     an object of exactly the chunk's decoded size, with a version the
+//     source names (fetcher.Identity): every part is pinned to it, so the
+//     object read is the one whose size was checked, and a chunk rewritten
+//     while it is read fails the read (ESTALE), never mixes versions.
+//
+// Anything else (a missing chunk, which reads as the fill value; a stored
+// size that differs, which is a corrupt chunk and reads as EIO; an object
+// whose versions the source does not name) is read whole, as before. The
+// read-ahead across chunk files goes on as for any chunk: the first read
+// of a handle is its reader's touch, so the next chunks are loaded whole
+// into memory while this one streams in.
+//
+// The window belongs to the chunk file (the node), as an object's does:
+// handles opened on the same version share it, and an open that finds
+// another version starts a new one, leaving older handles on theirs.
+const partsChunkMin = 16 << 20
+
+// inParts returns the object file through which a handle opened now reads
+// the chunk f in ranged parts, or nil when it is read whole through the
+// chunk store (the rules above). It costs one Stat when f is a candidate.
+func (f *chunkFile) inParts(ctx context.Context) *objectFile {
+	t := f.t
+	if f.size < partsChunkMin || !f.a.Verbatim() || t.local || len(t.tiers) > 0 {
+		return nil
+	}
+	if ri, ok := t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() {
+		return nil
+	}
+	if t.store != nil && t.store.Cache().Holds(f.mkey) {
+		return nil
+	}
+	sctx, cancel := t.readContext(ctx)
+	defer cancel()
+	size, id, err := t.src.Stat(sctx, f.key)
+	if err != nil || size != f.size || !id.Known() {
+		return nil
+	}
+	for {
+		o := f.parts.Load()
+		if o != nil && o.parts.version() == id {
+			return o
+		}
+		n := &objectFile{t: t, key: f.key, size: size}
+		n.parts.id = id
+		if f.parts.CompareAndSwap(o, n) {
+			t.pass.chunkParts.Add(1)
+			return n
+		}
+	}
+}

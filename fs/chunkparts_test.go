@@ -1,0 +1,277 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/volfs/volfs/cache"
+	"github.com/volfs/volfs/cache/disk"
+	"github.com/volfs/volfs/fetcher"
+)
+
+// objectServer is an origin of objects held in memory, each with an ETag,
+// that answers Range, If-Match and HEAD as an object store does
+// (http.ServeContent), and records the requests made of each key.
+type objectServer struct {
+	mu   sync.Mutex
+	objs map[string]servedObject
+	reqs map[string][]string // key -> "GET bytes=0-1023" or "HEAD" or "GET"
+}
+
+type servedObject struct {
+	data []byte
+	etag string
+}
+
+func (s *objectServer) put(key string, data []byte, etag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objs[key] = servedObject{data, etag}
+}
+
+func (s *objectServer) requests(key string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.reqs[key]...)
+}
+
+func (s *objectServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimPrefix(r.URL.Path, "/")
+	s.mu.Lock()
+	o, ok := s.objs[key]
+	s.reqs[key] = append(s.reqs[key], strings.TrimSpace(r.Method+" "+r.Header.Get("Range")))
+	s.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("ETag", o.etag)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(o.data))
+}
+
+// TestChunkParts: a large chunk of a verbatim array at a remote source is
+// read through a window of ranged parts pinned to the version a Stat
+// found, exactly; every other chunk is read whole, as the chunk path
+// reads it: one held in memory, a missing one (the fill value), one
+// stored with another size (an error, not its bytes), a small one, and
+// every chunk of a tree with a disk cache. A chunk rewritten while it is
+// read fails the read (ESTALE) and never shows a byte of the new version.
+func TestChunkParts(t *testing.T) {
+	const chunk = partsChunkMin + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(srv)
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 7, "order": "C", "filters": null}`, 5*chunk, chunk), `"m"`)
+	srv.put("small/.zarray", []byte(`{"zarr_format": 2, "shape": [2097152], "chunks": [1048576], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), `"m"`)
+	content := func(seed, n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*seed + i>>17)
+		}
+		return b
+	}
+	srv.put("big/0", content(13, chunk), `"v1"`)
+	srv.put("big/1", content(17, chunk), `"v1"`)
+	// big/2 is missing.
+	srv.put("big/3", content(19, chunk+1), `"v1"`)
+	srv.put("big/4", content(23, chunk), `"v1"`)
+	srv.put("small/0", content(29, 1<<20), `"v1"`)
+
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	open := func(tree *Tree, p string) (*Handle, *chunkFile) {
+		t.Helper()
+		n, err := tree.Resolve(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := n.(*chunkFile)
+		if !ok {
+			t.Fatalf("%s is a %T, want a chunk", p, n)
+		}
+		h, err := tree.Open(ctx, c, p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, c
+	}
+	readAll := func(h *Handle) ([]byte, error) {
+		out := make([]byte, 0, h.Size())
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < h.Size(); off += int64(len(buf)) {
+			pieces, release, err := h.ReadPieces(ctx, buf, off)
+			for _, p := range pieces {
+				out = append(out, p...)
+			}
+			if release != nil {
+				release()
+			}
+			if err != nil {
+				return out, err
+			}
+		}
+		return out, nil
+	}
+	ranged := func(key string) (heads, ranges, whole int) {
+		for _, r := range srv.requests(key) {
+			switch {
+			case r == "HEAD":
+				heads++
+			case strings.HasPrefix(r, "GET bytes="):
+				ranges++
+			default:
+				whole++
+			}
+		}
+		return
+	}
+
+	t.Run("in parts", func(t *testing.T) {
+		h, _ := open(tree, "big/0")
+		defer h.Close()
+		if h.obj == nil {
+			t.Fatal("a large verbatim chunk not in memory is read whole, want a window of parts")
+		}
+		got, err := readAll(h)
+		if err != nil || !bytes.Equal(got, content(13, chunk)) {
+			t.Fatalf("read %d bytes, %v; want the stored chunk's %d", len(got), err, chunk)
+		}
+		heads, ranges, whole := ranged("big/0")
+		if heads != 1 || ranges < 4 || whole != 0 {
+			t.Errorf("requests of big/0: %q; want one HEAD and ranged GETs only", srv.requests("big/0"))
+		}
+		if n := tree.pass.chunkParts.Load(); n != 1 {
+			t.Errorf("volfs_chunk_windows_total %d, want 1", n)
+		}
+	})
+
+	t.Run("in memory", func(t *testing.T) {
+		n, err := tree.Resolve(ctx, "big/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.(*chunkFile).chunk(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := len(srv.requests("big/1"))
+		h, _ := open(tree, "big/1")
+		defer h.Close()
+		if h.obj != nil {
+			t.Error("a chunk held in memory is read in parts, want it served from memory")
+		}
+		got, err := readAll(h)
+		if err != nil || !bytes.Equal(got, content(17, chunk)) {
+			t.Errorf("read %d bytes, %v; want the chunk's %d", len(got), err, chunk)
+		}
+		if after := srv.requests("big/1")[before:]; len(after) != 0 {
+			t.Errorf("a chunk held in memory asked the origin: %q", after)
+		}
+	})
+
+	t.Run("missing", func(t *testing.T) {
+		h, _ := open(tree, "big/2")
+		defer h.Close()
+		if h.obj != nil {
+			t.Error("a missing chunk is read in parts")
+		}
+		got, err := readAll(h)
+		if err != nil || !bytes.Equal(got, bytes.Repeat([]byte{7}, chunk)) {
+			t.Errorf("read %d bytes, %v; want the fill value 7 over %d", len(got), err, chunk)
+		}
+	})
+
+	t.Run("another size", func(t *testing.T) {
+		h, _ := open(tree, "big/3")
+		defer h.Close()
+		if h.obj != nil {
+			t.Error("a chunk stored with another size is read in parts")
+		}
+		if got, err := readAll(h); err == nil || errors.Is(err, fetcher.ErrChanged) {
+			t.Errorf("read %d bytes, %v; want the chunk path's refusal of a corrupt chunk", len(got), err)
+		}
+	})
+
+	t.Run("small", func(t *testing.T) {
+		h, _ := open(tree, "small/0")
+		defer h.Close()
+		if h.obj != nil {
+			t.Error("a chunk under partsChunkMin is read in parts")
+		}
+		if _, ranges, _ := ranged("small/0"); ranges != 0 {
+			t.Errorf("a small chunk read in ranges: %q", srv.requests("small/0"))
+		}
+	})
+
+	t.Run("rewritten while read", func(t *testing.T) {
+		h, _ := open(tree, "big/4")
+		defer h.Close()
+		if h.obj == nil {
+			t.Fatal("read whole, want parts")
+		}
+		old, next := content(23, chunk), content(31, chunk)
+		buf := make([]byte, 1<<20)
+		var stale error
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			if off == 3<<20 {
+				srv.put("big/4", next, `"v2"`)
+			}
+			k, err := h.ReadAt(ctx, buf, off)
+			if err != nil {
+				stale = err
+				break
+			}
+			if !bytes.Equal(buf[:k], old[off:off+int64(k)]) {
+				t.Fatalf("read at %d: bytes not of the version opened", off)
+			}
+		}
+		if !errors.Is(stale, fetcher.ErrChanged) {
+			t.Errorf("reading on past the rewrite: %v, want an error wrapping ErrChanged (ESTALE)", stale)
+		}
+		// A new open finds the new version, in a window of its own.
+		h2, c := open(tree, "big/4")
+		defer h2.Close()
+		if h2.obj == nil || h2.obj == h.obj || c.parts.Load() != h2.obj {
+			t.Fatal("the open after the rewrite does not start a window of the new version")
+		}
+		got, err := readAll(h2)
+		if err != nil || !bytes.Equal(got, next) {
+			t.Errorf("read %d bytes, %v; want the new version's %d", len(got), err, chunk)
+		}
+	})
+
+	t.Run("disk cache", func(t *testing.T) {
+		d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		tree, err := New(ctx, src, Options{CacheBytes: 256 << 20, Disk: cache.NewDisk(d)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tree.Close()
+		h, _ := open(tree, "big/0")
+		defer h.Close()
+		if h.obj != nil {
+			t.Error("a tree with a disk cache reads a chunk in parts, want it loaded whole and kept")
+		}
+	})
+}
