@@ -10,7 +10,8 @@
 #                                     and rclone mount with gunzip in the reader (bench_s3.sh)
 #   integration/bench.sh object       one large pass-through object over loopback HTTP
 #                                     and behind a slow object-store-like origin, cat
-#                                     through the mount against curl (bench_object.sh)
+#                                     through the mount against curl (bench_object.sh);
+#                                     the same for one 64 MiB uncompressed Zarr chunk
 #   integration/bench.sh serve [COUNT] W1 over `volfs serve` read by curl beside the
 #                                     FUSE mount read by cat (the serve rows of bench_w1.sh)
 #   integration/bench.sh pass [COUNT]  FUSE passthrough: chunks of a warm disk cache and raw
@@ -41,6 +42,11 @@ if [ "${1:-}" = object ]; then
 	mkdir "$work/obj"
 	head -c $((512 << 20)) /dev/urandom > "$work/obj/big512.bin"
 	head -c $((256 << 20)) "$work/obj/big512.bin" > "$work/obj/big256.bin"
+	# A Zarr array of one 64 MiB chunk with no compressor: read in ranged
+	# parts too (fs/chunkparts.go), rows "chunk".
+	mkdir "$work/obj/raw.zarr"
+	echo '{"zarr_format": 2, "shape": [67108864], "chunks": [67108864], "dtype": "|u1", "compressor": null, "fill_value": 0, "order": "C", "filters": null}' > "$work/obj/raw.zarr/.zarray"
+	head -c $((64 << 20)) "$work/obj/big512.bin" > "$work/obj/raw.zarr/0"
 	fast=$(free_port)
 	"$work/rangesrv" "127.0.0.1:$fast" "$work/obj" & pids+=($!)
 	slow=$(free_port)
@@ -50,6 +56,10 @@ if [ "${1:-}" = object ]; then
 	integration/bench_object.sh "$work/volfs" "http://127.0.0.1:$fast" big512.bin
 	echo "== 256 MiB object, origin capped at 64 MiB/s per response, 20 ms to first byte"
 	integration/bench_object.sh "$work/volfs" "http://127.0.0.1:$slow" big256.bin
+	echo "== chunk: one 64 MiB chunk of a Zarr array without compressor, loopback HTTP"
+	integration/bench_object.sh "$work/volfs" "http://127.0.0.1:$fast" raw.zarr/0
+	echo "== chunk: the same behind the origin capped at 64 MiB/s per response, 20 ms to first byte"
+	integration/bench_object.sh "$work/volfs" "http://127.0.0.1:$slow" raw.zarr/0
 	exit 0
 fi
 if [ "${1:-}" = serve ]; then

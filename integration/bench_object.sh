@@ -33,7 +33,7 @@ mounted() {
 	"$bin" mount "$url" "$mnt" 2>/dev/null &
 	local pid=$! i
 	for i in $(seq 400); do mountpoint -q "$mnt" && break; sleep 0.025; done
-	ls "$mnt" >/dev/null
+	ls "$mnt/$(dirname "$name")" >/dev/null # the volume found before the clock starts
 	if [ "$label" = mount-ra ]; then
 		echo "$RA_KB" > "/sys/class/bdi/$(mountpoint -d "$mnt")/read_ahead_kb"
 	fi
