@@ -103,24 +103,7 @@ func writeShardedPython(t *testing.T, script string) map[string][]byte {
 // When a read finds a shard rewritten, the id lists made from the old
 // version go with its indexes: the next listing names the new objects.
 func TestShardedListingMemo(t *testing.T) {
-	files := writeShardedPython(t, skelScript)
-	dir := writeFiles(t, files)
-	src, err := fetcher.Open(dir, fetcher.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := New(context.Background(), src, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := func() []string {
-		t.Helper()
-		n, err := tree.Resolve(context.Background(), "seg/"+SkeletonView)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return names(t, n.(Dir))
-	}
+	tree, dir, list := skeletonTree(t)
 	lookups := func() int64 {
 		st := tree.memo.Stats()
 		return st.Hits + st.Misses + st.Shared
@@ -138,13 +121,7 @@ func TestShardedListingMemo(t *testing.T) {
 	}
 
 	// The shards rewritten with 20 objects; reading one finds the change.
-	for name, b := range writeShardedPython(t, strings.Replace(skelScript, "range(1, 40)", "range(1, 21)", 1)) {
-		if strings.HasSuffix(name, ".shard") {
-			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	rewriteShards(t, dir)
 	// One object of each minishard of each shard (identity hash: the
 	// minishard is id&3, the shard bit 2), so that every memo made from
 	// the old versions meets the new ones.
@@ -156,6 +133,46 @@ func TestShardedListingMemo(t *testing.T) {
 	if got := list(); len(got) != 20 {
 		t.Errorf("after the shards were rewritten: listed %d objects, want 20: %v", len(got), got)
 	}
+}
+
+// skeletonTree writes skelScript's segmentation into a local source and
+// returns a tree of it, its directory, and a listing of its skeleton view.
+func skeletonTree(t *testing.T) (*Tree, string, func() []string) {
+	t.Helper()
+	dir := writeFiles(t, writeShardedPython(t, skelScript))
+	src, err := fetcher.Open(dir, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := New(context.Background(), src, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		t.Helper()
+		n, err := tree.Resolve(context.Background(), "seg/"+SkeletonView)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names(t, n.(Dir))
+	}
+	return tree, dir, list
+}
+
+// rewriteShards writes the shards of skelScript with 20 objects instead
+// of 39 over those in dir, and returns their keys.
+func rewriteShards(t *testing.T, dir string) []string {
+	t.Helper()
+	var shards []string
+	for name, b := range writeShardedPython(t, strings.Replace(skelScript, "range(1, 40)", "range(1, 21)", 1)) {
+		if strings.HasSuffix(name, ".shard") {
+			shards = append(shards, name)
+			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return shards
 }
 
 // skelScript writes a segmentation whose skeletons, 39 empty ones, are
@@ -187,34 +204,9 @@ for name, data in files.items():
 // a Stat after the shards were rewritten) stays the one it knows, so tier
 // entries and memos made from the old one are found stale.
 func TestMemoHitLearnsNothing(t *testing.T) {
-	files := writeShardedPython(t, skelScript)
-	dir := writeFiles(t, files)
-	src, err := fetcher.Open(dir, fetcher.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := New(context.Background(), src, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := func() {
-		t.Helper()
-		n, err := tree.Resolve(context.Background(), "seg/"+SkeletonView)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names(t, n.(Dir))
-	}
+	tree, dir, list := skeletonTree(t)
 	list()
-	var shards []string
-	for name, b := range writeShardedPython(t, strings.Replace(skelScript, "range(1, 40)", "range(1, 21)", 1)) {
-		if strings.HasSuffix(name, ".shard") {
-			shards = append(shards, name)
-			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	shards := rewriteShards(t, dir)
 	newer := map[string]fetcher.Identity{}
 	for _, key := range shards {
 		_, id, err := tree.origin.Stat(context.Background(), key)

@@ -866,11 +866,7 @@ func TestServeTLS(t *testing.T) {
 // directory gives GET's.
 func TestServeETagVersion(t *testing.T) {
 	requireTool(t, "curl")
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
-	os.WriteFile(filepath.Join(dir, "a", ".zarray"), []byte(`{"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<u2", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), 0o644)
-	chunk := filepath.Join(dir, "a", "0.0")
-	os.WriteFile(chunk, []byte("12345678"), 0o644)
+	dir, chunk := etagArray(t)
 	etag := func() string {
 		t.Helper()
 		s := startServe(t, "--webdav", dir)
@@ -895,6 +891,25 @@ func TestServeETagVersion(t *testing.T) {
 	}
 }
 
+// etagArray writes a Zarr array "a" of one raw chunk, 0.0, holding
+// "12345678", and returns the source directory and the chunk's path.
+func etagArray(t *testing.T) (dir, chunk string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := `{"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<u2", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`
+	if err := os.WriteFile(filepath.Join(dir, "a", ".zarray"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chunk = filepath.Join(dir, "a", "0.0")
+	if err := os.WriteFile(chunk, []byte("12345678"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, chunk
+}
+
 // xmlEscape is s as XML character data.
 func xmlEscape(s string) string {
 	var b strings.Builder
@@ -909,11 +924,7 @@ func xmlEscape(s string) string {
 // keep the old bytes for good.
 func TestServeETagKeptCopy(t *testing.T) {
 	requireTool(t, "curl")
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
-	os.WriteFile(filepath.Join(dir, "a", ".zarray"), []byte(`{"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<u2", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), 0o644)
-	chunk := filepath.Join(dir, "a", "0.0")
-	os.WriteFile(chunk, []byte("12345678"), 0o644)
+	dir, chunk := etagArray(t)
 	old := startServe(t, "--metadata-ttl", "1s", dir)
 	if r := curl(t, old.url+"a/0.0"); r.code != 200 || string(r.body) != "12345678" {
 		t.Fatalf("GET a/0.0: %d %q", r.code, r.body)
