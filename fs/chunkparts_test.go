@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,12 @@ func (s *objectServer) put(key string, data []byte, etag string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.objs[key] = servedObject{data, etag}
+}
+
+func (s *objectServer) remove(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objs, key)
 }
 
 func (s *objectServer) requests(key string) []string {
@@ -70,7 +77,7 @@ func TestChunkParts(t *testing.T) {
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
 	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 7, "order": "C", "filters": null}`, 5*chunk, chunk), `"m"`)
+ "compressor": null, "fill_value": 7, "order": "C", "filters": null}`, 6*chunk, chunk), `"m"`)
 	srv.put("small/.zarray", []byte(`{"zarr_format": 2, "shape": [2097152], "chunks": [1048576], "dtype": "|u1",
  "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), `"m"`)
 	content := func(seed, n int) []byte {
@@ -85,6 +92,7 @@ func TestChunkParts(t *testing.T) {
 	// big/2 is missing.
 	srv.put("big/3", content(19, chunk+1), `"v1"`)
 	srv.put("big/4", content(23, chunk), `"v1"`)
+	srv.put("big/5", content(37, chunk), `"v1"`)
 	srv.put("small/0", content(29, 1<<20), `"v1"`)
 
 	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
@@ -254,6 +262,39 @@ func TestChunkParts(t *testing.T) {
 		got, err := readAll(h2)
 		if err != nil || !bytes.Equal(got, next) {
 			t.Errorf("read %d bytes, %v; want the new version's %d", len(got), err, chunk)
+		}
+	})
+
+	// A chunk deleted while it is read in parts is a chunk changed at the
+	// source: the read fails with ESTALE, as for a rewrite, not with
+	// ENOENT (which read(2) never means), and never reads the fill value.
+	t.Run("deleted while read", func(t *testing.T) {
+		h, _ := open(tree, "big/5")
+		defer h.Close()
+		if h.obj == nil {
+			t.Fatal("read whole, want parts")
+		}
+		old := content(37, chunk)
+		buf := make([]byte, 1<<20)
+		var gone error
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			if off == 3<<20 {
+				srv.remove("big/5")
+			}
+			k, err := h.ReadAt(ctx, buf, off)
+			if err != nil {
+				gone = err
+				break
+			}
+			if !bytes.Equal(buf[:k], old[off:off+int64(k)]) {
+				t.Fatalf("read at %d: bytes not of the version opened", off)
+			}
+		}
+		if !errors.Is(gone, fetcher.ErrChanged) || errors.Is(gone, fetcher.ErrNotExist) {
+			t.Errorf("reading on past the delete: %v, want an error wrapping ErrChanged (ESTALE) only", gone)
+		}
+		if e := tree.Errno(ctx, gone, "read", "big/5"); e != syscall.ESTALE {
+			t.Errorf("errno %v, want ESTALE", e)
 		}
 	})
 
