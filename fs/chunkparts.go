@@ -32,7 +32,11 @@ import (
 //     an object of exactly the chunk's decoded size, with a version the
 //     source names (fetcher.Identity): every part is pinned to it, so the
 //     object read is the one whose size was checked, and a chunk rewritten
-//     while it is read fails the read (ESTALE), never mixes versions.
+//     while it is read fails the read (ESTALE), never mixes versions;
+//   - that object is not stored with a transport encoding
+//     (fetcher.EncodingStater: S3 and GCS show a gzip-encoded object's
+//     compressed bytes to Stat and GetRange, which the chunk path
+//     gunzips), whatever its size.
 //
 // Anything else (a missing chunk, which reads as the fill value; a stored
 // size that differs, which is a corrupt chunk and reads as EIO; an object
@@ -62,8 +66,8 @@ func (f *chunkFile) inParts(ctx context.Context) *objectFile {
 	}
 	sctx, cancel := t.readContext(ctx)
 	defer cancel()
-	size, id, err := t.src.Stat(sctx, f.key)
-	if err != nil || size != f.size || !id.Known() {
+	size, id, enc, err := statEncoding(sctx, t.src, f.key)
+	if err != nil || size != f.size || !id.Known() || enc != "" {
 		return nil
 	}
 	for {
@@ -78,4 +82,14 @@ func (f *chunkFile) inParts(ctx context.Context) *objectFile {
 			return n
 		}
 	}
+}
+
+// statEncoding is src's StatEncoding (fetcher.EncodingStater), or its
+// Stat, whose objects then have no encoding that Stat does not decode.
+func statEncoding(ctx context.Context, src fetcher.Fetcher, key string) (int64, fetcher.Identity, string, error) {
+	if es, ok := src.(fetcher.EncodingStater); ok {
+		return es.StatEncoding(ctx, key)
+	}
+	size, id, err := src.Stat(ctx, key)
+	return size, id, "", err
 }
