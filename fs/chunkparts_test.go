@@ -316,3 +316,56 @@ func TestChunkParts(t *testing.T) {
 		}
 	})
 }
+
+// TestChunkPartsRangeIgnored: a server that answers HEAD but ignores Range
+// (a 200 with the whole object) is found out by the first read of a chunk
+// opened in parts; reads of that handle then take the chunk path, which
+// loads the chunk whole, rather than ranged reads that the fetcher must
+// refuse beyond fetcher.MaxRangeSkip. A first read deep in a chunk larger
+// than that reads the chunk's bytes, as it would had the chunk been opened
+// after the server was found out.
+func TestChunkPartsRangeIgnored(t *testing.T) {
+	const chunk = fetcher.MaxRangeSkip + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Range")
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	srv.put("big/0", data, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := tree.Open(ctx, n.(File), "big/0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.obj == nil {
+		t.Fatal("read whole at open, want parts (the server is not yet seen to ignore Range)")
+	}
+	buf := make([]byte, 1<<20)
+	for _, off := range []int64{1 << 20, chunk - 2<<20, chunk - 1<<20, 0} {
+		k, err := h.ReadAt(ctx, buf, off)
+		if err != nil || !bytes.Equal(buf[:k], data[off:off+int64(k)]) || k != len(buf) {
+			t.Errorf("read at %d: %d bytes, %v; want the chunk's", off, k, err)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/volfs/volfs/fetcher"
 )
 
 // Reader names who reads through a Handle, for read-ahead (readahead.go):
@@ -128,8 +130,8 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 // them, and must not modify them. release is nil when nothing is held.
 func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
 	l, ok := h.f.(lender)
-	if h.obj != nil {
-		l, ok = h.obj, true
+	if o := h.parts(); o != nil {
+		l, ok = o, true
 		h.touchParts()
 	}
 	if !ok {
@@ -144,9 +146,9 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 }
 
 func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
-	if h.obj != nil {
+	if o := h.parts(); o != nil {
 		h.touchParts()
-		k, err := h.obj.ReadAt(ctx, dest, off)
+		k, err := o.ReadAt(ctx, dest, off)
 		return dest[:k], err
 	}
 	switch f := h.f.(type) {
@@ -169,6 +171,22 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	}
 	k, err := h.f.ReadAt(ctx, dest, off)
 	return dest[:k], err
+}
+
+// parts returns the window in which the handle reads its chunk in parts,
+// or nil when it reads through the chunk store: when the open chose to,
+// or once the source has been seen to ignore Range (found out by a read
+// of this window, or of another): each part would then read the object
+// from its start, and one starting beyond fetcher.MaxRangeSkip is
+// refused, so the chunk is loaded whole as any chunk of such a source.
+func (h *Handle) parts() *objectFile {
+	if h.obj == nil {
+		return nil
+	}
+	if ri, ok := h.t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() {
+		return nil
+	}
+	return h.obj
 }
 
 // touchParts is the first read's touch of a chunk read in parts: the
