@@ -51,13 +51,30 @@ func (t *Tree) Open(ctx context.Context, f File, p string, reader uint32) (*Hand
 // fails as a file's open should: a missing chunk with MissingError is not
 // found; other failures of the chunk wait for the read of it.
 func (t *Tree) OpenAs(ctx context.Context, f File, p string, r Reader) (*Handle, error) {
+	return t.open(ctx, f, p, r, true)
+}
+
+// OpenRange is Open for a front end that will read no more of f than the
+// n bytes at off (volfs serve's reply to a Range request, or to a HEAD
+// with n 0). A large chunk is read in ranged parts (chunkparts.go) only
+// by a handle that reads it whole: a handle for a piece of it loads it
+// whole into memory, as any chunk, where the next pieces a client asks
+// for are found. A window opened per piece would cost the origin a Stat
+// per piece and parts past each piece's end, cancelled at its close.
+func (t *Tree) OpenRange(ctx context.Context, f File, p string, reader uint32, off, n int64) (*Handle, error) {
+	return t.open(ctx, f, p, Reader{Process: reader, Thread: reader}, off == 0 && n >= f.Size())
+}
+
+// open opens f, in ranged parts when it is a chunk that qualifies and
+// parts is set.
+func (t *Tree) open(ctx context.Context, f File, p string, r Reader, parts bool) (*Handle, error) {
 	if o, ok := f.(opener); ok {
 		if err := o.open(ctx); err != nil {
 			return nil, err
 		}
 	}
 	h := &Handle{t: t, f: f, path: p, reader: r}
-	if c, ok := f.(*chunkFile); ok {
+	if c, ok := f.(*chunkFile); ok && parts {
 		h.obj = c.inParts(ctx)
 	}
 	if f, ok := h.holder(); ok {
