@@ -34,7 +34,10 @@ import (
 //     an object of exactly the chunk's decoded size, with a version the
 //     source names (fetcher.Identity): every part is pinned to it, so the
 //     object read is the one whose size was checked, and a chunk rewritten
-//     while it is read fails the read (ESTALE), never mixes versions;
+//     while it is read fails the read (ESTALE), never mixes versions. A
+//     reply that names no version (a server with an ETag on HEAD and
+//     none on GET) proves nothing: its read, and every later read of the
+//     handle, takes the chunk path (Handle.parts);
 //   - that object is not stored with a transport encoding
 //     (fetcher.EncodingStater: S3 and GCS show a gzip-encoded object's
 //     compressed bytes to Stat and GetRange, which the chunk path
@@ -78,7 +81,7 @@ func (f *chunkFile) inParts(ctx context.Context) *objectFile {
 			return o
 		}
 		n := &objectFile{t: t, key: f.key, size: size}
-		n.parts.id = id
+		n.parts.id, n.parts.named = id, true
 		if f.parts.CompareAndSwap(o, n) {
 			t.pass.chunkParts.Add(1)
 			return n

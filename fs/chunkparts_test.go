@@ -369,3 +369,92 @@ func TestChunkPartsRangeIgnored(t *testing.T) {
 		}
 	}
 }
+
+// noETagWriter drops the ETag of a reply.
+type noETagWriter struct{ http.ResponseWriter }
+
+func (w noETagWriter) WriteHeader(code int) {
+	w.Header().Del("ETag")
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w noETagWriter) Write(p []byte) (int, error) {
+	w.Header().Del("ETag")
+	return w.ResponseWriter.Write(p)
+}
+
+// TestChunkPartsUnnamedReplies: a server that names a chunk's version on
+// HEAD but not on GET, and ignores If-Match, gives ranged replies that
+// cannot be checked against the version the window is pinned to: the
+// handle reads through the chunk store instead, so that a chunk rewritten
+// while it is read never shows a reader bytes of the new version after
+// those of the old. Before, every part was trusted, and the reads after
+// the rewrite were of the new version without an error.
+func TestChunkPartsUnnamedReplies(t *testing.T) {
+	const chunk = partsChunkMin + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("If-Match")
+		if r.Method == http.MethodGet {
+			w = noETagWriter{w}
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	old, next := bytes.Repeat([]byte{1}, chunk), bytes.Repeat([]byte{2}, chunk)
+	srv.put("big/0", old, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pieces := range []bool{false, true} {
+		srv.put("big/0", old, `"v1"`)
+		tree.store.Cache().Remove(n.(*chunkFile).mkey)
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.obj == nil {
+			t.Fatal("read whole at open, want parts")
+		}
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			if off == 3<<20 {
+				srv.put("big/0", next, `"v2"`)
+			}
+			var got []byte
+			if pieces {
+				ps, release, err := h.ReadPieces(ctx, buf, off)
+				if err != nil {
+					t.Fatalf("ReadPieces at %d: %v", off, err)
+				}
+				got = bytes.Join(ps, nil)
+				if release != nil {
+					release()
+				}
+			} else {
+				k, err := h.ReadAt(ctx, buf, off)
+				if err != nil {
+					t.Fatalf("ReadAt at %d: %v", off, err)
+				}
+				got = buf[:k]
+			}
+			if len(got) != len(buf) || !bytes.Equal(got, old[off:off+int64(len(got))]) {
+				t.Fatalf("read at %d (pieces %v): %d bytes, not all of the version opened", off, pieces, len(got))
+			}
+		}
+		h.Close()
+	}
+}

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"syscall"
 
@@ -159,6 +160,10 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
 	pieces, release, err = l.lend(rctx, dest, off)
+	if errors.Is(err, errUnnamed) {
+		b, err := h.read(rctx, dest, off) // through the chunk store now
+		return [][]byte{b}, nil, h.t.readError(ctx, rctx, err)
+	}
 	return pieces, release, h.t.readError(ctx, rctx, err)
 }
 
@@ -166,7 +171,10 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	if o := h.parts(); o != nil {
 		h.touchParts()
 		k, err := o.ReadAt(ctx, dest, off)
-		return dest[:k], err
+		if !errors.Is(err, errUnnamed) {
+			return dest[:k], err
+		}
+		// Read through the chunk store, as every later read (parts).
 	}
 	switch f := h.f.(type) {
 	case *chunkFile:
@@ -195,12 +203,14 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 // or once the source has been seen to ignore Range (found out by a read
 // of this window, or of another): each part would then read the object
 // from its start, and one starting beyond fetcher.MaxRangeSkip is
-// refused, so the chunk is loaded whole as any chunk of such a source.
+// refused, so the chunk is loaded whole as any chunk of such a source;
+// or once a reply of the window named no version (errUnnamed), which
+// the window cannot check against the one it is pinned to.
 func (h *Handle) parts() *objectFile {
 	if h.obj == nil {
 		return nil
 	}
-	if ri, ok := h.t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() {
+	if ri, ok := h.t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() || h.obj.parts.unnamedSeen() {
 		return nil
 	}
 	return h.obj

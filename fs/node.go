@@ -211,7 +211,7 @@ func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, f
 // version.
 func (f *objectFile) readRange(ctx context.Context, p []byte, off int64) (int, error) {
 	b, got, err := f.t.src.GetRange(fetcher.WithVersion(ctx, f.key, f.parts.version()), f.key, off, int64(len(p)))
-	if err == nil {
+	if err == nil && len(p) > 0 {
 		err = f.parts.adopt(f.key, got)
 	}
 	if err != nil {

@@ -110,7 +110,16 @@ type objectParts struct {
 	handles int // GUARDED_BY(mu)
 	// idleAfter is partsIdle when 0, or what a test sets.
 	idleAfter time.Duration // GUARDED_BY(mu)
+	// named is set for a window that has another way to read its file (a
+	// chunk's: chunkparts.go): a reply that does not name its version
+	// (no ETag on a GET where the Stat found one) cannot show it is of the
+	// pinned one, and fails its read with errUnnamed rather than be
+	// trusted; unnamed records that one did.
+	named, unnamed bool // GUARDED_BY(mu)
 }
+
+// errUnnamed is a reply of a named window that did not name its version.
+var errUnnamed = errors.New("fs: a ranged reply names no version, so it cannot be checked against the one opened")
 
 // hold counts an open handle of the file.
 func (w *objectParts) hold() {
@@ -150,6 +159,14 @@ type part struct {
 // timer) while a read waited for it: that read is served plainly.
 var errPartDropped = errors.New("fs: part dropped by its window")
 
+// unnamedSeen reports whether a reply of a named window did not name its
+// version.
+func (w *objectParts) unnamedSeen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unnamed
+}
+
 // version returns the version reads of the file are pinned to.
 func (w *objectParts) version() fetcher.Identity {
 	w.mu.Lock()
@@ -160,11 +177,15 @@ func (w *objectParts) version() fetcher.Identity {
 // adopt checks the version a reply was read from against the file's,
 // taking it as the file's if the file has none yet.
 func (w *objectParts) adopt(key string, got fetcher.Identity) error {
-	if !got.Known() {
-		return nil
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !got.Known() {
+		if w.named {
+			w.unnamed = true
+			return fmt.Errorf("%s: %w", key, errUnnamed)
+		}
+		return nil
+	}
 	if !w.id.Known() {
 		w.id = got
 		return nil
@@ -314,7 +335,7 @@ func (w *objectParts) fetch(ctx context.Context, f *objectFile, pt *part, id fet
 		err = fmt.Errorf("fs: %s: %d bytes at %d, want %d: the object is shorter than its file: %w",
 			f.key, len(data), pt.off, pt.n, fetcher.ErrChanged)
 	}
-	if err == nil {
+	if err == nil && pt.n > 0 {
 		err = w.adopt(f.key, got)
 	}
 	w.mu.Lock()
