@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -456,5 +457,82 @@ func TestChunkPartsUnnamedReplies(t *testing.T) {
 			}
 		}
 		h.Close()
+	}
+}
+
+// sentCounter counts the body bytes of replies.
+type sentCounter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w sentCounter) Write(p []byte) (int, error) {
+	k, err := w.ResponseWriter.Write(p)
+	w.n.Add(int64(k))
+	return k, err
+}
+
+// TestChunkPartsReaders: 8 readers of one 64 MiB chunk at once, each
+// starting at another place (workers reading slices of it), cost the
+// origin about what one reader in parts and one whole load cost: the
+// window serves one handle, and the others load the chunk whole into
+// memory once. Sharing the window, they broke it in turn, cancelling the
+// parts in flight each time: 646 MiB sent for the 64 MiB chunk.
+func TestChunkPartsReaders(t *testing.T) {
+	const chunk = 64 << 20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	var sent atomic.Int64
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.ServeHTTP(sentCounter{w, &sent}, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	srv.put("big/0", data, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent.Store(0)
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := tree.Open(ctx, n.(File), "big/0", uint32(r+1))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer h.Close()
+			buf := make([]byte, 1<<20)
+			for i := int64(0); i < chunk; i += int64(len(buf)) {
+				off := (int64(r)*8<<20 + i) % chunk
+				k, err := h.ReadAt(ctx, buf, off)
+				if err != nil || !bytes.Equal(buf[:k], data[off:off+int64(k)]) {
+					t.Errorf("reader %d at %d: %d bytes, %v; want the chunk's", r, off, k, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := sent.Load(); got > 3*chunk {
+		t.Errorf("8 readers of a %d MiB chunk: the origin sent %d MiB in %d requests, want at most %d MiB",
+			chunk>>20, got>>20, len(srv.requests("big/0")), 3*chunk>>20)
 	}
 }

@@ -76,9 +76,9 @@ func (t *Tree) open(ctx context.Context, f File, p string, r Reader, parts bool)
 	}
 	h := &Handle{t: t, f: f, path: p, reader: r}
 	if c, ok := f.(*chunkFile); ok && parts {
-		h.obj = c.inParts(ctx)
+		h.obj = c.inParts(ctx) // held for h
 	}
-	if f, ok := h.holder(); ok {
+	if f, ok := h.f.(holder); ok && h.obj == nil {
 		f.hold()
 	}
 	return h, nil

@@ -128,6 +128,18 @@ func (w *objectParts) hold() {
 	w.mu.Unlock()
 }
 
+// holdIdle counts an open handle of the file if it has none, and reports
+// whether it did.
+func (w *objectParts) holdIdle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.handles > 0 {
+		return false
+	}
+	w.handles++
+	return true
+}
+
 // drop counts a handle closed, cancels the window with the last, and
 // reports whether it was the last.
 func (w *objectParts) drop(f *objectFile) bool {
