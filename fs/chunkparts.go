@@ -36,8 +36,11 @@ import (
 //     object read is the one whose size was checked, and a chunk rewritten
 //     while it is read fails the read (ESTALE), never mixes versions. A
 //     reply that names no version (a server with an ETag on HEAD and
-//     none on GET) proves nothing: its read, and every later read of the
-//     handle, takes the chunk path (Handle.parts);
+//     none on GET) proves nothing, and one of another version before any
+//     reply has named the pinned one (HEAD and GET disagree, or a
+//     rewrite since the open) shows nothing of the version opened was
+//     served: its read, and every later read of the window's handles,
+//     takes the chunk path (Handle.parts, errUnproven);
 //   - that object is not stored with a transport encoding
 //     (fetcher.EncodingStater: S3 and GCS show a gzip-encoded object's
 //     compressed bytes to Stat and GetRange, which the chunk path

@@ -536,3 +536,60 @@ func TestChunkPartsReaders(t *testing.T) {
 			chunk>>20, got>>20, len(srv.requests("big/0")), 3*chunk>>20)
 	}
 }
+
+// TestChunkPartsHeadDisagrees: a server whose HEAD names one version of a
+// chunk and whose GETs name another, every time (a cache in front of the
+// origin that answers HEAD itself), has not rewritten the chunk: a handle
+// that has read nothing from its window yet reads the chunk whole through
+// the chunk store, as every chunk was read before windows, rather than
+// failing every open with ESTALE. A mismatch after the window has served
+// bytes is a rewrite, ESTALE (TestChunkParts).
+func TestChunkPartsHeadDisagrees(t *testing.T) {
+	const chunk = partsChunkMin + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.Header().Set("ETag", `"head"`)
+			w.Header().Set("Content-Length", fmt.Sprint(chunk))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	srv.put("big/0", data, `"get"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		tree.store.Cache().Remove(n.(*chunkFile).mkey)
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			k, err := h.ReadAt(ctx, buf, off)
+			if err != nil || k != len(buf) || !bytes.Equal(buf, data[off:off+int64(k)]) {
+				t.Fatalf("read at %d: %d bytes, %v; want the chunk's", off, k, err)
+			}
+		}
+		h.Close()
+	}
+}

@@ -160,7 +160,7 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
 	pieces, release, err = l.lend(rctx, dest, off)
-	if errors.Is(err, errUnnamed) {
+	if errors.Is(err, errUnproven) {
 		b, err := h.read(rctx, dest, off) // through the chunk store now
 		return [][]byte{b}, nil, h.t.readError(ctx, rctx, err)
 	}
@@ -171,7 +171,7 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	if o := h.parts(); o != nil {
 		h.touchParts()
 		k, err := o.ReadAt(ctx, dest, off)
-		if !errors.Is(err, errUnnamed) {
+		if !errors.Is(err, errUnproven) {
 			return dest[:k], err
 		}
 		// Read through the chunk store, as every later read (parts).
@@ -204,13 +204,13 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 // of this window, or of another): each part would then read the object
 // from its start, and one starting beyond fetcher.MaxRangeSkip is
 // refused, so the chunk is loaded whole as any chunk of such a source;
-// or once a reply of the window named no version (errUnnamed), which
-// the window cannot check against the one it is pinned to.
+// or once a reply of the window did not show it was of the version the
+// window is pinned to (errUnproven) before any reply had.
 func (h *Handle) parts() *objectFile {
 	if h.obj == nil {
 		return nil
 	}
-	if ri, ok := h.t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() || h.obj.parts.unnamedSeen() {
+	if ri, ok := h.t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() || h.obj.parts.unprovenSeen() {
 		return nil
 	}
 	return h.obj

@@ -215,7 +215,7 @@ func (f *objectFile) readRange(ctx context.Context, p []byte, off int64) (int, e
 		err = f.parts.adopt(f.key, got)
 	}
 	if err != nil {
-		return 0, err
+		return 0, f.parts.changed(err)
 	}
 	return copy(p, b), nil
 }

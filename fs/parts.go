@@ -111,15 +111,19 @@ type objectParts struct {
 	// idleAfter is partsIdle when 0, or what a test sets.
 	idleAfter time.Duration // GUARDED_BY(mu)
 	// named is set for a window that has another way to read its file (a
-	// chunk's: chunkparts.go): a reply that does not name its version
-	// (no ETag on a GET where the Stat found one) cannot show it is of the
-	// pinned one, and fails its read with errUnnamed rather than be
-	// trusted; unnamed records that one did.
-	named, unnamed bool // GUARDED_BY(mu)
+	// chunk's: chunkparts.go), whose replies must show they are of the
+	// pinned version: a reply that names none (no ETag on a GET where the
+	// Stat found one), or another before any reply has named the pinned
+	// one (proven: a server whose HEAD and GET disagree, or a rewrite
+	// since the open, with nothing of the version opened served yet),
+	// fails its read with errUnproven, and the window's handles read the
+	// other way (Handle.parts); unproven records that one did.
+	named, proven, unproven bool // GUARDED_BY(mu)
 }
 
-// errUnnamed is a reply of a named window that did not name its version.
-var errUnnamed = errors.New("fs: a ranged reply names no version, so it cannot be checked against the one opened")
+// errUnproven is a reply of a named window that does not show it is of
+// the version opened.
+var errUnproven = errors.New("fs: a ranged reply does not show it is of the version opened")
 
 // hold counts an open handle of the file.
 func (w *objectParts) hold() {
@@ -171,12 +175,12 @@ type part struct {
 // timer) while a read waited for it: that read is served plainly.
 var errPartDropped = errors.New("fs: part dropped by its window")
 
-// unnamedSeen reports whether a reply of a named window did not name its
-// version.
-func (w *objectParts) unnamedSeen() bool {
+// unprovenSeen reports whether a reply of a named window did not show it
+// was of the version opened (errUnproven).
+func (w *objectParts) unprovenSeen() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.unnamed
+	return w.unproven
 }
 
 // version returns the version reads of the file are pinned to.
@@ -191,21 +195,41 @@ func (w *objectParts) version() fetcher.Identity {
 func (w *objectParts) adopt(key string, got fetcher.Identity) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !got.Known() {
-		if w.named {
-			w.unnamed = true
-			return fmt.Errorf("%s: %w", key, errUnnamed)
-		}
+	switch {
+	case w.named && (!got.Known() || w.unproven):
+		w.unproven = true
+		return fmt.Errorf("fs: %s: a reply of version %q: %w", key, got, errUnproven)
+	case !got.Known():
 		return nil
-	}
-	if !w.id.Known() {
+	case !w.id.Known():
 		w.id = got
 		return nil
+	case got != w.id:
+		return w.changedLocked(fmt.Errorf("fs: %s: a reply of version %s, the file shows %s: %w", key, got, w.id, fetcher.ErrChanged))
 	}
-	if got != w.id {
-		return fmt.Errorf("fs: %s: a reply of version %s, the file shows %s: %w", key, got, w.id, fetcher.ErrChanged)
-	}
+	w.proven = true
 	return nil
+}
+
+// changed is the error of a read that found another version than the
+// file's: err, or errUnproven in a named window that no reply has yet
+// shown to be of the version opened.
+func (w *objectParts) changed(err error) error {
+	if !errors.Is(err, fetcher.ErrChanged) {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changedLocked(err)
+}
+
+// REQUIRES: w.mu held.
+func (w *objectParts) changedLocked(err error) error {
+	if !w.named || w.proven {
+		return err
+	}
+	w.unproven = true
+	return fmt.Errorf("%w (%v)", errUnproven, err)
 }
 
 // lend serves the n bytes at off (within the file) from the window,
@@ -350,6 +374,7 @@ func (w *objectParts) fetch(ctx context.Context, f *objectFile, pt *part, id fet
 	if err == nil && pt.n > 0 {
 		err = w.adopt(f.key, got)
 	}
+	err = w.changed(err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil && pt.dropped && ctx.Err() != nil {
