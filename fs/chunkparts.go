@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"time"
 
 	"github.com/volfs/volfs/fetcher"
 )
@@ -63,6 +64,13 @@ import (
 // leaving older handles on theirs.
 const partsChunkMin = 16 << 20
 
+// partsStatWait bounds the Stat that decides whether a chunk is read in
+// parts: an origin that leaves HEAD unanswered (GET still works) would
+// otherwise hold every open of a large chunk for the read timeout or the
+// fetcher's retries, and a Stat not answered by then reads it whole. An
+// object store answers one in tens of milliseconds.
+const partsStatWait = 2 * time.Second
+
 // inParts returns the object file through which a handle opened now reads
 // the chunk f in ranged parts, held for that handle (objectFile.drop lets
 // go of it), or nil when it is read whole through the chunk store (the
@@ -78,8 +86,10 @@ func (f *chunkFile) inParts(ctx context.Context) *objectFile {
 	if t.store != nil && t.store.Cache().Holds(f.mkey) {
 		return nil
 	}
-	sctx, cancel := t.readContext(ctx)
+	rctx, cancel := t.readContext(ctx)
 	defer cancel()
+	sctx, cancelStat := context.WithTimeout(rctx, partsStatWait)
+	defer cancelStat()
 	size, id, enc, err := statEncoding(sctx, t.src, f.key)
 	if err != nil || size != f.size || !id.Known() || enc != "" {
 		return nil

@@ -593,3 +593,65 @@ func TestChunkPartsHeadDisagrees(t *testing.T) {
 		h.Close()
 	}
 }
+
+// TestChunkPartsHeadHangs: an origin that answers GET but leaves HEAD
+// unanswered costs the open of a large chunk partsStatWait, not the
+// fetcher's retries (three minutes) nor --read-timeout (a minute): the
+// Stat only decides how the chunk is read, and the chunk is read whole.
+func TestChunkPartsHeadHangs(t *testing.T) {
+	const chunk = partsChunkMin
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	stop := make(chan struct{})
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && r.URL.Path == "/big/0" {
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	t.Cleanup(func() { close(stop) })
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := bytes.Repeat([]byte{9}, chunk)
+	srv.put("big/0", data, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20, ReadTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan *Handle, 1)
+	go func() {
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- h
+	}()
+	var h *Handle
+	select {
+	case h = <-opened:
+	case <-time.After(partsStatWait + 5*time.Second):
+		t.Fatalf("open of a chunk whose HEAD hangs still waiting after %v", partsStatWait+5*time.Second)
+	}
+	if h == nil {
+		return
+	}
+	defer h.Close()
+	buf := make([]byte, 1<<20)
+	if k, err := h.ReadAt(ctx, buf, 0); err != nil || !bytes.Equal(buf[:k], data[:k]) || k != len(buf) {
+		t.Errorf("read: %d bytes, %v; want the chunk's", k, err)
+	}
+}
