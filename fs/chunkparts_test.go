@@ -655,3 +655,72 @@ func TestChunkPartsHeadHangs(t *testing.T) {
 		t.Errorf("read: %d bytes, %v; want the chunk's", k, err)
 	}
 }
+
+// TestChunkPartsWeakETag: a server that names versions with weak ETags
+// (W/"x"), which never match If-Match, still serves a large chunk in
+// parts, exactly (one 412 teaches the fetcher not to send If-Match), and
+// a rewrite while it is read still fails the read with ESTALE: the
+// version of every reply is compared.
+func TestChunkPartsWeakETag(t *testing.T) {
+	const chunk = partsChunkMin + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(srv)
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, 2*chunk, chunk), `"m"`)
+	content := func(seed int) []byte {
+		b := make([]byte, chunk)
+		for i := range b {
+			b[i] = byte(i*seed + i>>17)
+		}
+		return b
+	}
+	srv.put("big/0", content(3), `W/"v1"`)
+	srv.put("big/1", content(5), `W/"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	for i, key := range []string{"big/0", "big/1"} {
+		n, err := tree.Resolve(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := tree.Open(ctx, n.(File), key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.obj == nil {
+			t.Fatalf("%s read whole, want parts", key)
+		}
+		old := content(3 + 2*i)
+		buf := make([]byte, 1<<20)
+		var readErr error
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			if i == 1 && off == 3<<20 {
+				srv.put(key, content(7), `W/"v2"`)
+			}
+			k, err := h.ReadAt(ctx, buf, off)
+			if err != nil {
+				readErr = err
+				break
+			}
+			if !bytes.Equal(buf[:k], old[off:off+int64(k)]) {
+				t.Fatalf("%s at %d: bytes not of the version opened", key, off)
+			}
+		}
+		h.Close()
+		if i == 0 && readErr != nil {
+			t.Errorf("%s: %v, want its bytes", key, readErr)
+		}
+		if i == 1 && !errors.Is(readErr, fetcher.ErrChanged) {
+			t.Errorf("%s rewritten while read: %v, want an error wrapping ErrChanged (ESTALE)", key, readErr)
+		}
+	}
+}
