@@ -168,6 +168,18 @@ type Fetcher interface {
 	String() string
 }
 
+// EncodingStater is implemented by a Fetcher whose Stat and GetRange show
+// an object stored with Content-Encoding: gzip as stored, its compressed
+// size and bytes, where Get returns it with Object.ContentEncoding
+// "gzip" for the caller to gunzip (S3, GCS). A caller that must know the
+// object's bytes are the decoded ones (a chunk read in ranged parts)
+// asks it.
+type EncodingStater interface {
+	// StatEncoding is Stat, and also names the encoding Get would
+	// report for the object: "gzip", or "" for none.
+	StatEncoding(ctx context.Context, key string) (size int64, id Identity, encoding string, err error)
+}
+
 // CacheNamer is implemented by a Fetcher whose String does not tell apart
 // every source whose objects differ: an s3:// source names its bucket,
 // not the endpoint that serves it, and two endpoints may each have a

@@ -470,21 +470,32 @@ func (g *GCS) askAttrs(ctx context.Context, name string) (gcsAttrs, Identity, er
 // its compressed size, which is what GetRange reads) and its identity,
 // from one metadata request.
 func (g *GCS) Stat(ctx context.Context, key string) (size int64, id Identity, err error) {
+	size, id, _, err = g.StatEncoding(ctx, key)
+	return size, id, err
+}
+
+// StatEncoding is Stat, naming the encoding Get reports ("gzip" or "").
+func (g *GCS) StatEncoding(ctx context.Context, key string) (size int64, id Identity, encoding string, err error) {
 	defer func() { g.m.Done(err) }()
 	if err := CheckKey(key); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, "", fmt.Errorf("stat %s/%s: %w", g, key, err)
+		return 0, "", "", fmt.Errorf("stat %s/%s: %w", g, key, err)
 	}
 	cctx, cancel := g.call(ctx, g.opts.CallTimeout)
 	defer cancel()
 	a, id, err := g.askAttrs(cctx, g.prefix+key)
 	if err != nil {
-		return 0, "", g.error(ctx, cctx, g.opts.CallTimeout, "stat", key, err)
+		return 0, "", "", g.error(ctx, cctx, g.opts.CallTimeout, "stat", key, err)
 	}
-	return a.size, id, nil
+	if a.gzip {
+		encoding = "gzip"
+	}
+	return a.size, id, encoding, nil
 }
+
+var _ EncodingStater = (*GCS)(nil)
 
 // gcsPageSize is the listing page size asked for; GCS serves at most 1000.
 const gcsPageSize = 1000

@@ -321,12 +321,16 @@ func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) ([]
 
 // Stat sends a HeadObject: the stored size and the identity.
 func (s *S3) Stat(ctx context.Context, key string) (int64, Identity, error) {
+	size, id, _, err := s.StatEncoding(ctx, key)
+	return size, id, err
+}
+
+// StatEncoding is Stat, naming the encoding Get reports ("gzip" or "").
+func (s *S3) StatEncoding(ctx context.Context, key string) (size int64, id Identity, encoding string, err error) {
 	if err := CheckKey(key); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
-	var size int64
-	var id Identity
-	err := s.do(ctx, "stat", key, 0, func(ctx context.Context, c *s3.Client) error {
+	err = s.do(ctx, "stat", key, 0, func(ctx context.Context, c *s3.Client) error {
 		out, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.prefix + key), RequestPayer: s.payer()})
 		if err != nil {
 			return err
@@ -334,11 +338,16 @@ func (s *S3) Stat(ctx context.Context, key string) (int64, Identity, error) {
 		if out.ContentLength == nil {
 			return errors.New("reply does not tell the object's size")
 		}
-		size, id = *out.ContentLength, s3Identity(out.ETag, out.VersionId)
+		size, id, encoding = *out.ContentLength, s3Identity(out.ETag, out.VersionId), ""
+		if isGzip(aws.ToString(out.ContentEncoding)) {
+			encoding = "gzip"
+		}
 		return nil
 	})
-	return size, id, err
+	return size, id, encoding, err
 }
+
+var _ EncodingStater = (*S3)(nil)
 
 // s3PageSize is the listing page size asked for; S3 serves at most 1000.
 const s3PageSize = 1000

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +37,12 @@ func (s *objectServer) put(key string, data []byte, etag string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.objs[key] = servedObject{data, etag}
+}
+
+func (s *objectServer) remove(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objs, key)
 }
 
 func (s *objectServer) requests(key string) []string {
@@ -70,7 +78,7 @@ func TestChunkParts(t *testing.T) {
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
 	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 7, "order": "C", "filters": null}`, 5*chunk, chunk), `"m"`)
+ "compressor": null, "fill_value": 7, "order": "C", "filters": null}`, 6*chunk, chunk), `"m"`)
 	srv.put("small/.zarray", []byte(`{"zarr_format": 2, "shape": [2097152], "chunks": [1048576], "dtype": "|u1",
  "compressor": null, "fill_value": 0, "order": "C", "filters": null}`), `"m"`)
 	content := func(seed, n int) []byte {
@@ -85,6 +93,7 @@ func TestChunkParts(t *testing.T) {
 	// big/2 is missing.
 	srv.put("big/3", content(19, chunk+1), `"v1"`)
 	srv.put("big/4", content(23, chunk), `"v1"`)
+	srv.put("big/5", content(37, chunk), `"v1"`)
 	srv.put("small/0", content(29, 1<<20), `"v1"`)
 
 	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
@@ -257,6 +266,39 @@ func TestChunkParts(t *testing.T) {
 		}
 	})
 
+	// A chunk deleted while it is read in parts is a chunk changed at the
+	// source: the read fails with ESTALE, as for a rewrite, not with
+	// ENOENT (which read(2) never means), and never reads the fill value.
+	t.Run("deleted while read", func(t *testing.T) {
+		h, _ := open(tree, "big/5")
+		defer h.Close()
+		if h.obj == nil {
+			t.Fatal("read whole, want parts")
+		}
+		old := content(37, chunk)
+		buf := make([]byte, 1<<20)
+		var gone error
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			if off == 3<<20 {
+				srv.remove("big/5")
+			}
+			k, err := h.ReadAt(ctx, buf, off)
+			if err != nil {
+				gone = err
+				break
+			}
+			if !bytes.Equal(buf[:k], old[off:off+int64(k)]) {
+				t.Fatalf("read at %d: bytes not of the version opened", off)
+			}
+		}
+		if !errors.Is(gone, fetcher.ErrChanged) || errors.Is(gone, fetcher.ErrNotExist) {
+			t.Errorf("reading on past the delete: %v, want an error wrapping ErrChanged (ESTALE) only", gone)
+		}
+		if e := tree.Errno(ctx, gone, "read", "big/5"); e != syscall.ESTALE {
+			t.Errorf("errno %v, want ESTALE", e)
+		}
+	})
+
 	t.Run("disk cache", func(t *testing.T) {
 		d, err := disk.Open(disk.Options{Dir: t.TempDir(), MaxBytes: 1 << 30})
 		if err != nil {
@@ -274,4 +316,411 @@ func TestChunkParts(t *testing.T) {
 			t.Error("a tree with a disk cache reads a chunk in parts, want it loaded whole and kept")
 		}
 	})
+}
+
+// TestChunkPartsRangeIgnored: a server that answers HEAD but ignores Range
+// (a 200 with the whole object) is found out by the first read of a chunk
+// opened in parts; reads of that handle then take the chunk path, which
+// loads the chunk whole, rather than ranged reads that the fetcher must
+// refuse beyond fetcher.MaxRangeSkip. A first read deep in a chunk larger
+// than that reads the chunk's bytes, as it would had the chunk been opened
+// after the server was found out.
+func TestChunkPartsRangeIgnored(t *testing.T) {
+	const chunk = fetcher.MaxRangeSkip + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Range")
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	srv.put("big/0", data, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := tree.Open(ctx, n.(File), "big/0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.obj == nil {
+		t.Fatal("read whole at open, want parts (the server is not yet seen to ignore Range)")
+	}
+	buf := make([]byte, 1<<20)
+	for _, off := range []int64{1 << 20, chunk - 2<<20, chunk - 1<<20, 0} {
+		k, err := h.ReadAt(ctx, buf, off)
+		if err != nil || !bytes.Equal(buf[:k], data[off:off+int64(k)]) || k != len(buf) {
+			t.Errorf("read at %d: %d bytes, %v; want the chunk's", off, k, err)
+		}
+	}
+}
+
+// noETagWriter drops the ETag of a reply.
+type noETagWriter struct{ http.ResponseWriter }
+
+func (w noETagWriter) WriteHeader(code int) {
+	w.Header().Del("ETag")
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w noETagWriter) Write(p []byte) (int, error) {
+	w.Header().Del("ETag")
+	return w.ResponseWriter.Write(p)
+}
+
+// TestChunkPartsUnnamedReplies: a server that names a chunk's version on
+// HEAD but not on GET, and ignores If-Match, gives ranged replies that
+// cannot be checked against the version the window is pinned to: the
+// handle reads through the chunk store instead, so that a chunk rewritten
+// while it is read never shows a reader bytes of the new version after
+// those of the old. Before, every part was trusted, and the reads after
+// the rewrite were of the new version without an error.
+func TestChunkPartsUnnamedReplies(t *testing.T) {
+	const chunk = partsChunkMin + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("If-Match")
+		if r.Method == http.MethodGet {
+			w = noETagWriter{w}
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	old, next := bytes.Repeat([]byte{1}, chunk), bytes.Repeat([]byte{2}, chunk)
+	srv.put("big/0", old, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pieces := range []bool{false, true} {
+		srv.put("big/0", old, `"v1"`)
+		tree.store.Cache().Remove(n.(*chunkFile).mkey)
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.obj == nil {
+			t.Fatal("read whole at open, want parts")
+		}
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			if off == 3<<20 {
+				srv.put("big/0", next, `"v2"`)
+			}
+			var got []byte
+			if pieces {
+				ps, release, err := h.ReadPieces(ctx, buf, off)
+				if err != nil {
+					t.Fatalf("ReadPieces at %d: %v", off, err)
+				}
+				got = bytes.Join(ps, nil)
+				if release != nil {
+					release()
+				}
+			} else {
+				k, err := h.ReadAt(ctx, buf, off)
+				if err != nil {
+					t.Fatalf("ReadAt at %d: %v", off, err)
+				}
+				got = buf[:k]
+			}
+			if len(got) != len(buf) || !bytes.Equal(got, old[off:off+int64(len(got))]) {
+				t.Fatalf("read at %d (pieces %v): %d bytes, not all of the version opened", off, pieces, len(got))
+			}
+		}
+		h.Close()
+	}
+}
+
+// sentCounter counts the body bytes of replies.
+type sentCounter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w sentCounter) Write(p []byte) (int, error) {
+	k, err := w.ResponseWriter.Write(p)
+	w.n.Add(int64(k))
+	return k, err
+}
+
+// TestChunkPartsReaders: 8 readers of one 64 MiB chunk at once, each
+// starting at another place (workers reading slices of it), cost the
+// origin about what one reader in parts and one whole load cost: the
+// window serves one handle, and the others load the chunk whole into
+// memory once. Sharing the window, they broke it in turn, cancelling the
+// parts in flight each time: 646 MiB sent for the 64 MiB chunk.
+func TestChunkPartsReaders(t *testing.T) {
+	const chunk = 64 << 20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	var sent atomic.Int64
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.ServeHTTP(sentCounter{w, &sent}, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	srv.put("big/0", data, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent.Store(0)
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := tree.Open(ctx, n.(File), "big/0", uint32(r+1))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer h.Close()
+			buf := make([]byte, 1<<20)
+			for i := int64(0); i < chunk; i += int64(len(buf)) {
+				off := (int64(r)*8<<20 + i) % chunk
+				k, err := h.ReadAt(ctx, buf, off)
+				if err != nil || !bytes.Equal(buf[:k], data[off:off+int64(k)]) {
+					t.Errorf("reader %d at %d: %d bytes, %v; want the chunk's", r, off, k, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := sent.Load(); got > 3*chunk {
+		t.Errorf("8 readers of a %d MiB chunk: the origin sent %d MiB in %d requests, want at most %d MiB",
+			chunk>>20, got>>20, len(srv.requests("big/0")), 3*chunk>>20)
+	}
+}
+
+// TestChunkPartsHeadDisagrees: a server whose HEAD names one version of a
+// chunk and whose GETs name another, every time (a cache in front of the
+// origin that answers HEAD itself), has not rewritten the chunk: a handle
+// that has read nothing from its window yet reads the chunk whole through
+// the chunk store, as every chunk was read before windows, rather than
+// failing every open with ESTALE. A mismatch after the window has served
+// bytes is a rewrite, ESTALE (TestChunkParts).
+func TestChunkPartsHeadDisagrees(t *testing.T) {
+	const chunk = partsChunkMin + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.Header().Set("ETag", `"head"`)
+			w.Header().Set("Content-Length", fmt.Sprint(chunk))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	srv.put("big/0", data, `"get"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		tree.store.Cache().Remove(n.(*chunkFile).mkey)
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			k, err := h.ReadAt(ctx, buf, off)
+			if err != nil || k != len(buf) || !bytes.Equal(buf, data[off:off+int64(k)]) {
+				t.Fatalf("read at %d: %d bytes, %v; want the chunk's", off, k, err)
+			}
+		}
+		h.Close()
+	}
+}
+
+// TestChunkPartsHeadHangs: an origin that answers GET but leaves HEAD
+// unanswered costs the open of a large chunk partsStatWait, not the
+// fetcher's retries (three minutes) nor --read-timeout (a minute): the
+// Stat only decides how the chunk is read, and the chunk is read whole.
+func TestChunkPartsHeadHangs(t *testing.T) {
+	const chunk = partsChunkMin
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	stop := make(chan struct{})
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && r.URL.Path == "/big/0" {
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	t.Cleanup(func() { close(stop) })
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	data := bytes.Repeat([]byte{9}, chunk)
+	srv.put("big/0", data, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20, ReadTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan *Handle, 1)
+	go func() {
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- h
+	}()
+	var h *Handle
+	select {
+	case h = <-opened:
+	case <-time.After(partsStatWait + 5*time.Second):
+		t.Fatalf("open of a chunk whose HEAD hangs still waiting after %v", partsStatWait+5*time.Second)
+	}
+	if h == nil {
+		return
+	}
+	defer h.Close()
+	buf := make([]byte, 1<<20)
+	if k, err := h.ReadAt(ctx, buf, 0); err != nil || !bytes.Equal(buf[:k], data[:k]) || k != len(buf) {
+		t.Errorf("read: %d bytes, %v; want the chunk's", k, err)
+	}
+}
+
+// TestChunkPartsWeakETag: a server that names versions with weak ETags
+// (W/"x"), which never match If-Match, still serves a large chunk in
+// parts, exactly (one 412 teaches the fetcher not to send If-Match), and
+// a rewrite while it is read still fails the read with ESTALE: the
+// version of every reply is compared.
+func TestChunkPartsWeakETag(t *testing.T) {
+	const chunk = partsChunkMin + 4<<20
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(srv)
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, 2*chunk, chunk), `"m"`)
+	content := func(seed int) []byte {
+		b := make([]byte, chunk)
+		for i := range b {
+			b[i] = byte(i*seed + i>>17)
+		}
+		return b
+	}
+	srv.put("big/0", content(3), `W/"v1"`)
+	srv.put("big/1", content(5), `W/"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	for i, key := range []string{"big/0", "big/1"} {
+		n, err := tree.Resolve(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := tree.Open(ctx, n.(File), key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.obj == nil {
+			t.Fatalf("%s read whole, want parts", key)
+		}
+		old := content(3 + 2*i)
+		buf := make([]byte, 1<<20)
+		var readErr error
+		for off := int64(0); off < chunk; off += int64(len(buf)) {
+			if i == 1 && off == 3<<20 {
+				srv.put(key, content(7), `W/"v2"`)
+			}
+			k, err := h.ReadAt(ctx, buf, off)
+			if err != nil {
+				readErr = err
+				break
+			}
+			if !bytes.Equal(buf[:k], old[off:off+int64(k)]) {
+				t.Fatalf("%s at %d: bytes not of the version opened", key, off)
+			}
+		}
+		h.Close()
+		if i == 0 && readErr != nil {
+			t.Errorf("%s: %v, want its bytes", key, readErr)
+		}
+		if i == 1 && !errors.Is(readErr, fetcher.ErrChanged) {
+			t.Errorf("%s rewritten while read: %v, want an error wrapping ErrChanged (ESTALE)", key, readErr)
+		}
+	}
 }

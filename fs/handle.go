@@ -2,8 +2,11 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/volfs/volfs/fetcher"
 )
 
 // Reader names who reads through a Handle, for read-ahead (readahead.go):
@@ -49,16 +52,33 @@ func (t *Tree) Open(ctx context.Context, f File, p string, reader uint32) (*Hand
 // fails as a file's open should: a missing chunk with MissingError is not
 // found; other failures of the chunk wait for the read of it.
 func (t *Tree) OpenAs(ctx context.Context, f File, p string, r Reader) (*Handle, error) {
+	return t.open(ctx, f, p, r, true)
+}
+
+// OpenRange is Open for a front end that will read no more of f than the
+// n bytes at off (volfs serve's reply to a Range request, or to a HEAD
+// with n 0). A large chunk is read in ranged parts (chunkparts.go) only
+// by a handle that reads it whole: a handle for a piece of it loads it
+// whole into memory, as any chunk, where the next pieces a client asks
+// for are found. A window opened per piece would cost the origin a Stat
+// per piece and parts past each piece's end, cancelled at its close.
+func (t *Tree) OpenRange(ctx context.Context, f File, p string, reader uint32, off, n int64) (*Handle, error) {
+	return t.open(ctx, f, p, Reader{Process: reader, Thread: reader}, off == 0 && n >= f.Size())
+}
+
+// open opens f, in ranged parts when it is a chunk that qualifies and
+// parts is set.
+func (t *Tree) open(ctx context.Context, f File, p string, r Reader, parts bool) (*Handle, error) {
 	if o, ok := f.(opener); ok {
 		if err := o.open(ctx); err != nil {
 			return nil, err
 		}
 	}
 	h := &Handle{t: t, f: f, path: p, reader: r}
-	if c, ok := f.(*chunkFile); ok {
-		h.obj = c.inParts(ctx)
+	if c, ok := f.(*chunkFile); ok && parts {
+		h.obj = c.inParts(ctx) // held for h
 	}
-	if f, ok := h.holder(); ok {
+	if f, ok := h.f.(holder); ok && h.obj == nil {
 		f.hold()
 	}
 	return h, nil
@@ -128,8 +148,8 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 // them, and must not modify them. release is nil when nothing is held.
 func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
 	l, ok := h.f.(lender)
-	if h.obj != nil {
-		l, ok = h.obj, true
+	if o := h.parts(); o != nil {
+		l, ok = o, true
 		h.touchParts()
 	}
 	if !ok {
@@ -140,14 +160,21 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
 	pieces, release, err = l.lend(rctx, dest, off)
+	if errors.Is(err, errUnproven) {
+		b, err := h.read(rctx, dest, off) // through the chunk store now
+		return [][]byte{b}, nil, h.t.readError(ctx, rctx, err)
+	}
 	return pieces, release, h.t.readError(ctx, rctx, err)
 }
 
 func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
-	if h.obj != nil {
+	if o := h.parts(); o != nil {
 		h.touchParts()
-		k, err := h.obj.ReadAt(ctx, dest, off)
-		return dest[:k], err
+		k, err := o.ReadAt(ctx, dest, off)
+		if !errors.Is(err, errUnproven) {
+			return dest[:k], err
+		}
+		// Read through the chunk store, as every later read (parts).
 	}
 	switch f := h.f.(type) {
 	case *chunkFile:
@@ -169,6 +196,24 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	}
 	k, err := h.f.ReadAt(ctx, dest, off)
 	return dest[:k], err
+}
+
+// parts returns the window in which the handle reads its chunk in parts,
+// or nil when it reads through the chunk store: when the open chose to,
+// or once the source has been seen to ignore Range (found out by a read
+// of this window, or of another): each part would then read the object
+// from its start, and one starting beyond fetcher.MaxRangeSkip is
+// refused, so the chunk is loaded whole as any chunk of such a source;
+// or once a reply of the window did not show it was of the version the
+// window is pinned to (errUnproven) before any reply had.
+func (h *Handle) parts() *objectFile {
+	if h.obj == nil {
+		return nil
+	}
+	if ri, ok := h.t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() || h.obj.parts.unprovenSeen() {
+		return nil
+	}
+	return h.obj
 }
 
 // touchParts is the first read's touch of a chunk read in parts: the

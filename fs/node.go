@@ -161,8 +161,13 @@ func (f *objectFile) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 }
 
 // explain says, of an error wrapping fetcher.ErrChanged, when a new open
-// sees the new version.
+// sees the new version. An object not found by a read is one deleted at
+// the source since the file was looked up (or opened, for a chunk read in
+// parts): a change too (ESTALE), not ENOENT, which read(2) never means.
 func (f *objectFile) explain(err error) error {
+	if errors.Is(err, fetcher.ErrNotExist) {
+		err = fmt.Errorf("fs: %s: deleted at the source (%v): %w", f.key, err, fetcher.ErrChanged)
+	}
 	if !errors.Is(err, fetcher.ErrChanged) {
 		return err
 	}
@@ -206,11 +211,11 @@ func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, f
 // version.
 func (f *objectFile) readRange(ctx context.Context, p []byte, off int64) (int, error) {
 	b, got, err := f.t.src.GetRange(fetcher.WithVersion(ctx, f.key, f.parts.version()), f.key, off, int64(len(p)))
-	if err == nil {
+	if err == nil && len(p) > 0 {
 		err = f.parts.adopt(f.key, got)
 	}
 	if err != nil {
-		return 0, err
+		return 0, f.parts.changed(err)
 	}
 	return copy(p, b), nil
 }

@@ -110,13 +110,38 @@ type objectParts struct {
 	handles int // GUARDED_BY(mu)
 	// idleAfter is partsIdle when 0, or what a test sets.
 	idleAfter time.Duration // GUARDED_BY(mu)
+	// named is set for a window that has another way to read its file (a
+	// chunk's: chunkparts.go), whose replies must show they are of the
+	// pinned version: a reply that names none (no ETag on a GET where the
+	// Stat found one), or another before any reply has named the pinned
+	// one (proven: a server whose HEAD and GET disagree, or a rewrite
+	// since the open, with nothing of the version opened served yet),
+	// fails its read with errUnproven, and the window's handles read the
+	// other way (Handle.parts); unproven records that one did.
+	named, proven, unproven bool // GUARDED_BY(mu)
 }
+
+// errUnproven is a reply of a named window that does not show it is of
+// the version opened.
+var errUnproven = errors.New("fs: a ranged reply does not show it is of the version opened")
 
 // hold counts an open handle of the file.
 func (w *objectParts) hold() {
 	w.mu.Lock()
 	w.handles++
 	w.mu.Unlock()
+}
+
+// holdIdle counts an open handle of the file if it has none, and reports
+// whether it did.
+func (w *objectParts) holdIdle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.handles > 0 {
+		return false
+	}
+	w.handles++
+	return true
 }
 
 // drop counts a handle closed, cancels the window with the last, and
@@ -150,6 +175,14 @@ type part struct {
 // timer) while a read waited for it: that read is served plainly.
 var errPartDropped = errors.New("fs: part dropped by its window")
 
+// unprovenSeen reports whether a reply of a named window did not show it
+// was of the version opened (errUnproven).
+func (w *objectParts) unprovenSeen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unproven
+}
+
 // version returns the version reads of the file are pinned to.
 func (w *objectParts) version() fetcher.Identity {
 	w.mu.Lock()
@@ -160,19 +193,43 @@ func (w *objectParts) version() fetcher.Identity {
 // adopt checks the version a reply was read from against the file's,
 // taking it as the file's if the file has none yet.
 func (w *objectParts) adopt(key string, got fetcher.Identity) error {
-	if !got.Known() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.named && (!got.Known() || w.unproven):
+		w.unproven = true
+		return fmt.Errorf("fs: %s: a reply of version %q: %w", key, got, errUnproven)
+	case !got.Known():
 		return nil
+	case !w.id.Known():
+		w.id = got
+		return nil
+	case got != w.id:
+		return w.changedLocked(fmt.Errorf("fs: %s: a reply of version %s, the file shows %s: %w", key, got, w.id, fetcher.ErrChanged))
+	}
+	w.proven = true
+	return nil
+}
+
+// changed is the error of a read that found another version than the
+// file's: err, or errUnproven in a named window that no reply has yet
+// shown to be of the version opened.
+func (w *objectParts) changed(err error) error {
+	if !errors.Is(err, fetcher.ErrChanged) {
+		return err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.id.Known() {
-		w.id = got
-		return nil
+	return w.changedLocked(err)
+}
+
+// REQUIRES: w.mu held.
+func (w *objectParts) changedLocked(err error) error {
+	if !w.named || w.proven {
+		return err
 	}
-	if got != w.id {
-		return fmt.Errorf("fs: %s: a reply of version %s, the file shows %s: %w", key, got, w.id, fetcher.ErrChanged)
-	}
-	return nil
+	w.unproven = true
+	return fmt.Errorf("%w (%v)", errUnproven, err)
 }
 
 // lend serves the n bytes at off (within the file) from the window,
@@ -314,9 +371,10 @@ func (w *objectParts) fetch(ctx context.Context, f *objectFile, pt *part, id fet
 		err = fmt.Errorf("fs: %s: %d bytes at %d, want %d: the object is shorter than its file: %w",
 			f.key, len(data), pt.off, pt.n, fetcher.ErrChanged)
 	}
-	if err == nil {
+	if err == nil && pt.n > 0 {
 		err = w.adopt(f.key, got)
 	}
+	err = w.changed(err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil && pt.dropped && ctx.Err() != nil {

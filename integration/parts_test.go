@@ -385,3 +385,71 @@ print("bad", bad)
 		t.Errorf("chunk 0.0.0: %d ranged requests for %d bytes, want it read in parts (several ranges, its 16 MiB about once)", len(starts), n)
 	}
 }
+
+// chunkOrigin serves o's object as the one chunk of a Zarr array stored
+// without a compressor, at /z/0, with its .zarray: a large chunk read in
+// ranged parts (fs/chunkparts.go).
+func chunkOrigin(t *testing.T, o *partsOrigin) *httptest.Server {
+	t.Helper()
+	meta := fmt.Sprintf(`{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, o.size, o.size)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/z/.zarray":
+			io.WriteString(w, meta)
+		case "/z/0":
+			r.URL.Path = "/big.bin"
+			o.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv
+}
+
+// TestPartsLargeChunkReaders: a large uncompressed chunk read in ranged
+// parts through a mount equals the origin's bytes read by dd at random
+// offsets and by sha256sum, and a reader killed in the middle of a slow
+// one leaves no ranged request in flight at the origin two seconds later.
+func TestPartsLargeChunkReaders(t *testing.T) {
+	t.Run("exact", func(t *testing.T) {
+		const size = 72 << 20
+		o := &partsOrigin{size: size, delay: time.Millisecond}
+		s := startVolfs(t, "mount", chunkOrigin(t, o).URL+"/z")
+		checkBigObject(t, filepath.Join(s.mnt, "0"), size)
+		if o.peak.Load() < 2 {
+			t.Errorf("at most %d ranged requests in flight, want the chunk read in parts", o.peak.Load())
+		}
+	})
+	t.Run("killed", func(t *testing.T) {
+		const size = 256 << 20
+		o := &partsOrigin{size: size, rate: 16 << 20, delay: 5 * time.Millisecond}
+		s := startVolfs(t, "mount", chunkOrigin(t, o).URL+"/z")
+		cmd := exec.Command("cat", filepath.Join(s.mnt, "0"))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for o.inflight.Load() < 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := o.inflight.Load(); n < 2 {
+			t.Errorf("ranged requests in flight during cat: %d, want more than 1", n)
+		}
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		killed := time.Now()
+		for o.inflight.Load() > 0 && time.Since(killed) < 10*time.Second {
+			time.Sleep(10 * time.Millisecond)
+		}
+		took := time.Since(killed)
+		if n := o.inflight.Load(); n > 0 || took > 2*time.Second {
+			t.Errorf("%d ranged requests still in flight %v after the reader was killed, want none within 2s", n, took.Round(time.Millisecond))
+		}
+	})
+}

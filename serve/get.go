@@ -108,7 +108,11 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 			off, n = 0, size
 		}
 	}
-	hd, err := s.tree.Open(ctx, f, p, readerID(r))
+	span := n // what the reply reads of the file
+	if r.Method == http.MethodHead {
+		span = 0
+	}
+	hd, err := s.tree.OpenRange(ctx, f, p, readerID(r), off, span)
 	if err != nil {
 		s.fail(w, r, s.status(ctx, err, "open", p))
 		return
