@@ -142,7 +142,7 @@ func TestLoadSecondsExcludeThrottleWait(t *testing.T) {
 	}
 	f := node.(*chunkFile)
 	blocked := time.Now()
-	tree.store.Prefetch(ctx, []string{f.mkey}, func(int) cache.Loader { return f.load })
+	tree.store.Prefetch(ctx, []string{f.mkey}, func(int) cache.Loader { return f.loader() })
 	testenv.WaitBlocked(t, "github.com/volfs/volfs/cache.(*Load).CPU", 1)
 	released := time.Now()
 	close(hold)

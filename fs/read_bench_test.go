@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -35,4 +36,37 @@ func BenchmarkChunkReadHit(b *testing.B) {
 			readFile(b, t, f, buf)
 		}
 	}
+}
+
+// BenchmarkChunkLookup looks up every chunk file of the benchmark volume
+// by name in its key directory, without reading any: what a listing with
+// attributes (serve's PROPFIND, a READDIRPLUS) costs per entry. A lookup
+// makes no loader (chunkFile.loader: made at the first read).
+func BenchmarkChunkLookup(b *testing.B) {
+	dir := benchVolume(b)
+	t := benchViewTree(b, dir, DefaultCacheBytes)
+	n, err := t.Resolve(context.Background(), "s0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := n.(Dir)
+	l, err := d.List(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for i := range l.Len() {
+		if name, isDir := l.Entry(i); !isDir {
+			names = append(names, name)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, name := range names {
+			if _, err := d.Lookup(context.Background(), name); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(names)), "ns/lookup")
 }

@@ -164,7 +164,7 @@ func (d *keyDir) Lookup(_ context.Context, name string) (Node, error) {
 		return &keyDir{t: d.t, a: d.a, node: sub, key: path.Join(d.key, name)}, nil
 	}
 	key := d.a.ChunkKey(c)
-	return &chunkFile{t: d.t, a: d.a, c: c, key: key, mkey: memKey(d.a, key), size: d.a.ChunkSize(c), dir: d, name: name, load: d.t.loader(d.a, key, c)}, nil
+	return &chunkFile{t: d.t, a: d.a, c: c, key: key, mkey: memKey(d.a, key), size: d.a.ChunkSize(c), dir: d, name: name}, nil
 }
 
 func (d *keyDir) List(context.Context) (Listing, error) { return d.listing(), nil }
@@ -210,13 +210,23 @@ func (l concatListing) Entry(i int64) (string, bool) {
 // chunk returns the decoded bytes of the chunk through the chunk store. A
 // chunk the source does not have is an error for which isMissing holds.
 func (f *chunkFile) chunk(ctx context.Context) ([]byte, error) {
-	return f.t.store.Get(ctx, f.mkey, f.load)
+	return f.t.store.Get(ctx, f.mkey, f.loader())
+}
+
+// loader returns the chunk's load, made on first use.
+func (f *chunkFile) loader() cache.Loader {
+	if l := f.load.Load(); l != nil {
+		return *l
+	}
+	l := f.t.loader(f.a, f.key, f.c)
+	f.load.CompareAndSwap(nil, &l)
+	return *f.load.Load()
 }
 
 // chunkHit is chunk that also reports whether the chunk was in memory (the
 // reader did not wait), for read-ahead.
 func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
-	return f.t.store.GetHit(ctx, f.mkey, f.load)
+	return f.t.store.GetHit(ctx, f.mkey, f.loader())
 }
 
 // loader returns the load of the chunk at c of a, whose key is key, through
@@ -560,9 +570,12 @@ type chunkFile struct {
 	size int64
 	dir  *keyDir // the key directory that holds it, for read-ahead
 	name string  // its name in dir
-	// load fetches and decodes the chunk; made once at lookup, so that a
-	// read served from memory allocates nothing for it.
-	load cache.Loader
+	// load fetches and decodes the chunk (loader): made at the first read
+	// rather than at lookup, which a listing's READDIRPLUS or serve's
+	// PROPFIND does for every entry (three quarters of a lookup's
+	// allocations were the loader's), and kept, so that a read served
+	// from memory allocates nothing for it.
+	load atomic.Pointer[cache.Loader]
 	// parts is the window of ranged parts a large verbatim chunk was last
 	// opened in (chunkparts.go), or nil.
 	parts atomic.Pointer[objectFile]
