@@ -287,11 +287,17 @@ func (h *HTTP) getRange(ctx context.Context, key string, offset, length int64, i
 			if n > limit {
 				return fmt.Errorf("range of %d bytes: %w (limit %d)", n, ErrTooLarge, limit)
 			}
+			if err := checkSize(ctx, key, total); err != nil {
+				return err
+			}
 			id = httpIdentity(resp.Header, total)
 			data, err = readExactly(resp.Body, n)
 			return err
 		} else {
 			h.ignoresRange.Store(true)
+			if err := checkSize(ctx, key, size); err != nil {
+				return err
+			}
 			id = httpIdentity(resp.Header, size)
 			if size >= 0 && size <= offset {
 				data = []byte{} // the object ends before the range

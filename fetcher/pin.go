@@ -71,3 +71,36 @@ func pinnedReply(ctx context.Context, key string, got Identity) error {
 	}
 	return nil
 }
+
+type sizeKey struct{}
+
+type sizePin struct {
+	key  string
+	size int64
+}
+
+// WithSize returns ctx carrying size as the size the object at key must
+// have for reads of it under ctx: a fetcher whose reply tells the whole
+// object's size (an HTTP or S3 Content-Range, the length of a whole body
+// sent for a range) answers ErrChanged when it is another. An identity
+// that names a version without its size (an ETag) cannot then hide an
+// object longer or shorter than the one whose size was checked, as a
+// server does whose HEAD and GET give one ETag and two sizes. Reads of
+// other keys ignore it; a negative size pins nothing.
+func WithSize(ctx context.Context, key string, size int64) context.Context {
+	if size < 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, sizeKey{}, sizePin{key, size})
+}
+
+// checkSize refuses total, the size a reply tells the object at key has
+// (negative: the reply does not tell), when ctx pins key to another size
+// (WithSize), with an error wrapping ErrChanged.
+func checkSize(ctx context.Context, key string, total int64) error {
+	p, ok := ctx.Value(sizeKey{}).(sizePin)
+	if !ok || p.key != key || total < 0 || total == p.size {
+		return nil
+	}
+	return fmt.Errorf("%s: the object is %d bytes, the read was pinned to %d: %w", key, total, p.size, ErrChanged)
+}

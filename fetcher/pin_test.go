@@ -74,3 +74,35 @@ func TestHTTPPinnedRange(t *testing.T) {
 		})
 	}
 }
+
+// TestPinnedSize: a range read pinned to a size (WithSize) is ErrChanged
+// when the reply tells of another whole size (Content-Range), from an
+// HTTP server whose ETag is the same for both sizes and from S3, and
+// reads when the size is the object's; a pin of another key is ignored.
+func TestPinnedSize(t *testing.T) {
+	body := []byte("0123456789")
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"same"`)
+		http.ServeContent(w, r, "o", time.Time{}, bytes.NewReader(body))
+	})
+	s3Env(t, "")
+	f := startFakeS3(t, false)
+	f.put(t, "b", "o", body, nil)
+	ctx := context.Background()
+	for name, src := range map[string]Fetcher{
+		"http": newHTTP(t, srv.URL, HTTPOptions{}),
+		"s3":   s3Fetcher(t, f, "s3://b", fastS3),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if b, _, err := src.GetRange(WithSize(ctx, "o", 10), "o", 2, 3); err != nil || string(b) != "234" {
+				t.Errorf("pinned to its size: %q, %v; want 234", b, err)
+			}
+			if b, _, err := src.GetRange(WithSize(ctx, "o", 9), "o", 2, 3); !errors.Is(err, ErrChanged) {
+				t.Errorf("pinned to another size: %q, %v; want ErrChanged", b, err)
+			}
+			if b, _, err := src.GetRange(WithSize(ctx, "other", 9), "o", 2, 3); err != nil || string(b) != "234" {
+				t.Errorf("a pin of another key: %q, %v; want 234", b, err)
+			}
+		})
+	}
+}

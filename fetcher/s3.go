@@ -288,11 +288,16 @@ func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) ([]
 			size = *out.ContentLength
 		}
 		if cr := aws.ToString(out.ContentRange); cr != "" {
-			n, _, err := checkRangeReply(cr, size, offset, last)
+			n, total, err := checkRangeReply(cr, size, offset, last)
+			if err == nil {
+				err = checkSize(ctx, key, total)
+			}
 			if err != nil {
 				return err
 			}
 			data, err = readExactly(out.Body, n)
+			return err
+		} else if err := checkSize(ctx, key, size); err != nil {
 			return err
 		} else if offset > 0 {
 			// A whole object in reply to a range: some stores send a 200

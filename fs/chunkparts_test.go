@@ -724,3 +724,52 @@ func TestChunkPartsWeakETag(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkPartsHeadSizeLies: a server whose HEAD names the chunk's size
+// and whose GETs, under the same ETag, serve a longer object. The ranged
+// replies tell the object's size (Content-Range), which the window pins
+// (fetcher.WithSize): the chunk is read as the whole load reads it, a
+// corrupt chunk (an error), never as the first chunk-size bytes of an
+// object of another size.
+func TestChunkPartsHeadSizeLies(t *testing.T) {
+	const chunk = partsChunkMin
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && r.URL.Path == "/big/0" {
+			w.Header().Set("ETag", `"same"`)
+			w.Header().Set("Content-Length", fmt.Sprint(chunk))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	srv.put("big/0", make([]byte, chunk+4096), `"same"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	n, err := tree.Resolve(ctx, "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := tree.Open(ctx, n.(File), "big/0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.obj == nil {
+		t.Fatal("read whole, want the HEAD believed and a window opened")
+	}
+	buf := make([]byte, 1<<20)
+	if k, err := h.ReadAt(ctx, buf, 0); err == nil || k != 0 {
+		t.Errorf("first read of a chunk stored %d bytes long: %d bytes, %v; want an error and no bytes", chunk+4096, k, err)
+	}
+}

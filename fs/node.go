@@ -210,7 +210,7 @@ func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, f
 // readRange reads p at off with one ranged read, pinned to the file's
 // version.
 func (f *objectFile) readRange(ctx context.Context, p []byte, off int64) (int, error) {
-	b, got, err := f.t.src.GetRange(fetcher.WithVersion(ctx, f.key, f.parts.version()), f.key, off, int64(len(p)))
+	b, got, err := f.t.src.GetRange(f.pin(ctx, f.parts.version()), f.key, off, int64(len(p)))
 	if err == nil && len(p) > 0 {
 		err = f.parts.adopt(f.key, got)
 	}
@@ -218,6 +218,13 @@ func (f *objectFile) readRange(ctx context.Context, p []byte, off int64) (int, e
 		return 0, f.parts.changed(err)
 	}
 	return copy(p, b), nil
+}
+
+// pin returns ctx with reads of the object pinned to the version id and
+// to the file's size: a reply that tells of another size (an object
+// longer or shorter under the same ETag) is ErrChanged too.
+func (f *objectFile) pin(ctx context.Context, id fetcher.Identity) context.Context {
+	return fetcher.WithSize(fetcher.WithVersion(ctx, f.key, id), f.key, f.size)
 }
 
 // bytesFile is a file held in memory (rewritten metadata).

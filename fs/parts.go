@@ -366,7 +366,7 @@ func (w *objectParts) fillLocked(f *objectFile, off, need int64) {
 
 // fetch reads one part, pinned to the version id (when known).
 func (w *objectParts) fetch(ctx context.Context, f *objectFile, pt *part, id fetcher.Identity) {
-	data, got, err := f.t.src.GetRange(fetcher.WithVersion(ctx, f.key, id), f.key, pt.off, pt.n)
+	data, got, err := f.t.src.GetRange(f.pin(ctx, id), f.key, pt.off, pt.n)
 	if err == nil && int64(len(data)) != pt.n {
 		err = fmt.Errorf("fs: %s: %d bytes at %d, want %d: the object is shorter than its file: %w",
 			f.key, len(data), pt.off, pt.n, fetcher.ErrChanged)
