@@ -207,6 +207,22 @@ func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, f
 	return [][]byte{p[:k]}, nil, f.explain(err)
 }
 
+// readPlain reads p at off, or fewer bytes at the end of the file, with
+// one read of its own and no window of parts: a handle's read of one
+// piece of the file (Tree.OpenRange).
+func (f *objectFile) readPlain(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= f.size {
+		return 0, nil
+	}
+	p = p[:min(int64(len(p)), f.size-off)]
+	if f.t.local {
+		b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
+		return copy(p, b), f.explain(err)
+	}
+	k, err := f.readRange(ctx, p, off)
+	return k, f.explain(err)
+}
+
 // readRange reads p at off with one ranged read, pinned to the file's
 // version.
 func (f *objectFile) readRange(ctx context.Context, p []byte, off int64) (int, error) {

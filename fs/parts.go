@@ -84,6 +84,11 @@ const (
 	// MiB ahead of each other, most of all while the window is small.
 	partsSlack = 8 << 20
 	partsIdle  = time.Second
+	// partsPieceMax is the largest piece of an object that a handle for
+	// that piece alone (Tree.OpenRange: volfs serve's Range requests)
+	// reads in ranged reads of its own, a few requests of the front
+	// end's block; a larger piece is read through the window.
+	partsPieceMax = 4 << 20
 )
 
 // objectParts is the window of one objectFile. The zero value is a file

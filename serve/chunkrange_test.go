@@ -141,3 +141,76 @@ func countPrefix(ss []string, prefix string) int {
 	}
 	return n
 }
+
+// TestObjectRanges: a client reading a large pass-through object through
+// volfs serve in 1 MiB Range requests costs the origin each range once:
+// a Range request of a piece of the file reads that piece, not a window
+// of parts that runs past the range's end and is cancelled when the
+// reply ends (32 ranges of 1 MiB pulled 78 MiB of a 32 MiB object). A
+// GET of the whole object is still read in parts.
+func TestObjectRanges(t *testing.T) {
+	const size = 32 << 20
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*11 + i>>19)
+	}
+	logs := map[string]*originLog{"a.bin": {}, "b.bin": {}}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l, ok := logs[strings.TrimPrefix(r.URL.Path, "/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		l.mu.Lock()
+		l.reqs = append(l.reqs, strings.TrimSpace(r.Method+" "+r.Header.Get("Range")))
+		l.mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		http.ServeContent(countingWriter{w, l}, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	t.Cleanup(origin.Close)
+	src, err := fetcher.Open(origin.URL, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := fs.New(context.Background(), src, fs.Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	front := httptest.NewServer(New(tree, Options{}))
+	t.Cleanup(front.Close)
+	get := func(path, rg string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest("GET", front.URL+path, nil)
+		if rg != "" {
+			req.Header.Set("Range", rg)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	for off := 0; off < size; off += 1 << 20 {
+		if b := get("/a.bin", fmt.Sprintf("bytes=%d-%d", off, off+1<<20-1)); !bytes.Equal(b, data[off:off+1<<20]) {
+			t.Fatalf("range at %d: %d bytes, not the object's", off, len(b))
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // for cancelled parts to be counted
+	if reqs, n := logs["a.bin"].snapshot(); n > size+size/8 {
+		t.Errorf("32 ranges of 1 MiB: the origin sent %d MiB in %d requests, want the object's 32 about once: %q", n>>20, len(reqs), reqs)
+	}
+
+	if b := get("/b.bin", ""); !bytes.Equal(b, data) {
+		t.Fatalf("GET of the whole object: %d bytes, not the object's", len(b))
+	}
+	if reqs, _ := logs["b.bin"].snapshot(); countPrefix(reqs, "GET bytes=") < 4 {
+		t.Errorf("GET of a whole object: %q, want it read in ranged parts", reqs)
+	}
+}
