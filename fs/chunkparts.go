@@ -30,7 +30,9 @@ import (
 //     are filled by whole loads, and a user who asked for one expects a
 //     chunk read once to be kept;
 //   - the chunk is neither in memory nor being loaded (cache.Cache.Holds):
-//     then the whole load is the faster read, or already paid for;
+//     then the whole load is the faster read, or already paid for (with
+//     --missing error the open loads it whole to tell a missing chunk, so
+//     it is never read in parts);
 //   - a Stat of the chunk's own key (not its transport-encoded twin) finds
 //     an object of exactly the chunk's decoded size, with a version the
 //     source names (fetcher.Identity): every part is pinned to it, so the
@@ -80,7 +82,7 @@ func (f *chunkFile) inParts(ctx context.Context) *objectFile {
 	if f.size < partsChunkMin || !f.a.Verbatim() || t.local || len(t.tiers) > 0 {
 		return nil
 	}
-	if ri, ok := t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() {
+	if t.ignoresRange() {
 		return nil
 	}
 	if t.store != nil && t.store.Cache().Holds(f.mkey) {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/volfs/volfs/fetcher"
 )
 
 // Reader names who reads through a Handle, for read-ahead (readahead.go):
@@ -36,7 +34,7 @@ type Handle struct {
 	// when the open chose to; nil otherwise.
 	obj *objectFile
 	// plain is set for a handle of a piece of a pass-through object
-	// (OpenRange), which reads no window of parts.
+	// (OpenRange), which reads no window of parts (read, ReadPieces).
 	plain   bool
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
@@ -70,11 +68,13 @@ func (t *Tree) OpenAs(ctx context.Context, f File, p string, r Reader) (*Handle,
 // partsPieceMax bytes reads just that piece, in ranged reads of its own
 // (objectFile.readPlain), rather than through the file's window of parts,
 // which would run past the piece's end and be cancelled when the reply
-// ends: 32 Range requests of 1 MiB pulled 78 MiB of a 32 MiB object.
+// ends: 32 Range requests of 1 MiB pulled 78 MiB of a 32 MiB object. A
+// source seen to ignore Range is read as before (its one stream), since
+// each ranged read of it would read the object from its start.
 func (t *Tree) OpenRange(ctx context.Context, f File, p string, reader uint32, off, n int64) (*Handle, error) {
 	whole := off == 0 && n >= f.Size()
 	h, err := t.open(ctx, f, p, Reader{Process: reader, Thread: reader}, whole)
-	if err == nil {
+	if _, isObject := f.(*objectFile); err == nil && isObject {
 		h.plain = !whole && n <= partsPieceMax
 	}
 	return h, err
@@ -162,6 +162,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 // them, and must not modify them. release is nil when nothing is held.
 func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
 	l, ok := h.f.(lender)
+	ok = ok && !h.plain // read: ranged reads of the piece's own
 	if o := h.parts(); o != nil {
 		l, ok = o, true
 		h.touchParts()
@@ -192,7 +193,7 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	}
 	switch f := h.f.(type) {
 	case *objectFile:
-		if h.plain {
+		if h.plain && !h.t.ignoresRange() {
 			k, err := f.readPlain(ctx, dest, off)
 			return dest[:k], err
 		}
@@ -229,7 +230,7 @@ func (h *Handle) parts() *objectFile {
 	if h.obj == nil {
 		return nil
 	}
-	if ri, ok := h.t.src.(fetcher.RangeIgnorer); ok && ri.IgnoresRange() || h.obj.parts.unprovenSeen() {
+	if h.obj.parts.fallBack(h.t.ignoresRange()) {
 		return nil
 	}
 	return h.obj

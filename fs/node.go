@@ -118,10 +118,13 @@ func ObjectVersion(n Node) (string, bool) {
 }
 
 // objectFile is an object shown byte for byte, every read of it pinned to
-// the version its size was taken from (parts.go). A remote object read in
-// order is read in ranged parts, many in flight (parts.go); from a server
-// that ignores Range, in one stream (fetcher.Streamer, stream.go); any
-// other read is a ranged read of its own bytes.
+// the version and size its size was taken from (parts.go). A remote object
+// read in order is read in ranged parts, many in flight (parts.go); from a
+// server that ignores Range, in one stream (fetcher.Streamer, stream.go);
+// any other read, and every read of a handle for one piece of it
+// (Tree.OpenRange), is a ranged read of its own bytes (readPlain). It also
+// carries the window of a large chunk read in parts (chunkparts.go),
+// whose reads that fail its version check go back to the chunk's own path.
 type objectFile struct {
 	t      *Tree
 	key    string
@@ -186,30 +189,27 @@ func (f *objectFile) explain(err error) error {
 // (parts.go), or from a server that ignores Range in one stream
 // (stream.go); any other read is a ranged read of its own bytes.
 func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, func(), error) {
-	if off >= f.size {
-		return nil, nil, nil
-	}
-	p = p[:min(int64(len(p)), f.size-off)]
-	if f.t.local {
-		b, _, err := f.t.src.GetRange(ctx, f.key, off, int64(len(p)))
-		return [][]byte{p[:copy(p, b)]}, nil, f.explain(err)
-	}
-	if ri, ok := f.t.src.(fetcher.RangeIgnorer); !ok || !ri.IgnoresRange() {
-		if pieces, release, ok, err := f.parts.lend(ctx, f, off, int64(len(p))); ok {
-			return pieces, release, f.explain(err)
-		}
-	} else if st, ok := f.t.src.(fetcher.Streamer); ok {
-		if k, ok := f.stream.read(fetcher.WithVersion(ctx, f.key, f.parts.version()), st, f.key, p, off, f.parts.continues(off)); ok {
-			return [][]byte{p[:k]}, nil, nil
+	if off < f.size && !f.t.local {
+		q := p[:min(int64(len(p)), f.size-off)]
+		if !f.t.ignoresRange() {
+			if pieces, release, ok, err := f.parts.lend(ctx, f, off, int64(len(q))); ok {
+				return pieces, release, f.explain(err)
+			}
+		} else if st, ok := f.t.src.(fetcher.Streamer); ok {
+			if k, ok := f.stream.read(fetcher.WithVersion(ctx, f.key, f.parts.version()), st, f.key, q, off, f.parts.continues(off)); ok {
+				return [][]byte{q[:k]}, nil, nil
+			}
 		}
 	}
-	k, err := f.readRange(ctx, p, off)
-	return [][]byte{p[:k]}, nil, f.explain(err)
+	k, err := f.readPlain(ctx, p, off)
+	return [][]byte{p[:k]}, nil, err
 }
 
 // readPlain reads p at off, or fewer bytes at the end of the file, with
-// one read of its own and no window of parts: a handle's read of one
-// piece of the file (Tree.OpenRange).
+// one read of its own and no window of parts: a local pread, or a ranged
+// read pinned to the file's version and size. It serves every read that
+// lend does not serve from a window or a stream, and a handle's reads of
+// one piece of the file (Tree.OpenRange).
 func (f *objectFile) readPlain(ctx context.Context, p []byte, off int64) (int, error) {
 	if off >= f.size {
 		return 0, nil

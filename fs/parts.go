@@ -56,8 +56,17 @@ import (
 // an object rewritten while it is read fails the read with
 // fetcher.ErrChanged (ESTALE) and never serves bytes of two versions.
 //
-// One window per file, not per open: two readers of one file at different
-// places take turns breaking it, and are served by plain ranged reads.
+// Every request is pinned to the file's size too (fetcher.WithSize): a
+// reply that tells of another whole size is ErrChanged, whatever its
+// ETag. A chunk's window (chunkparts.go) must also prove its version: a
+// reply that names none, or another before any reply matched, sends its
+// handles back to the chunk store (errUnproven) rather than failing.
+//
+// One window per file, not per open: two readers of one object at
+// different places take turns breaking it, and are served by plain ranged
+// reads (a chunk's window serves one handle at a time instead). A handle
+// for one piece of an object (Tree.OpenRange: a Range request of volfs
+// serve) reads just that piece, with no window.
 // Local sources (a pread is no round trip) and servers that ignore Range
 // (fetcher.RangeIgnorer: each range would read the object from its start)
 // are not read in parts.
@@ -90,6 +99,14 @@ const (
 	// end's block; a larger piece is read through the window.
 	partsPieceMax = 4 << 20
 )
+
+// ignoresRange reports whether the tree's source has been seen to answer
+// a ranged request with the whole object (fetcher.RangeIgnorer): each
+// part would then read the object from its start.
+func (t *Tree) ignoresRange() bool {
+	ri, ok := t.src.(fetcher.RangeIgnorer)
+	return ok && ri.IgnoresRange()
+}
 
 // objectParts is the window of one objectFile. The zero value is a file
 // read in no window, pinned to no version yet.
@@ -180,12 +197,18 @@ type part struct {
 // timer) while a read waited for it: that read is served plainly.
 var errPartDropped = errors.New("fs: part dropped by its window")
 
-// unprovenSeen reports whether a reply of a named window did not show it
-// was of the version opened (errUnproven).
-func (w *objectParts) unprovenSeen() bool {
+// fallBack reports whether the handles of a named window read its file
+// the other way from now on: once a reply did not show it was of the
+// version opened, or once the source is seen to ignore Range (ignores:
+// each part would read the object from its start, and one beyond
+// fetcher.MaxRangeSkip is refused). The second may come after a reply
+// proved the version; the other way (a whole load) is not pinned to it,
+// so a chunk rewritten in that moment could show the new version after
+// bytes of the old (docs/CONSISTENCY.md).
+func (w *objectParts) fallBack(ignores bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.unproven
+	return w.unproven || ignores
 }
 
 // version returns the version reads of the file are pinned to.
@@ -201,9 +224,13 @@ func (w *objectParts) adopt(key string, got fetcher.Identity) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
-	case w.named && (!got.Known() || w.unproven):
+	case w.named && w.unproven, w.named && !got.Known() && !w.proven:
 		w.unproven = true
 		return fmt.Errorf("fs: %s: a reply of version %q: %w", key, got, errUnproven)
+	case w.named && !got.Known():
+		// Bytes of the version were served: one of an unknown
+		// version cannot follow them.
+		return fmt.Errorf("fs: %s: a reply that names no version, the file shows %s: %w", key, w.id, fetcher.ErrChanged)
 	case !got.Known():
 		return nil
 	case !w.id.Known():
@@ -228,6 +255,8 @@ func (w *objectParts) changed(err error) error {
 	return w.changedLocked(err)
 }
 
+// changedLocked is changed with w.mu held.
+//
 // REQUIRES: w.mu held.
 func (w *objectParts) changedLocked(err error) error {
 	if !w.named || w.proven {
@@ -388,7 +417,7 @@ func (w *objectParts) fetch(ctx context.Context, f *objectFile, pt *part, id fet
 	if err != nil {
 		f.t.putRange(data)
 		data = nil
-	} else if ri, ok := f.t.src.(fetcher.RangeIgnorer); !ok || !ri.IgnoresRange() {
+	} else if !f.t.ignoresRange() {
 		w.ranged = true
 	}
 	pt.data, pt.err = data, err
