@@ -237,8 +237,17 @@ func TestHostileDevZeroChunk(t *testing.T) {
 				t.Errorf("cat of %s: got %v, %d bytes %.80q, want %q", tc.key, err, len(out), out, tc.want)
 			}
 			if tc.want == "Input/output error" {
-				if log := s.stderr.String(); !strings.Contains(log, tc.key) || !strings.Contains(log, "not a regular file") {
-					t.Errorf("log: want a line naming %s as not a regular file, got:\n%s", tc.key, log)
+				// volfs logs before it replies, but the line reaches
+				// this buffer through its stderr pipe, which may trail.
+				logged := func() bool {
+					log := s.stderr.String()
+					return strings.Contains(log, tc.key) && strings.Contains(log, "not a regular file")
+				}
+				for i := 0; i < 250 && !logged(); i++ {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if !logged() {
+					t.Errorf("log: want a line naming %s as not a regular file, got:\n%s", tc.key, s.stderr.String())
 				}
 			}
 			checkAlive(t, s.mnt, keys[2], chunks[2])
