@@ -96,16 +96,8 @@ func TestChunkParts(t *testing.T) {
 	srv.put("big/5", content(37, chunk), `"v1"`)
 	srv.put("small/0", content(29, 1<<20), `"v1"`)
 
-	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
 	open := func(tree *Tree, p string) (*Handle, *chunkFile) {
 		t.Helper()
 		n, err := tree.Resolve(ctx, p)
@@ -305,7 +297,7 @@ func TestChunkParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		tree, err := New(ctx, src, Options{CacheBytes: 256 << 20, Disk: cache.NewDisk(d)})
+		tree, err := New(ctx, tree.Source(), Options{CacheBytes: 256 << 20, Disk: cache.NewDisk(d)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,23 +325,14 @@ func TestChunkPartsRangeIgnored(t *testing.T) {
 		srv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(web.Close)
-	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
 	data := make([]byte, chunk)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
 	}
 	srv.put("big/0", data, `"v1"`)
-	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
 	n, err := tree.Resolve(ctx, "big/0")
 	if err != nil {
 		t.Fatal(err)
@@ -402,20 +385,11 @@ func TestChunkPartsUnnamedReplies(t *testing.T) {
 		srv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(web.Close)
-	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
 	old, next := bytes.Repeat([]byte{1}, chunk), bytes.Repeat([]byte{2}, chunk)
 	srv.put("big/0", old, `"v1"`)
-	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
 	n, err := tree.Resolve(ctx, "big/0")
 	if err != nil {
 		t.Fatal(err)
@@ -486,23 +460,14 @@ func TestChunkPartsReaders(t *testing.T) {
 		srv.ServeHTTP(sentCounter{w, &sent}, r)
 	}))
 	t.Cleanup(web.Close)
-	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
 	data := make([]byte, chunk)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
 	}
 	srv.put("big/0", data, `"v1"`)
-	src, err := fetcher.Open(web.URL, fetcher.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOver(t, web.URL, fetcher.Options{})
 	n, err := tree.Resolve(ctx, "big/0")
 	if err != nil {
 		t.Fatal(err)
@@ -556,23 +521,14 @@ func TestChunkPartsHeadDisagrees(t *testing.T) {
 		srv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(web.Close)
-	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
 	data := make([]byte, chunk)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
 	}
 	srv.put("big/0", data, `"get"`)
-	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
 	n, err := tree.Resolve(ctx, "big/0")
 	if err != nil {
 		t.Fatal(err)
@@ -614,8 +570,7 @@ func TestChunkPartsHeadHangs(t *testing.T) {
 	}))
 	t.Cleanup(web.Close)
 	t.Cleanup(func() { close(stop) })
-	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
 	data := bytes.Repeat([]byte{9}, chunk)
 	srv.put("big/0", data, `"v1"`)
 	src, err := fetcher.Open(web.URL, fetcher.Options{})
@@ -666,8 +621,7 @@ func TestChunkPartsWeakETag(t *testing.T) {
 	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
-	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, 2*chunk, chunk), `"m"`)
+	srv.put("big/.zarray", rawZarray(2*chunk, chunk), `"m"`)
 	content := func(seed int) []byte {
 		b := make([]byte, chunk)
 		for i := range b {
@@ -677,16 +631,8 @@ func TestChunkPartsWeakETag(t *testing.T) {
 	}
 	srv.put("big/0", content(3), `W/"v1"`)
 	srv.put("big/1", content(5), `W/"v1"`)
-	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
 	for i, key := range []string{"big/0", "big/1"} {
 		n, err := tree.Resolve(ctx, key)
 		if err != nil {
@@ -743,19 +689,10 @@ func TestChunkPartsHeadSizeLies(t *testing.T) {
 		srv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(web.Close)
-	srv.put("big/.zarray", fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
- "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, chunk, chunk), `"m"`)
+	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
 	srv.put("big/0", make([]byte, chunk+4096), `"same"`)
-	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tree, err := New(ctx, src, Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
 	n, err := tree.Resolve(ctx, "big/0")
 	if err != nil {
 		t.Fatal(err)
@@ -772,4 +709,27 @@ func TestChunkPartsHeadSizeLies(t *testing.T) {
 	if k, err := h.ReadAt(ctx, buf, 0); err == nil || k != 0 {
 		t.Errorf("first read of a chunk stored %d bytes long: %d bytes, %v; want an error and no bytes", chunk+4096, k, err)
 	}
+}
+
+// treeOver returns a tree of the HTTP source at url, opened with opts, with
+// a 256 MiB cache; it is closed when the test ends.
+func treeOver(t *testing.T, url string, opts fetcher.Options) *Tree {
+	t.Helper()
+	src, err := fetcher.Open(url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := New(context.Background(), src, Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	return tree
+}
+
+// rawZarray is the .zarray of a 1-D uint8 Zarr array of shape elements in
+// chunks of chunk, without compressor or filters, fill value 0.
+func rawZarray(shape, chunk int) []byte {
+	return fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
+ "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, shape, chunk)
 }

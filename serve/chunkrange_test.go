@@ -95,23 +95,7 @@ func TestChunkRanges(t *testing.T) {
 	t.Cleanup(tree.Close)
 	front := httptest.NewServer(New(tree, Options{}))
 	t.Cleanup(front.Close)
-	get := func(path, rg string) []byte {
-		t.Helper()
-		req, _ := http.NewRequest("GET", front.URL+path, nil)
-		if rg != "" {
-			req.Header.Set("Range", rg)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	get := func(path, rg string) []byte { return getRange(t, front.URL+path, rg) }
 
 	for off := 0; off < chunk; off += 1 << 20 {
 		if b := get("/big/0", fmt.Sprintf("bytes=%d-%d", off, off+1<<20-1)); !bytes.Equal(b, data[off:off+1<<20]) {
@@ -179,23 +163,7 @@ func TestObjectRanges(t *testing.T) {
 	t.Cleanup(tree.Close)
 	front := httptest.NewServer(New(tree, Options{}))
 	t.Cleanup(front.Close)
-	get := func(path, rg string) []byte {
-		t.Helper()
-		req, _ := http.NewRequest("GET", front.URL+path, nil)
-		if rg != "" {
-			req.Header.Set("Range", rg)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	get := func(path, rg string) []byte { return getRange(t, front.URL+path, rg) }
 
 	for off := 0; off < size; off += 1 << 20 {
 		if b := get("/a.bin", fmt.Sprintf("bytes=%d-%d", off, off+1<<20-1)); !bytes.Equal(b, data[off:off+1<<20]) {
@@ -213,4 +181,24 @@ func TestObjectRanges(t *testing.T) {
 	if reqs, _ := logs["b.bin"].snapshot(); countPrefix(reqs, "GET bytes=") < 4 {
 		t.Errorf("GET of a whole object: %q, want it read in ranged parts", reqs)
 	}
+}
+
+// getRange GETs url, with the Range header rg when not empty, and returns
+// the body.
+func getRange(t *testing.T, url, rg string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if rg != "" {
+		req.Header.Set("Range", rg)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
