@@ -180,10 +180,10 @@ func buildTable(table []uint32, tableBits uint, lens []uint8, syms []uint32) boo
 		if maxLen != 0 && (maxLen != 1 || count[1] != 1) {
 			return false
 		}
-		for i := range primary {
-			primary[i] = entryExc
-		}
 		if maxLen == 0 {
+			for i := range primary {
+				primary[i] = entryExc
+			}
 			return true
 		}
 	}
@@ -205,7 +205,20 @@ func buildTable(table []uint32, tableBits uint, lens []uint8, syms []uint32) boo
 	mask := 1<<tableBits - 1
 	prefix, subStart, subBits := -1, 0, uint(0)
 	code, i := 0, 0 // the next codeword, MSB first as RFC 1951 writes it
-	for l := 1; l <= maxLen; l++ {
+	// The codewords of at most tableBits bits, as libdeflate builds
+	// them: those of length l are written once each into the first 1<<l
+	// entries, which are then copied to double them before the next
+	// length, so that an entry repeats every 1<<l entries at the cost of
+	// one memmove per length instead of a strided store per copy. An
+	// entry not yet set when copied is either a longer codeword's,
+	// written at each of its places when its own length comes, or, in
+	// the one-codeword code, unused: entryExc from the start.
+	primary[0], primary[1] = entryExc, entryExc
+	l, short := 1, min(maxLen, int(tableBits))
+	for ; l <= short; l++ {
+		if l > 1 {
+			copy(primary[1<<(l-1):1<<l], primary[:1<<(l-1)])
+		}
 		for ; count[l] > 0; count[l]-- {
 			s := sorted[i]
 			i++
@@ -213,13 +226,20 @@ func buildTable(table []uint32, tableBits uint, lens []uint8, syms []uint32) boo
 			// stream: the table is indexed by the reversed codeword.
 			rev := int(bits.Reverse16(uint16(code)) >> (16 - l))
 			code++
-			if uint(l) <= tableBits {
-				e := syms[s] + uint32(l)<<8 + uint32(l)
-				for j := rev; j < len(primary); j += 1 << l {
-					primary[j] = e
-				}
-				continue
-			}
+			primary[rev] = syms[s] + uint32(l)<<8 + uint32(l)
+		}
+		code <<= 1
+	}
+	for n := 1 << short; n < len(primary); n <<= 1 {
+		copy(primary[n:2*n], primary[:n])
+	}
+	// Longer codewords: a subtable per tableBits-bit prefix.
+	for ; l <= maxLen; l++ {
+		for ; count[l] > 0; count[l]-- {
+			s := sorted[i]
+			i++
+			rev := int(bits.Reverse16(uint16(code)) >> (16 - l))
+			code++
 			if rev&mask != prefix {
 				// A new prefix: size its subtable to hold every
 				// remaining codeword that starts with it.

@@ -687,3 +687,108 @@ func FuzzInflate(f *testing.F) {
 		}
 	})
 }
+
+// TestBuildTableDirty checks buildTable against the definition of a
+// canonical Huffman code (RFC 1951 3.2.2) on random complete codes and on
+// the one-codeword code, built into tables that hold another code's
+// entries first, as the tables pooled between streams do: every primary
+// entry must be written, each codeword must lead to its symbol's entry
+// (through its subtable when longer than the primary index), and the
+// unused codeword of the one-codeword code must stay invalid.
+func TestBuildTableDirty(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	table := make([]uint32, litlenTableSize)
+	const junk = entryLiteral | 'J'<<16 | 9<<8 | 9 // a valid-looking literal
+	for round := range 2000 {
+		// A complete code: split a random leaf until there are n.
+		n := 2 + r.IntN(maxLitlenSyms-1)
+		if round%7 == 0 {
+			n = 2 + r.IntN(30)
+		}
+		leaves := []uint8{0}
+		for len(leaves) < n {
+			k := r.IntN(len(leaves))
+			if leaves[k] == 15 {
+				continue
+			}
+			leaves[k]++
+			leaves = append(leaves, leaves[k])
+		}
+		lens := make([]uint8, maxLitlenSyms)
+		for i, s := range r.Perm(maxLitlenSyms)[:n] {
+			lens[s] = leaves[i]
+		}
+		checkTable(t, table, litlenBits, lens, junk)
+	}
+	one := make([]uint8, maxDistSyms)
+	one[5] = 1
+	checkTable(t, table[:distTableSize], distBits, one, junk)
+	if table[1] != entryExc {
+		t.Fatalf("one-codeword code: the unused codeword 1 has entry %#x, want entryExc", table[1])
+	}
+}
+
+// checkTable fills table with junk, builds the code lens into it and
+// checks each symbol's codeword against the canonical assignment.
+func checkTable(t *testing.T, table []uint32, tableBits uint, lens []uint8, junk uint32) {
+	t.Helper()
+	for i := range table {
+		table[i] = junk
+	}
+	syms := make([]uint32, len(lens))
+	for s := range syms {
+		syms[s] = uint32(s+1) << 16
+	}
+	if !buildTable(table, tableBits, lens, syms) {
+		t.Fatalf("lens %v: refused", lens)
+	}
+	for i, e := range table[:1<<tableBits] {
+		if e == junk {
+			t.Fatalf("lens %v: primary entry %d not written", lens, i)
+		}
+	}
+	// RFC 1951 3.2.2: the first codeword of each length, then symbols in
+	// order.
+	var count [16]int
+	for _, l := range lens {
+		count[l]++
+	}
+	count[0] = 0
+	var next [16]int
+	code := 0
+	for l := 1; l <= 15; l++ {
+		code = (code + count[l-1]) << 1
+		next[l] = code
+	}
+	mask := 1<<tableBits - 1
+	for s, l := range lens {
+		if l == 0 {
+			continue
+		}
+		c := next[l]
+		next[l]++
+		rev := 0
+		for b := range int(l) {
+			rev |= (c >> (int(l) - 1 - b) & 1) << b
+		}
+		e := table[rev&mask]
+		if uint(l) <= tableBits {
+			if want := syms[s] + uint32(l)<<8 + uint32(l); e != want {
+				t.Fatalf("lens %v: symbol %d (codeword %b of %d bits): entry %#x, want %#x", lens, s, c, l, e, want)
+			}
+			continue
+		}
+		if e&entrySub == 0 || e&0xff != uint32(tableBits) {
+			t.Fatalf("lens %v: symbol %d: primary entry %#x is no subtable pointer", lens, s, e)
+		}
+		start, subBits := int(e>>16), uint(e>>8&15)
+		sl := uint(l) - tableBits
+		if sl > subBits {
+			t.Fatalf("lens %v: symbol %d: %d bits past the primary index, subtable of %d", lens, s, sl, subBits)
+		}
+		got := table[start+(rev>>tableBits)&(1<<subBits-1)]
+		if want := syms[s] + uint32(sl)<<8 + uint32(sl); got != want {
+			t.Fatalf("lens %v: symbol %d: subtable entry %#x, want %#x", lens, s, got, want)
+		}
+	}
+}
