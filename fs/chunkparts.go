@@ -25,7 +25,9 @@ import (
 //     partsChunkMin bytes;
 //   - the source is remote, and not seen to ignore Range: at the open,
 //     or by a read since (the first part of a window finds it out), after
-//     which the handle reads through the chunk store (Handle.parts);
+//     which the handle reads through the chunk store (Handle.parts), or,
+//     once a reply has proved the version, reads the chunk whole pinned
+//     to it (Handle.readPinned);
 //   - the store has no tier after memory (a disk cache or a fleet): those
 //     are filled by whole loads, and a user who asked for one expects a
 //     chunk read once to be kept;

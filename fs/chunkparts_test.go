@@ -354,6 +354,85 @@ func TestChunkPartsRangeIgnored(t *testing.T) {
 	}
 }
 
+// TestChunkPartsRangeIgnoredAfterProof: a server that honoured Range for
+// the first reads of a chunk's window (which proved its version) and then
+// ignores it, while the chunk is rewritten (same size, a new ETag) or its
+// version is no longer named. The handle's later reads are of the version
+// it served, or ESTALE: before, they went to the chunk store's whole load,
+// which is pinned to nothing, and returned the new version's bytes after
+// the old's. Unchanged, the rest of the chunk reads as it is, past
+// fetcher.MaxRangeSkip too.
+func TestChunkPartsRangeIgnoredAfterProof(t *testing.T) {
+	const chunk = fetcher.MaxRangeSkip + 4<<20
+	old, next := make([]byte, chunk), make([]byte, chunk)
+	for i := range old {
+		old[i], next[i] = byte(i*7+i>>20), byte(i*7+i>>20+1)
+	}
+	for _, tc := range []struct {
+		name    string
+		rewrite func(*objectServer)
+		stale   bool
+	}{
+		{"unchanged", func(*objectServer) {}, false},
+		{"rewritten", func(s *objectServer) { s.put("big/0", next, `"v2"`) }, true},
+		{"version no longer named", func(s *objectServer) { s.put("big/0", next, "") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ignore atomic.Bool
+			srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+			web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if ignore.Load() {
+					r.Header.Del("Range")
+					r.Header.Del("If-Match")
+				}
+				srv.ServeHTTP(w, r)
+			}))
+			t.Cleanup(web.Close)
+			srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+			srv.put("big/0", old, `"v1"`)
+			ctx := context.Background()
+			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+			n, err := tree.Resolve(ctx, "big/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := tree.Open(ctx, n.(File), "big/0", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			if h.obj == nil {
+				t.Fatal("read whole at open, want parts")
+			}
+			buf := make([]byte, 1<<20)
+			if k, err := h.ReadAt(ctx, buf, 0); err != nil || k != len(buf) || !bytes.Equal(buf, old[:k]) {
+				t.Fatalf("first read: %d bytes, %v; want the old chunk's first MiB", k, err)
+			}
+			ignore.Store(true)
+			tc.rewrite(srv)
+			// A read past the window's parts in flight: the first reply
+			// of the server that ignores Range tells the tree so.
+			for _, off := range []int64{chunk - 1<<20, chunk - 2<<20, 1 << 20} {
+				k, err := h.ReadAt(ctx, buf, off)
+				switch {
+				case err == nil && !bytes.Equal(buf[:k], old[off:off+int64(k)]):
+					t.Fatalf("read at %d after the switch: %d bytes that are not the old version's (new: %v)", off, k, bytes.Equal(buf[:k], next[off:off+int64(k)]))
+				case tc.stale && err != nil && !errors.Is(err, fetcher.ErrChanged):
+					t.Fatalf("read at %d after the switch: %v, want ErrChanged", off, err)
+				case !tc.stale && (err != nil || k != len(buf)):
+					t.Fatalf("read at %d after the switch: %d bytes, %v; want the chunk's", off, k, err)
+				}
+				if tc.stale && err == nil && off == 1<<20 {
+					t.Errorf("every read after the switch served old bytes from memory: want ErrChanged by the last")
+				}
+			}
+			if !tree.ignoresRange() {
+				t.Errorf("the tree did not see the source ignore Range")
+			}
+		})
+	}
+}
+
 // noETagWriter drops the ETag of a reply.
 type noETagWriter struct{ http.ResponseWriter }
 

@@ -3,8 +3,12 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/volfs/volfs/fetcher"
 )
 
 // Reader names who reads through a Handle, for read-ahead (readahead.go):
@@ -35,7 +39,14 @@ type Handle struct {
 	obj *objectFile
 	// plain is set for a handle of a piece of a pass-through object
 	// (OpenRange), which reads no window of parts (read, ReadPieces).
-	plain   bool
+	plain bool
+	// pinned is obj's chunk read whole, pinned to the version obj's
+	// window proved, once the source was seen to ignore Range after that
+	// (readPinned); nil until then.
+	pinned struct {
+		mu sync.Mutex
+		b  []byte // GUARDED_BY(mu)
+	}
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
 }
@@ -175,8 +186,8 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
 	pieces, release, err = l.lend(rctx, dest, off)
-	if errors.Is(err, errUnproven) {
-		b, err := h.read(rctx, dest, off) // through the chunk store now
+	if h.obj != nil && h.windowEnded(err) {
+		b, err := h.read(rctx, dest, off) // the other way now (read)
 		return [][]byte{b}, nil, h.t.readError(ctx, rctx, err)
 	}
 	return pieces, release, h.t.readError(ctx, rctx, err)
@@ -186,11 +197,14 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	if o := h.parts(); o != nil {
 		h.touchParts()
 		k, err := o.ReadAt(ctx, dest, off)
-		if !errors.Is(err, errUnproven) {
+		if !h.windowEnded(err) {
 			return dest[:k], err
 		}
-		// Read through the chunk store, as every later read (parts).
 	}
+	if h.obj != nil && h.obj.parts.provedVersion() {
+		return h.readPinned(ctx, dest, off)
+	}
+	// Through the chunk store, as every later read (parts).
 	switch f := h.f.(type) {
 	case *objectFile:
 		if h.plain && !h.t.ignoresRange() {
@@ -223,8 +237,9 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 // or once the source has been seen to ignore Range (found out by a read
 // of this window, or of another): each part would then read the object
 // from its start, and one starting beyond fetcher.MaxRangeSkip is
-// refused, so the chunk is loaded whole as any chunk of such a source;
-// or once a reply of the window did not show it was of the version the
+// refused, so the chunk is loaded whole as any chunk of such a source
+// (or read whole pinned to the window's version once a reply proved it:
+// readPinned); or once a reply of the window did not show it was of the version the
 // window is pinned to (errUnproven) before any reply had.
 func (h *Handle) parts() *objectFile {
 	if h.obj == nil {
@@ -234,6 +249,45 @@ func (h *Handle) parts() *objectFile {
 		return nil
 	}
 	return h.obj
+}
+
+// windowEnded reports whether err, of a read of a chunk's window, ends
+// the window for the handle, which then reads the chunk the other way
+// (parts): a reply did not prove the version opened (errUnproven), or the
+// read found the source ignores Range (a reply with the whole object,
+// refused past fetcher.MaxRangeSkip).
+func (h *Handle) windowEnded(err error) bool {
+	return errors.Is(err, errUnproven) || errors.Is(err, fetcher.ErrNotSupported) && h.t.ignoresRange()
+}
+
+// readPinned serves a read of a chunk whose window served bytes of the
+// version it is pinned to (a reply proved it) before the source was seen
+// to ignore Range, which ends the window (parts): the chunk store's whole
+// load is not pinned, and a chunk rewritten in that moment would show the
+// new version's bytes after the old's. So the handle reads the chunk
+// whole once, pinned to the window's version and size as its parts were
+// (objectFile.readRange: a reply of another version, or one that names
+// none, is ErrChanged), into memory of its own for its later reads.
+func (h *Handle) readPinned(ctx context.Context, dest []byte, off int64) ([]byte, error) {
+	o := h.obj
+	h.pinned.mu.Lock()
+	defer h.pinned.mu.Unlock()
+	if h.pinned.b == nil {
+		b := make([]byte, o.size)
+		k, err := o.readRange(ctx, b, 0)
+		if err == nil && k != len(b) {
+			err = fmt.Errorf("fs: %s: %d bytes read whole, the file has %d: %w", o.key, k, len(b), fetcher.ErrChanged)
+		}
+		if err != nil {
+			return nil, o.explain(err)
+		}
+		h.pinned.b = b
+	}
+	b := h.pinned.b
+	if off >= int64(len(b)) {
+		return nil, nil
+	}
+	return b[off:min(off+int64(len(dest)), int64(len(b)))], nil
 }
 
 // touchParts is the first read's touch of a chunk read in parts: the

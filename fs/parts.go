@@ -202,13 +202,22 @@ var errPartDropped = errors.New("fs: part dropped by its window")
 // version opened, or once the source is seen to ignore Range (ignores:
 // each part would read the object from its start, and one beyond
 // fetcher.MaxRangeSkip is refused). The second may come after a reply
-// proved the version; the other way (a whole load) is not pinned to it,
-// so a chunk rewritten in that moment could show the new version after
-// bytes of the old (docs/CONSISTENCY.md).
+// proved the version (provedVersion): the handle then reads the rest
+// whole, pinned to it (Handle.readPinned), never through the chunk
+// store's whole load, which is pinned to nothing.
 func (w *objectParts) fallBack(ignores bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.unproven || ignores
+}
+
+// provedVersion reports whether a reply of the window named the version
+// it is pinned to, so that bytes of that version may have been served:
+// every later read of its handles must be of it (Handle.readPinned).
+func (w *objectParts) provedVersion() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.named && w.proven
 }
 
 // version returns the version reads of the file are pinned to.
