@@ -127,7 +127,7 @@ func TestDiskPassthrough(t *testing.T) {
 		keys, chunks := writeLayer(t, src, 4, map[int]bool{3: true})
 		cacheDir := t.TempDir()
 		own := filepath.Join(cacheDir, "volfs-0")
-		args := []string{"--cache-dir", cacheDir, "--cache-size", "16MiB", src}
+		args := []string{"--passthrough-min-size", "0", "--cache-dir", cacheDir, "--cache-size", "16MiB", src}
 		s, _ := mountMetrics(t, args...)
 		if !strings.Contains(s.stderr.String(), "passthrough: on: the kernel reads chunks kept in the disk cache") {
 			t.Errorf("log does not say that disk passthrough is on:\n%s", s.stderr.String())
@@ -185,7 +185,7 @@ func TestDiskPassthrough(t *testing.T) {
 		keys, chunks := writeLayer(t, src, 1, nil)
 		cacheDir := t.TempDir()
 		own := filepath.Join(cacheDir, "volfs-0")
-		s, addr := mountMetrics(t, "--cache-dir", cacheDir, src)
+		s, addr := mountMetrics(t, "--passthrough-min-size", "0", "--cache-dir", cacheDir, src)
 		read := holdOpen(t, filepath.Join(s.mnt, keys[0]))
 		waitFor(t, "the data file written behind the first read", func() bool {
 			_, err := os.Stat(dataPath(own, diskKeyOf(t, src, keys[0])))
@@ -213,7 +213,7 @@ func TestDiskPassthrough(t *testing.T) {
 		cacheDir := t.TempDir()
 		own := filepath.Join(cacheDir, "volfs-0")
 		// Room for one entry.
-		args := []string{"--cache-dir", cacheDir, "--disk-cache-size", "200KiB", src}
+		args := []string{"--passthrough-min-size", "0", "--cache-dir", cacheDir, "--disk-cache-size", "200KiB", src}
 		s, _ := mountMetrics(t, args...)
 		readAll(t, s.mnt, keys[:1], chunks[:1])
 		stopVolfs(t, s)
@@ -233,6 +233,41 @@ func TestDiskPassthrough(t *testing.T) {
 		stopVolfs(t, s)
 	})
 
+	// The size floor: chunks smaller than --passthrough-min-size (1 MiB
+	// by default; these are 128 KiB) are served by volfs from the disk
+	// cache, exactly, and pass through from a floor at their size.
+	t.Run("floor", func(t *testing.T) {
+		src := t.TempDir()
+		keys, chunks := writeLayer(t, src, 3, nil)
+		cacheDir := t.TempDir()
+		s, _ := mountMetrics(t, "--cache-dir", cacheDir, src)
+		readAll(t, s.mnt, keys, chunks)
+		stopVolfs(t, s)
+		for _, tc := range []struct {
+			floor []string
+			pass  bool
+		}{
+			{nil, false},
+			{[]string{"--passthrough-min-size", "128KiB"}, true},
+			{[]string{"--passthrough-min-size", "131073"}, false},
+		} {
+			s, addr := mountMetrics(t, append(tc.floor, "--cache-dir", cacheDir, src)...)
+			if log := s.stderr.String(); !strings.Contains(log, "passthrough: on: the kernel reads chunks kept in the disk cache") ||
+				tc.floor == nil && !strings.Contains(log, "those of at least 1048576 bytes (--passthrough-min-size") {
+				t.Errorf("%v: log does not say that disk passthrough is on for files of at least the floor:\n%s", tc.floor, log)
+			}
+			readAll(t, s.mnt, keys, chunks)
+			passed, reads := metric(t, addr, diskPassSeries), metric(t, addr, readsSeries)
+			if tc.pass && (passed != float64(len(keys)) || reads != 0) {
+				t.Errorf("%v: %s %v, %s %v; want %d and 0", tc.floor, diskPassSeries, passed, readsSeries, reads, len(keys))
+			}
+			if !tc.pass && (passed != 0 || reads < float64(len(keys))) {
+				t.Errorf("%v: %s %v, %s %v; want 0 and a read per chunk", tc.floor, diskPassSeries, passed, readsSeries, reads)
+			}
+			stopVolfs(t, s)
+		}
+	})
+
 	for _, tc := range []struct{ flag, log string }{
 		{"--no-disk-passthrough", "passthrough: off: --no-disk-passthrough"},
 		{"--direct-io", "passthrough: off: --direct-io"},
@@ -241,7 +276,7 @@ func TestDiskPassthrough(t *testing.T) {
 			src := t.TempDir()
 			keys, chunks := writeLayer(t, src, 3, nil)
 			cacheDir := t.TempDir()
-			args := []string{tc.flag, "--cache-dir", cacheDir, "--cache-size", "16MiB", src}
+			args := []string{tc.flag, "--passthrough-min-size", "0", "--cache-dir", cacheDir, "--cache-size", "16MiB", src}
 			for round := range 2 {
 				s, addr := mountMetrics(t, args...)
 				if !strings.Contains(s.stderr.String(), tc.log) {

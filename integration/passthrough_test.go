@@ -85,9 +85,10 @@ func TestPassthrough(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			vol, truth := writeRawZarr(t)
-			args := []string{"mount", vol}
+			// 64 KiB chunks: below the default --passthrough-min-size.
+			args := []string{"mount", "--passthrough-min-size", "0", vol}
 			if tc.flag != "" {
-				args = append(append([]string{"mount"}, strings.Fields(tc.flag)...), vol)
+				args = append(append([]string{"mount", "--passthrough-min-size", "0"}, strings.Fields(tc.flag)...), vol)
 			}
 			s := startVolfs(t, args...)
 			defer run(t, "umount", s.mnt)

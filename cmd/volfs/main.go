@@ -140,6 +140,9 @@ by its name with underscores for dashes, and the generic options of mount(8) are
 						if err := checkMountpoint(c, c.Args().Get(0), c.Args().Get(1)); err != nil {
 							return err
 						}
+						if _, err := passthroughMinSize(c); err != nil {
+							return err
+						}
 						return daemonize(c.String("log-file"))
 					}
 					return serve(c, rep, c.Args().Get(0), c.Args().Get(1), nil)

@@ -134,12 +134,25 @@ func checkNotEmpty(ctx context.Context, tree *fs.Tree) error {
 	return fmt.Errorf("%s: nothing to serve: %s; pass --allow-empty-source to mount it anyway", tree.Source(), why)
 }
 
+// passthroughMinSize reads --passthrough-min-size.
+func passthroughMinSize(c *cli.Context) (int64, error) {
+	n, err := parseSize(c.String("passthrough-min-size"))
+	if err != nil {
+		return 0, fmt.Errorf("--passthrough-min-size: %w", err)
+	}
+	return n, nil
+}
+
 // serve mounts source at mountpoint and blocks until it is unmounted by a
 // signal or from outside. Once the mount is up it runs ready, if set, and
 // tells rep.
 func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func()) error {
-	// Refuse a bad mountpoint before any network work.
+	// Refuse a bad mountpoint or flag before any network work.
 	if err := checkMountpoint(c, source, mountpoint); err != nil {
+		return err
+	}
+	passMin, err := passthroughMinSize(c)
+	if err != nil {
 		return err
 	}
 	tree, err := openTree(c, source, mountpoint, rep.child)
@@ -181,7 +194,8 @@ func serve(c *cli.Context, rep *reporter, source, mountpoint string, ready func(
 			// FUSE passthrough of verbatim local chunks (fs/fuse).
 			Passthrough: c.Bool("passthrough"),
 			// FUSE passthrough of chunks kept in the disk cache.
-			NoDiskPassthrough: c.Bool("no-disk-passthrough"),
+			NoDiskPassthrough:  c.Bool("no-disk-passthrough"),
+			PassthroughMinSize: passMin,
 		})
 		return err
 	})

@@ -70,6 +70,18 @@ type MountOptions struct {
 	// in a data file of its own, and the kernel reads a chunk kept there
 	// from that file (fs.Tree.DiskBacking).
 	NoDiskPassthrough bool
+	// PassthroughMinSize is the smallest file that passes through (either
+	// kind above); smaller ones are served by volfs. Passthrough saves
+	// the READ round trips of a file, and costs a backing file registered
+	// at every open (two ioctls and the backing's checks): a file that one
+	// READ serves (FUSE reads are at most 1 MiB here) has no round trip to
+	// save, and a second read of it, a page-cache hit without
+	// passthrough, pays the registration each time. Measured on chunks of
+	// the disk cache (docs/PERFORMANCE.md, "A size floor for
+	// passthrough"): 64 KiB and 256 KiB chunks read 1.3-1.7x slower warm
+	// and no faster cold with passthrough, 2 and 4 MiB ones 1.5-2.3x
+	// faster cold and as fast warm. 0 passes every file through.
+	PassthroughMinSize int64
 }
 
 // Mount serves t at mountpoint and returns the running server; call its

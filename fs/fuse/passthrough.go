@@ -85,6 +85,7 @@ type modes struct {
 // passthrough decides once per mount whether opens may pass through.
 type passthrough struct {
 	local, disk bool   // verbatim local chunks; plain disk cache entries
+	min         int64  // the smallest file that passes through (PassthroughMinSize)
 	reason      string // why neither, when neither
 }
 
@@ -103,7 +104,7 @@ type passthrough struct {
 // in a directory of mode 0700, and renames it into place, so nothing
 // rewrites one in place while the kernel reads it.
 func probePassthrough(srv *fuse.Server, t tree, opts MountOptions) *passthrough {
-	p := &passthrough{}
+	p := &passthrough{min: max(opts.PassthroughMinSize, 0)}
 	_, isBacker := t.(backer)
 	_, local := t.Source().(*fetcher.File)
 	disk := t.Options().Disk
@@ -128,12 +129,16 @@ func probePassthrough(srv *fuse.Server, t tree, opts MountOptions) *passthrough 
 		p.reason = "not asked for (--passthrough), and no disk cache (--cache-dir)"
 	}
 	log := t.Options().Log
+	floor := ""
+	if p.min > 0 {
+		floor = fmt.Sprintf(", those of at least %d bytes (--passthrough-min-size; smaller ones are served by volfs)", p.min)
+	}
 	if p.local {
-		log.Info("passthrough: on: the kernel reads verbatim local chunks from their files")
+		log.Info("passthrough: on: the kernel reads verbatim local chunks from their files" + floor)
 	}
 	if p.disk {
 		disk.KeepPlain()
-		log.Info("passthrough: on: the kernel reads chunks kept in the disk cache from their data files (kept uncompressed)")
+		log.Info("passthrough: on: the kernel reads chunks kept in the disk cache from their data files (kept uncompressed)" + floor)
 	}
 	if !p.local && !p.disk {
 		log.Info("passthrough: off: " + p.reason)
@@ -165,7 +170,7 @@ func tryBacking(srv *fuse.Server) string {
 // has one and no handle of the inode is open without passthrough; as it
 // is when one is.
 func (p *passthrough) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, m *modes) any {
-	if p == nil || !p.local && !p.disk {
+	if p == nil || !p.local && !p.disk || f.Size() < p.min {
 		return h
 	}
 	m.mu.Lock()
