@@ -812,3 +812,80 @@ func rawZarray(shape, chunk int) []byte {
 	return fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
  "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, shape, chunk)
 }
+
+// TestChunkPartsIgnoredMidRead: a read of a chunk's window that found the
+// source honouring Range, and finds it ignoring Range by the time it
+// reaches the window (another read, of any object, found it out between
+// the two), is served pinned to the window's version as every later read
+// (Handle.readPinned's rule), never from a stream of the object, which
+// takes a reply that names no version: here the object rewritten with no
+// ETag. The window is a race of a few instructions, so the test runs it
+// many times with readers looping on one handle.
+func TestChunkPartsIgnoredMidRead(t *testing.T) {
+	const chunk = partsChunkMin
+	old, next := make([]byte, chunk), make([]byte, chunk)
+	for i := range old {
+		old[i], next[i] = byte(i*7+i>>20), byte(i*7+i>>20+1)
+	}
+	ctx := context.Background()
+	var wrong atomic.Int64
+	for iter := 0; iter < 60 && wrong.Load() == 0; iter++ {
+		var ignore atomic.Bool
+		srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+		web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ignore.Load() {
+				r.Header.Del("Range")
+				r.Header.Del("If-Match")
+			}
+			srv.ServeHTTP(w, r)
+		}))
+		srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+		srv.put("big/0", old, `"v1"`)
+		srv.put("other", []byte("x"), `"o"`)
+		tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+		n, err := tree.Resolve(ctx, "big/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.obj == nil {
+			t.Fatal("read whole at open, want parts")
+		}
+		buf := make([]byte, 1<<20)
+		if k, err := h.ReadAt(ctx, buf, 0); err != nil || !bytes.Equal(buf[:k], old[:k]) {
+			t.Fatalf("first read: %d bytes, %v; want the old chunk's", k, err)
+		}
+		ignore.Store(true)
+		srv.put("big/0", next, "")
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := make([]byte, 4<<10)
+				for !stop.Load() {
+					k, err := h.ReadAt(ctx, p, 0)
+					if err == nil && !bytes.Equal(p[:k], old[:k]) {
+						wrong.Add(1)
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		h.Close()
+		web.Close()
+	}
+	if k := wrong.Load(); k > 0 {
+		t.Fatalf("%d reads served bytes of the rewritten object after bytes of the version opened", k)
+	}
+}
