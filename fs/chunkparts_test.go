@@ -812,3 +812,160 @@ func rawZarray(shape, chunk int) []byte {
 	return fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1",
  "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, shape, chunk)
 }
+
+// TestChunkPartsIgnoredMidRead: a read of a chunk's window that found the
+// source honouring Range, and finds it ignoring Range by the time it
+// reaches the window (another read, of any object, found it out between
+// the two), is served pinned to the window's version as every later read
+// (Handle.readPinned's rule), never from a stream of the object, which
+// takes a reply that names no version: here the object rewritten with no
+// ETag. The window is a race of a few instructions, so the test runs it
+// many times with readers looping on one handle.
+func TestChunkPartsIgnoredMidRead(t *testing.T) {
+	const chunk = partsChunkMin
+	old, next := make([]byte, chunk), make([]byte, chunk)
+	for i := range old {
+		old[i], next[i] = byte(i*7+i>>20), byte(i*7+i>>20+1)
+	}
+	ctx := context.Background()
+	var wrong atomic.Int64
+	for iter := 0; iter < 60 && wrong.Load() == 0; iter++ {
+		var ignore atomic.Bool
+		srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+		web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ignore.Load() {
+				r.Header.Del("Range")
+				r.Header.Del("If-Match")
+			}
+			srv.ServeHTTP(w, r)
+		}))
+		srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+		srv.put("big/0", old, `"v1"`)
+		srv.put("other", []byte("x"), `"o"`)
+		tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+		n, err := tree.Resolve(ctx, "big/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := tree.Open(ctx, n.(File), "big/0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.obj == nil {
+			t.Fatal("read whole at open, want parts")
+		}
+		buf := make([]byte, 1<<20)
+		if k, err := h.ReadAt(ctx, buf, 0); err != nil || !bytes.Equal(buf[:k], old[:k]) {
+			t.Fatalf("first read: %d bytes, %v; want the old chunk's", k, err)
+		}
+		ignore.Store(true)
+		srv.put("big/0", next, "")
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := make([]byte, 4<<10)
+				for !stop.Load() {
+					k, err := h.ReadAt(ctx, p, 0)
+					if err == nil && !bytes.Equal(p[:k], old[:k]) {
+						wrong.Add(1)
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		h.Close()
+		web.Close()
+	}
+	if k := wrong.Load(); k > 0 {
+		t.Fatalf("%d reads served bytes of the rewritten object after bytes of the version opened", k)
+	}
+}
+
+// TestChunkPartsPinnedReplies: once a chunk's window has proved its version
+// and the source is seen to ignore Range, the handle's whole read of the
+// chunk (Handle.readPinned) serves the version's bytes or fails: a reply
+// gzip-encoded, cut short without a length, of a deleted object, or with
+// no ETag is an error every read, never bytes; a read at the end is empty.
+func TestChunkPartsPinnedReplies(t *testing.T) {
+	const chunk = partsChunkMin
+	old := make([]byte, chunk)
+	for i := range old {
+		old[i] = byte(i*7 + i>>20)
+	}
+	ctx := context.Background()
+	for _, mode := range []string{"same", "gzip", "short", "deleted", "no etag"} {
+		t.Run(mode, func(t *testing.T) {
+			var after atomic.Bool
+			srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+			web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/other" {
+					r.Header.Del("Range")
+				}
+				if !after.Load() || r.URL.Path != "/big/0" || r.Method != "GET" {
+					srv.ServeHTTP(w, r)
+					return
+				}
+				switch mode {
+				case "gzip":
+					w.Header().Set("ETag", `"v1"`)
+					w.Header().Set("Content-Encoding", "gzip")
+					w.Write(old)
+				case "short":
+					w.Header().Set("ETag", `"v1"`)
+					w.WriteHeader(http.StatusOK)
+					w.Write(old[:chunk/2])
+					w.(http.Flusher).Flush()
+				case "deleted":
+					http.NotFound(w, r)
+				case "no etag":
+					srv.ServeHTTP(noETagWriter{w}, r)
+				default:
+					srv.ServeHTTP(w, r)
+				}
+			}))
+			t.Cleanup(web.Close)
+			srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+			srv.put("big/0", old, `"v1"`)
+			srv.put("other", []byte("x"), `"o"`)
+			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+			n, err := tree.Resolve(ctx, "big/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := tree.Open(ctx, n.(File), "big/0", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			buf := make([]byte, 1<<20)
+			if k, err := h.ReadAt(ctx, buf, 0); err != nil || h.obj == nil || !bytes.Equal(buf[:k], old[:k]) {
+				t.Fatalf("first read: %d bytes, %v; want the chunk's in parts", k, err)
+			}
+			if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil || !tree.ignoresRange() {
+				t.Fatalf("the tree did not see the source ignore Range: %v", err)
+			}
+			after.Store(true)
+			for _, off := range []int64{4 << 20, chunk - 1<<20, chunk} {
+				k, err := h.ReadAt(ctx, buf, off)
+				want := old[min(off, chunk):min(off+int64(len(buf)), chunk)]
+				switch {
+				case err == nil && !bytes.Equal(buf[:k], want):
+					t.Fatalf("read at %d: %d bytes that are not the chunk's", off, k)
+				case mode == "same" && err != nil:
+					t.Fatalf("read at %d: %v", off, err)
+				case mode != "same" && err == nil && off < chunk:
+					t.Fatalf("read at %d: %d bytes, want an error", off, k)
+				}
+			}
+		})
+	}
+}

@@ -195,7 +195,9 @@ func (f *objectFile) lend(ctx context.Context, p []byte, off int64) ([][]byte, f
 			if pieces, release, ok, err := f.parts.lend(ctx, f, off, int64(len(q))); ok {
 				return pieces, release, f.explain(err)
 			}
-		} else if st, ok := f.t.src.(fetcher.Streamer); ok {
+		} else if st, ok := f.t.src.(fetcher.Streamer); ok && !f.parts.isNamed() {
+			// Not a chunk's window: its stream takes a reply that names no
+			// version, which may not follow bytes of the version proved.
 			if k, ok := f.stream.read(fetcher.WithVersion(ctx, f.key, f.parts.version()), st, f.key, q, off, f.parts.continues(off)); ok {
 				return [][]byte{q[:k]}, nil, nil
 			}

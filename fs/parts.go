@@ -220,6 +220,13 @@ func (w *objectParts) provedVersion() bool {
 	return w.named && w.proven
 }
 
+// isNamed reports whether the window is a chunk's (named).
+func (w *objectParts) isNamed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.named
+}
+
 // version returns the version reads of the file are pinned to.
 func (w *objectParts) version() fetcher.Identity {
 	w.mu.Lock()

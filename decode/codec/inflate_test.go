@@ -792,3 +792,183 @@ func checkTable(t *testing.T, table []uint32, tableBits uint, lens []uint8, junk
 		}
 	}
 }
+
+// TestInflateRandomCodes decodes streams of dynamic blocks with random
+// handmade codes, each decoded into the tables the last one left (pooled),
+// as compress/flate does: precodes of every shape up to 7 bits (the
+// one-codeword one too), literal/length codes with lengths from 1 to 15
+// (shorter than the primary index or longer), distance codes complete, of
+// one codeword, or empty; bodies that use the unused codeword of a
+// one-codeword code or a distance before the output's start are errors for
+// both.
+func TestInflateRandomCodes(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	// code returns random lengths, at most maxL bits, of a complete code
+	// over n symbols of the nsyms (n 1: the one-bit codeword), with
+	// symbols in must among them.
+	code := func(nsyms, n int, maxL uint8, must ...int) []uint8 {
+		leaves := []uint8{0}
+		if n == 1 {
+			leaves[0] = 1
+		}
+		for len(leaves) < n {
+			k := r.IntN(len(leaves))
+			if leaves[k] == maxL {
+				continue
+			}
+			leaves[k]++
+			leaves = append(leaves, leaves[k])
+		}
+		lens := make([]uint8, nsyms)
+		perm := r.Perm(nsyms)
+		for i, s := range must {
+			j := 0
+			for perm[j] != s {
+				j++
+			}
+			perm[i], perm[j] = perm[j], perm[i]
+		}
+		for i, s := range perm[:n] {
+			lens[s] = leaves[i]
+		}
+		return lens
+	}
+	// codewords are the canonical codewords of lens (RFC 1951 3.2.2).
+	codewords := func(lens []uint8) []uint32 {
+		var count [16]int
+		for _, l := range lens {
+			count[l]++
+		}
+		count[0] = 0
+		var next [16]uint32
+		c := uint32(0)
+		for l := 1; l <= 15; l++ {
+			c = (c + uint32(count[l-1])) << 1
+			next[l] = c
+		}
+		cw := make([]uint32, len(lens))
+		for s, l := range lens {
+			if l != 0 {
+				cw[s] = next[l]
+				next[l]++
+			}
+		}
+		return cw
+	}
+	used := func(lens []uint8) []int {
+		var u []int
+		for s, l := range lens {
+			if l != 0 {
+				u = append(u, s)
+			}
+		}
+		return u
+	}
+	mismatches, decoded := 0, 0
+	for round := range 3000 {
+		w := &bitWriter{}
+		blocks := 1 + r.IntN(3)
+		for b := range blocks {
+			nlit := 257 + r.IntN(30)
+			ndist := 1 + r.IntN(30)
+			var litlen, dist []uint8
+			switch maxL := uint8(1 + r.IntN(15)); {
+			case r.IntN(20) == 0:
+				litlen = code(nlit, 1, 1, 256)
+			default:
+				n := 2 + r.IntN(min(nlit-1, 1<<maxL-1))
+				litlen = code(nlit, n, maxL, 256)
+			}
+			switch r.IntN(4) {
+			case 0:
+				dist = make([]uint8, ndist) // no distance code
+			case 1:
+				dist = code(ndist, 1, 1)
+			default:
+				maxL := uint8(1 + r.IntN(15))
+				dist = code(ndist, 1+r.IntN(min(ndist, 1<<maxL)), maxL)
+			}
+			all := append(append([]uint8{}, litlen...), dist...)
+			var vals []int // the length values the precode must hold
+			seen := map[int]bool{}
+			for _, l := range all {
+				if !seen[int(l)] {
+					seen[int(l)] = true
+					vals = append(vals, int(l))
+				}
+			}
+			n := len(vals) + r.IntN(19-len(vals)+1)
+			if n < 2 && r.IntN(2) == 0 {
+				n = 2
+			}
+			pre := code(19, n, 7, vals...)
+			preCW := codewords(pre)
+			final := uint32(0)
+			if b == blocks-1 {
+				final = 1
+			}
+			w.bits(final, 1)
+			w.bits(2, 2)
+			w.bits(uint32(nlit-257), 5)
+			w.bits(uint32(ndist-1), 5)
+			nclen := 19
+			for nclen > 4 && pre[precodeOrder[nclen-1]] == 0 {
+				nclen--
+			}
+			w.bits(uint32(nclen-4), 4)
+			for _, s := range precodeOrder[:nclen] {
+				w.bits(uint32(pre[s]), 3)
+			}
+			for _, l := range all {
+				w.code(preCW[l], uint(pre[l]))
+			}
+			litCW, distCW := codewords(litlen), codewords(dist)
+			lits, dists := used(litlen), used(dist)
+			for range r.IntN(40) {
+				s := lits[r.IntN(len(lits))]
+				if s == 256 {
+					continue
+				}
+				w.code(litCW[s], uint(litlen[s]))
+				if s < 256 {
+					continue
+				}
+				if s > 264 && s < 285 {
+					w.bits(r.Uint32(), uint((s-261)/4))
+				}
+				switch {
+				case len(dists) == 0:
+					// A length with no distance code: both refuse.
+				case len(dists) == 1 && dist[dists[0]] == 1 && r.IntN(8) == 0:
+					w.code(1, 1) // the unused codeword
+				default:
+					d := dists[r.IntN(len(dists))]
+					w.code(distCW[d], uint(dist[d]))
+					if d >= 4 {
+						w.bits(r.Uint32(), uint(d/2-1))
+					}
+				}
+			}
+			w.code(litCW[256], uint(litlen[256]))
+		}
+		z := w.buf
+		stdOut, stdErr := io.ReadAll(stdflate.NewReader(bytes.NewReader(z)))
+		out := make([]byte, len(stdOut)+1<<16)
+		n, _, err := inflate(out, z)
+		if err == nil {
+			decoded++
+		}
+		if (stdErr != nil) != (err != nil) || err == nil && !bytes.Equal(stdOut, out[:n]) {
+			mismatches++
+			if mismatches < 5 {
+				t.Errorf("round %d: compress/flate gives %d bytes, %v; inflate %d bytes, %v", round, len(stdOut), stdErr, n, err)
+			}
+		}
+	}
+	if decoded < 1000 {
+		t.Errorf("only %d of 3000 streams decode: the test tries too few codes", decoded)
+	}
+	if mismatches > 0 {
+		t.Errorf("%d of 3000 streams decoded otherwise than compress/flate", mismatches)
+	}
+}
