@@ -412,8 +412,12 @@ func TestChunkPartsRangeIgnoredAfterProof(t *testing.T) {
 			tc.rewrite(srv)
 			// A read past the window's parts in flight: the first reply
 			// of the server that ignores Range tells the tree so.
+			staleAt := -1 // requests of the chunk when the first read failed
 			for _, off := range []int64{chunk - 1<<20, chunk - 2<<20, 1 << 20} {
 				k, err := h.ReadAt(ctx, buf, off)
+				if err != nil && staleAt < 0 {
+					staleAt = len(srv.requests("big/0"))
+				}
 				switch {
 				case err == nil && !bytes.Equal(buf[:k], old[off:off+int64(k)]):
 					t.Fatalf("read at %d after the switch: %d bytes that are not the old version's (new: %v)", off, k, bytes.Equal(buf[:k], next[off:off+int64(k)]))
@@ -428,6 +432,9 @@ func TestChunkPartsRangeIgnoredAfterProof(t *testing.T) {
 			}
 			if !tree.ignoresRange() {
 				t.Errorf("the tree did not see the source ignore Range")
+			}
+			if n := len(srv.requests("big/0")); staleAt >= 0 && n != staleAt {
+				t.Errorf("%d requests of the chunk after a read found it changed, want none: the change is every later read's answer", n-staleAt)
 			}
 		})
 	}

@@ -44,8 +44,9 @@ type Handle struct {
 	// window proved, once the source was seen to ignore Range after that
 	// (readPinned); nil until then.
 	pinned struct {
-		mu sync.Mutex
-		b  []byte // GUARDED_BY(mu)
+		mu  sync.Mutex
+		b   []byte // GUARDED_BY(mu)
+		err error  // GUARDED_BY(mu); a change found, for every later read
 	}
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
@@ -267,11 +268,18 @@ func (h *Handle) windowEnded(err error) bool {
 // new version's bytes after the old's. So the handle reads the chunk
 // whole once, pinned to the window's version and size as its parts were
 // (objectFile.readRange: a reply of another version, or one that names
-// none, is ErrChanged), into memory of its own for its later reads.
+// none, is ErrChanged), into memory of its own for its later reads. A
+// change it finds is every later read's answer.
 func (h *Handle) readPinned(ctx context.Context, dest []byte, off int64) ([]byte, error) {
 	o := h.obj
+	if off >= o.size {
+		return nil, nil
+	}
 	h.pinned.mu.Lock()
 	defer h.pinned.mu.Unlock()
+	if h.pinned.err != nil {
+		return nil, h.pinned.err
+	}
 	if h.pinned.b == nil {
 		b := make([]byte, o.size)
 		k, err := o.readRange(ctx, b, 0)
@@ -279,7 +287,13 @@ func (h *Handle) readPinned(ctx context.Context, dest []byte, off int64) ([]byte
 			err = fmt.Errorf("fs: %s: %d bytes read whole, the file has %d: %w", o.key, k, len(b), fetcher.ErrChanged)
 		}
 		if err != nil {
-			return nil, o.explain(err)
+			err = o.explain(err)
+			if errors.Is(err, fetcher.ErrChanged) {
+				// The version served is gone: every later read would
+				// download the object again to find the same.
+				h.pinned.err = err
+			}
+			return nil, err
 		}
 		h.pinned.b = b
 	}
