@@ -81,15 +81,7 @@ func TestChunkPartsGzipEncoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(tree.Close)
-	n, err := tree.Resolve(ctx, "big/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := tree.Open(ctx, n.(File), "big/0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := openBig(t, tree)
 	if h.obj != nil {
 		t.Error("a gzip-encoded chunk is read in parts, want it loaded whole and gunzipped")
 	}

@@ -333,15 +333,7 @@ func TestChunkPartsRangeIgnored(t *testing.T) {
 	srv.put("big/0", data, `"v1"`)
 	ctx := context.Background()
 	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	n, err := tree.Resolve(ctx, "big/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := tree.Open(ctx, n.(File), "big/0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := openBig(t, tree)
 	if h.obj == nil {
 		t.Fatal("read whole at open, want parts (the server is not yet seen to ignore Range)")
 	}
@@ -392,15 +384,7 @@ func TestChunkPartsRangeIgnoredAfterProof(t *testing.T) {
 			srv.put("big/0", old, `"v1"`)
 			ctx := context.Background()
 			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-			n, err := tree.Resolve(ctx, "big/0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := tree.Open(ctx, n.(File), "big/0", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Close()
+			h := openBig(t, tree)
 			if h.obj == nil {
 				t.Fatal("read whole at open, want parts")
 			}
@@ -779,15 +763,7 @@ func TestChunkPartsHeadSizeLies(t *testing.T) {
 	srv.put("big/0", make([]byte, chunk+4096), `"same"`)
 	ctx := context.Background()
 	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	n, err := tree.Resolve(ctx, "big/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := tree.Open(ctx, n.(File), "big/0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := openBig(t, tree)
 	if h.obj == nil {
 		t.Fatal("read whole, want the HEAD believed and a window opened")
 	}
@@ -795,6 +771,23 @@ func TestChunkPartsHeadSizeLies(t *testing.T) {
 	if k, err := h.ReadAt(ctx, buf, 0); err == nil || k != 0 {
 		t.Errorf("first read of a chunk stored %d bytes long: %d bytes, %v; want an error and no bytes", chunk+4096, k, err)
 	}
+}
+
+// openBig opens the chunk big/0 of tree for reader 1, in parts when the
+// open chooses to (the caller checks h.obj); it is closed at the test's
+// end.
+func openBig(t *testing.T, tree *Tree) *Handle {
+	t.Helper()
+	n, err := tree.Resolve(context.Background(), "big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := tree.Open(context.Background(), n.(File), "big/0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
 }
 
 // treeOver returns a tree of the HTTP source at url, opened with opts, with
@@ -944,15 +937,7 @@ func TestChunkPartsPinnedReplies(t *testing.T) {
 			srv.put("big/0", old, `"v1"`)
 			srv.put("other", []byte("x"), `"o"`)
 			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-			n, err := tree.Resolve(ctx, "big/0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := tree.Open(ctx, n.(File), "big/0", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Close()
+			h := openBig(t, tree)
 			buf := make([]byte, 1<<20)
 			if k, err := h.ReadAt(ctx, buf, 0); err != nil || h.obj == nil || !bytes.Equal(buf[:k], old[:k]) {
 				t.Fatalf("first read: %d bytes, %v; want the chunk's in parts", k, err)
