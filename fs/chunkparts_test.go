@@ -319,13 +319,10 @@ func TestChunkParts(t *testing.T) {
 // after the server was found out.
 func TestChunkPartsRangeIgnored(t *testing.T) {
 	const chunk = fetcher.MaxRangeSkip + 4<<20
-	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
 		r.Header.Del("Range")
 		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(web.Close)
-	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+	})
 	data := make([]byte, chunk)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
@@ -370,17 +367,7 @@ func TestChunkPartsRangeIgnoredAfterProof(t *testing.T) {
 		{"version no longer named", func(s *objectServer) { s.put("big/0", next, "") }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var ignore atomic.Bool
-			srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
-			web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if ignore.Load() {
-					r.Header.Del("Range")
-					r.Header.Del("If-Match")
-				}
-				srv.ServeHTTP(w, r)
-			}))
-			t.Cleanup(web.Close)
-			srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+			srv, web, ignore := switchingOrigin(t, chunk)
 			srv.put("big/0", old, `"v1"`)
 			ctx := context.Background()
 			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
@@ -446,16 +433,13 @@ func (w noETagWriter) Write(p []byte) (int, error) {
 // the rewrite were of the new version without an error.
 func TestChunkPartsUnnamedReplies(t *testing.T) {
 	const chunk = partsChunkMin + 4<<20
-	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
 		r.Header.Del("If-Match")
 		if r.Method == http.MethodGet {
 			w = noETagWriter{w}
 		}
 		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(web.Close)
-	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+	})
 	old, next := bytes.Repeat([]byte{1}, chunk), bytes.Repeat([]byte{2}, chunk)
 	srv.put("big/0", old, `"v1"`)
 	ctx := context.Background()
@@ -524,13 +508,10 @@ func (w sentCounter) Write(p []byte) (int, error) {
 // parts in flight each time: 646 MiB sent for the 64 MiB chunk.
 func TestChunkPartsReaders(t *testing.T) {
 	const chunk = 64 << 20
-	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
 	var sent atomic.Int64
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
 		srv.ServeHTTP(sentCounter{w, &sent}, r)
-	}))
-	t.Cleanup(web.Close)
-	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+	})
 	data := make([]byte, chunk)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
@@ -581,17 +562,14 @@ func TestChunkPartsReaders(t *testing.T) {
 // bytes is a rewrite, ESTALE (TestChunkParts).
 func TestChunkPartsHeadDisagrees(t *testing.T) {
 	const chunk = partsChunkMin + 4<<20
-	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
 		if r.Method == http.MethodHead {
 			w.Header().Set("ETag", `"head"`)
 			w.Header().Set("Content-Length", fmt.Sprint(chunk))
 			return
 		}
 		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(web.Close)
-	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+	})
 	data := make([]byte, chunk)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
@@ -626,9 +604,8 @@ func TestChunkPartsHeadDisagrees(t *testing.T) {
 // Stat only decides how the chunk is read, and the chunk is read whole.
 func TestChunkPartsHeadHangs(t *testing.T) {
 	const chunk = partsChunkMin
-	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
 	stop := make(chan struct{})
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
 		if r.Method == http.MethodHead && r.URL.Path == "/big/0" {
 			select {
 			case <-r.Context().Done():
@@ -637,10 +614,8 @@ func TestChunkPartsHeadHangs(t *testing.T) {
 			return
 		}
 		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(web.Close)
-	t.Cleanup(func() { close(stop) })
-	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+	})
+	t.Cleanup(func() { close(stop) }) // before the origin's close, which waits for the handler
 	data := bytes.Repeat([]byte{9}, chunk)
 	srv.put("big/0", data, `"v1"`)
 	src, err := fetcher.Open(web.URL, fetcher.Options{})
@@ -749,17 +724,14 @@ func TestChunkPartsWeakETag(t *testing.T) {
 // object of another size.
 func TestChunkPartsHeadSizeLies(t *testing.T) {
 	const chunk = partsChunkMin
-	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
 		if r.Method == http.MethodHead && r.URL.Path == "/big/0" {
 			w.Header().Set("ETag", `"same"`)
 			w.Header().Set("Content-Length", fmt.Sprint(chunk))
 			return
 		}
 		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(web.Close)
-	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+	})
 	srv.put("big/0", make([]byte, chunk+4096), `"same"`)
 	ctx := context.Background()
 	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
@@ -771,6 +743,33 @@ func TestChunkPartsHeadSizeLies(t *testing.T) {
 	if k, err := h.ReadAt(ctx, buf, 0); err == nil || k != 0 {
 		t.Errorf("first read of a chunk stored %d bytes long: %d bytes, %v; want an error and no bytes", chunk+4096, k, err)
 	}
+}
+
+// bigOrigin starts a loopback origin of srv's objects, closed at the
+// test's end, holding big/.zarray: an array of one chunk of chunk bytes,
+// stored without compressor. handle serves every request, handing it to
+// srv as it sees fit (a faulty server in front of an honest one).
+func bigOrigin(t *testing.T, chunk int, handle func(w http.ResponseWriter, r *http.Request, srv *objectServer)) (*objectServer, *httptest.Server) {
+	t.Helper()
+	srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(w, r, srv) }))
+	t.Cleanup(web.Close)
+	srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+	return srv, web
+}
+
+// switchingOrigin is bigOrigin behind a server that honours Range and
+// If-Match until ignore is set, and ignores both from then on.
+func switchingOrigin(t *testing.T, chunk int) (srv *objectServer, web *httptest.Server, ignore *atomic.Bool) {
+	ignore = new(atomic.Bool)
+	srv, web = bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
+		if ignore.Load() {
+			r.Header.Del("Range")
+			r.Header.Del("If-Match")
+		}
+		srv.ServeHTTP(w, r)
+	})
+	return srv, web, ignore
 }
 
 // openBig opens the chunk big/0 of tree for reader 1, in parts when the
@@ -830,16 +829,7 @@ func TestChunkPartsIgnoredMidRead(t *testing.T) {
 	ctx := context.Background()
 	var wrong atomic.Int64
 	for iter := 0; iter < 60 && wrong.Load() == 0; iter++ {
-		var ignore atomic.Bool
-		srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
-		web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if ignore.Load() {
-				r.Header.Del("Range")
-				r.Header.Del("If-Match")
-			}
-			srv.ServeHTTP(w, r)
-		}))
-		srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+		srv, web, ignore := switchingOrigin(t, chunk)
 		srv.put("big/0", old, `"v1"`)
 		srv.put("other", []byte("x"), `"o"`)
 		tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
@@ -905,8 +895,7 @@ func TestChunkPartsPinnedReplies(t *testing.T) {
 	for _, mode := range []string{"same", "gzip", "short", "deleted", "no etag"} {
 		t.Run(mode, func(t *testing.T) {
 			var after atomic.Bool
-			srv := &objectServer{objs: map[string]servedObject{}, reqs: map[string][]string{}}
-			web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
 				if r.URL.Path == "/other" {
 					r.Header.Del("Range")
 				}
@@ -931,9 +920,7 @@ func TestChunkPartsPinnedReplies(t *testing.T) {
 				default:
 					srv.ServeHTTP(w, r)
 				}
-			}))
-			t.Cleanup(web.Close)
-			srv.put("big/.zarray", rawZarray(chunk, chunk), `"m"`)
+			})
 			srv.put("big/0", old, `"v1"`)
 			srv.put("other", []byte("x"), `"o"`)
 			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
