@@ -84,18 +84,7 @@ func TestChunkRanges(t *testing.T) {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
 	}))
 	t.Cleanup(origin.Close)
-	src, err := fetcher.Open(origin.URL, fetcher.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := fs.New(context.Background(), src, fs.Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
-	front := httptest.NewServer(New(tree, Options{}))
-	t.Cleanup(front.Close)
-	get := func(path, rg string) []byte { return getRange(t, front.URL+path, rg) }
+	get := frontOver(t, origin.URL)
 
 	for off := 0; off < chunk; off += 1 << 20 {
 		if b := get("/big/0", fmt.Sprintf("bytes=%d-%d", off, off+1<<20-1)); !bytes.Equal(b, data[off:off+1<<20]) {
@@ -152,18 +141,7 @@ func TestObjectRanges(t *testing.T) {
 		http.ServeContent(countingWriter{w, l}, r, "", time.Time{}, bytes.NewReader(data))
 	}))
 	t.Cleanup(origin.Close)
-	src, err := fetcher.Open(origin.URL, fetcher.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := fs.New(context.Background(), src, fs.Options{CacheBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
-	front := httptest.NewServer(New(tree, Options{}))
-	t.Cleanup(front.Close)
-	get := func(path, rg string) []byte { return getRange(t, front.URL+path, rg) }
+	get := frontOver(t, origin.URL)
 
 	for off := 0; off < size; off += 1 << 20 {
 		if b := get("/a.bin", fmt.Sprintf("bytes=%d-%d", off, off+1<<20-1)); !bytes.Equal(b, data[off:off+1<<20]) {
@@ -181,6 +159,25 @@ func TestObjectRanges(t *testing.T) {
 	if reqs, _ := logs["b.bin"].snapshot(); countPrefix(reqs, "GET bytes=") < 4 {
 		t.Errorf("GET of a whole object: %q, want it read in ranged parts", reqs)
 	}
+}
+
+// frontOver serves, over loopback HTTP until the test ends, the tree of
+// the HTTP source at url (256 MiB of cache), and returns a GET of a path
+// of it with the Range header rg (none when empty).
+func frontOver(t *testing.T, url string) func(path, rg string) []byte {
+	t.Helper()
+	src, err := fetcher.Open(url, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := fs.New(context.Background(), src, fs.Options{CacheBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	front := httptest.NewServer(New(tree, Options{}))
+	t.Cleanup(front.Close)
+	return func(path, rg string) []byte { return getRange(t, front.URL+path, rg) }
 }
 
 // getRange GETs url, with the Range header rg when not empty, and returns
