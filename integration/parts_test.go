@@ -35,6 +35,9 @@ type partsOrigin struct {
 	rate   float64       // bytes per second per response; 0: no cap
 	delay  time.Duration // before each response's first byte
 	bumpAt int64         // the version goes up once this many bytes were sent; 0: never
+	// ignoreAt makes the origin ignore Range and If-Match (a 200 with the
+	// whole object) once this many bytes were sent; 0: never.
+	ignoreAt int64
 
 	version        atomic.Int64
 	inflight, peak atomic.Int64 // ranged GETs under way, and their most
@@ -46,6 +49,10 @@ func (o *partsOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/big.bin" {
 		http.NotFound(w, r)
 		return
+	}
+	if o.ignoreAt > 0 && o.sent.Load() >= o.ignoreAt {
+		r.Header.Del("Range")
+		r.Header.Del("If-Match")
 	}
 	if r.Method == http.MethodGet && r.Header.Get("Range") != "" {
 		o.gets.Add(1)
@@ -452,4 +459,62 @@ func TestPartsLargeChunkReaders(t *testing.T) {
 			t.Errorf("%d ranged requests still in flight %v after the reader was killed, want none within 2s", n, took.Round(time.Millisecond))
 		}
 	})
+}
+
+// TestPartsLargeChunkRangeSwitch: an origin that serves a large
+// uncompressed chunk in ranged parts and then starts ignoring Range (and
+// If-Match), read through a mount by python3 in 1 MiB reads. Unchanged,
+// the chunk reads whole and exact (the rest read whole, pinned to the
+// version the parts proved: fs.Handle.readPinned). Rewritten at the moment
+// of the switch, the read fails (ESTALE) and every byte read before is
+// the first version's: the mount once served the new version's bytes
+// after the old's.
+func TestPartsLargeChunkRangeSwitch(t *testing.T) {
+	const size = 72 << 20
+	for _, rewrite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rewritten=%v", rewrite), func(t *testing.T) {
+			o := &partsOrigin{size: size, delay: time.Millisecond, ignoreAt: 16 << 20}
+			if rewrite {
+				o.bumpAt = o.ignoreAt
+			}
+			s := startVolfs(t, "mount", chunkOrigin(t, o).URL+"/z")
+			gotPath := filepath.Join(t.TempDir(), "got")
+			out, err := runBounded(t, 2*time.Minute, "/usr/bin/python3", "-c", `
+import sys
+got = bytearray()
+try:
+    with open(sys.argv[1], "rb", buffering=0) as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            got += b
+    print("error None")
+except OSError as e:
+    print("error", e.strerror)
+sys.stdout.flush()
+open(sys.argv[2], "wb").write(got)
+`, filepath.Join(s.mnt, "0"), gotPath)
+			if err != nil {
+				t.Fatalf("python3: %v\n%s", err, out)
+			}
+			got, err := os.ReadFile(gotPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("reader: %s after %d MiB", strings.TrimSpace(out), len(got)>>20)
+			if !bytes.Equal(got, patternBytes(0, int64(len(got)))) {
+				t.Errorf("the %d bytes read are not all the first version's", len(got))
+			}
+			switch {
+			case !rewrite && (!strings.Contains(out, "error None") || len(got) != size):
+				t.Errorf("unchanged: %d bytes, %s; want the whole chunk", len(got), strings.TrimSpace(out))
+			case rewrite && !strings.Contains(out, "Stale file handle"):
+				t.Errorf("rewritten at the switch: %s after %d bytes, want ESTALE", strings.TrimSpace(out), len(got))
+			}
+			if o.sent.Load() < o.ignoreAt {
+				t.Errorf("the origin sent %d bytes, never reached its switch", o.sent.Load())
+			}
+		})
+	}
 }
