@@ -297,10 +297,7 @@ func (h *Handle) readPinned(ctx context.Context, dest []byte, off int64) ([]byte
 		}
 		h.pinned.b = b
 	}
-	b := h.pinned.b
-	if off >= int64(len(b)) {
-		return nil, nil
-	}
+	b := h.pinned.b // o.size bytes, and off < o.size
 	return b[off:min(off+int64(len(dest)), int64(len(b)))], nil
 }
 
