@@ -948,3 +948,65 @@ func TestChunkPartsPinnedReplies(t *testing.T) {
 		})
 	}
 }
+
+// TestPinnedChunkLoad: a chunk's load pinned to a version (pinnedChunk,
+// what Handle.readPinned reads) returns that version's bytes, kept in the
+// chunk store's memory under its own key, where a second read finds them
+// without a request; and, against a server that ignores If-Match, fails
+// with ErrChanged, never bytes and never "missing", once the object is
+// rewritten, deleted, or answered with no ETag.
+func TestPinnedChunkLoad(t *testing.T) {
+	const chunk = 1 << 20
+	old, next := make([]byte, chunk), make([]byte, chunk)
+	for i := range old {
+		old[i], next[i] = byte(i*7+i>>12), byte(i*5+1)
+	}
+	ctx := context.Background()
+	for _, mode := range []string{"same", "rewritten", "deleted", "no etag"} {
+		t.Run(mode, func(t *testing.T) {
+			var after atomic.Bool
+			srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
+				r.Header.Del("If-Match")
+				if after.Load() && mode == "no etag" {
+					w = noETagWriter{w}
+				}
+				srv.ServeHTTP(w, r)
+			})
+			srv.put("big/0", old, `"v1"`)
+			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+			n, err := tree.Resolve(ctx, "big/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := n.(*chunkFile)
+			_, id, err := tree.src.Stat(ctx, "big/0")
+			if err != nil || !id.Known() {
+				t.Fatalf("stat: %q, %v", id, err)
+			}
+			switch mode {
+			case "rewritten":
+				srv.put("big/0", next, `"v2"`)
+			case "deleted":
+				srv.remove("big/0")
+			}
+			after.Store(true)
+			b, err := f.pinnedChunk(ctx, id)
+			if mode != "same" {
+				if err == nil || !errors.Is(err, fetcher.ErrChanged) || isMissing(err) {
+					t.Fatalf("pinned load of a chunk %s: %d bytes, %v; want ErrChanged", mode, len(b), err)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(b, old) {
+				t.Fatalf("pinned load: %d bytes, %v; want the chunk's", len(b), err)
+			}
+			if !tree.store.Cache().Holds(pinnedKey(f.mkey, id)) || tree.store.Cache().Holds(f.mkey) {
+				t.Errorf("the pinned load is not kept under its own key alone")
+			}
+			gets := len(srv.requests("big/0"))
+			if b, err := f.pinnedChunk(ctx, id); err != nil || !bytes.Equal(b, old) || len(srv.requests("big/0")) != gets {
+				t.Errorf("second pinned read: %d bytes, %v, requests %v", len(b), err, srv.requests("big/0"))
+			}
+		})
+	}
+}

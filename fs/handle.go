@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -40,14 +39,9 @@ type Handle struct {
 	// plain is set for a handle of a piece of a pass-through object
 	// (OpenRange), which reads no window of parts (read, ReadPieces).
 	plain bool
-	// pinned is obj's chunk read whole, pinned to the version obj's
-	// window proved, once the source was seen to ignore Range after that
-	// (readPinned); nil until then.
-	pinned struct {
-		mu  sync.Mutex
-		b   []byte // GUARDED_BY(mu)
-		err error  // GUARDED_BY(mu); a change found, for every later read
-	}
+	// changed is the change a read pinned to the version obj's window
+	// proved found (readPinned): every later read's answer.
+	changed atomic.Pointer[error]
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
 }
@@ -263,42 +257,35 @@ func (h *Handle) windowEnded(err error) bool {
 
 // readPinned serves a read of a chunk whose window served bytes of the
 // version it is pinned to (a reply proved it) before the source was seen
-// to ignore Range, which ends the window (parts): the chunk store's whole
-// load is not pinned, and a chunk rewritten in that moment would show the
-// new version's bytes after the old's. So the handle reads the chunk
-// whole once, pinned to the window's version and size as its parts were
-// (objectFile.readRange: a reply of another version, or one that names
-// none, is ErrChanged), into memory of its own for its later reads. A
-// change it finds is every later read's answer.
+// to ignore Range, which ends the window (parts): the chunk store's load
+// of the chunk is pinned to nothing, and a chunk rewritten in that moment
+// would show the new version's bytes after the old's. So the handle reads
+// the chunk whole through the store pinned to the window's version
+// (chunkFile.pinnedChunk: a reply of another version, or one that names
+// none, or the object gone, is ErrChanged), shared with every handle
+// pinned to it and kept in memory as any chunk. A change it finds is
+// every later read's answer, rather than a download per read to find it
+// again.
 func (h *Handle) readPinned(ctx context.Context, dest []byte, off int64) ([]byte, error) {
 	o := h.obj
 	if off >= o.size {
 		return nil, nil
 	}
-	h.pinned.mu.Lock()
-	defer h.pinned.mu.Unlock()
-	if h.pinned.err != nil {
-		return nil, h.pinned.err
+	if err := h.changed.Load(); err != nil {
+		return nil, *err
 	}
-	if h.pinned.b == nil {
-		b := make([]byte, o.size)
-		k, err := o.readRange(ctx, b, 0)
-		if err == nil && k != len(b) {
-			err = fmt.Errorf("fs: %s: %d bytes read whole, the file has %d: %w", o.key, k, len(b), fetcher.ErrChanged)
-		}
-		if err != nil {
-			err = o.explain(err)
-			if errors.Is(err, fetcher.ErrChanged) {
-				// The version served is gone: every later read would
-				// download the object again to find the same.
-				h.pinned.err = err
-			}
-			return nil, err
-		}
-		h.pinned.b = b
+	b, err := h.f.(*chunkFile).pinnedChunk(ctx, o.parts.version())
+	if err == nil && int64(len(b)) != o.size {
+		err = fmt.Errorf("fs: %s: %d bytes read whole, the file has %d: %w", o.key, len(b), o.size, fetcher.ErrChanged)
 	}
-	b := h.pinned.b // o.size bytes, and off < o.size
-	return b[off:min(off+int64(len(dest)), int64(len(b)))], nil
+	if err != nil {
+		err = o.explain(err)
+		if errors.Is(err, fetcher.ErrChanged) {
+			h.changed.CompareAndSwap(nil, &err)
+		}
+		return nil, err
+	}
+	return b[off:min(off+int64(len(dest)), o.size)], nil
 }
 
 // touchParts is the first read's touch of a chunk read in parts: the

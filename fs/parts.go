@@ -204,7 +204,7 @@ var errPartDropped = errors.New("fs: part dropped by its window")
 // fetcher.MaxRangeSkip is refused). The second may come after a reply
 // proved the version (provedVersion): the handle then reads the rest
 // whole, pinned to it (Handle.readPinned), never through the chunk
-// store's whole load, which is pinned to nothing.
+// store's usual whole load, which is pinned to nothing.
 func (w *objectParts) fallBack(ignores bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -223,6 +223,13 @@ func (f *chunkFile) loader() cache.Loader {
 	return *f.load.Load()
 }
 
+// pinnedChunk returns the decoded bytes of the chunk as read from version
+// id of its object, or an error wrapping fetcher.ErrChanged once the
+// object is of another version or none (pinnedLoader).
+func (f *chunkFile) pinnedChunk(ctx context.Context, id fetcher.Identity) ([]byte, error) {
+	return f.t.store.Get(ctx, pinnedKey(f.mkey, id), f.t.pinnedLoader(f.a, f.key, f.c, id))
+}
+
 // chunkHit is chunk that also reports whether the chunk was in memory (the
 // reader did not wait), for read-ahead.
 func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
@@ -251,7 +258,11 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 // transport gzip, decoding), so that fetches overlap freely while decodes
 // go one per core, nearest first.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
-	load := t.store.Loader(t.tierChunk(a, key, c))
+	return t.bounded(t.store.Loader(t.tierChunk(a, key, c)))
+}
+
+// bounded is load under the read deadline, on whichever goroutine runs it.
+func (t *Tree) bounded(load cache.Loader) cache.Loader {
 	return func(ctx context.Context) ([]byte, error) {
 		lctx, cancel := t.readContext(ctx)
 		defer cancel()
@@ -259,6 +270,33 @@ func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
 		return b, t.readError(ctx, lctx, err)
 	}
 }
+
+// pinnedLoader returns the load of the chunk at c of a, whose key is key,
+// from the version id of its object and from no other: loader's origin
+// load (load) with the object pinned to id before it starts, each reply
+// held to naming id (a reply that names no version proves nothing), and
+// the object found missing or of another version an error wrapping
+// fetcher.ErrChanged (ESTALE), at once, with no second attempt. It reads
+// and fills no tier below memory. A handle whose window of ranged parts
+// served bytes of id reads the rest of the chunk with it (Handle.readPinned),
+// under pinnedKey in the chunk store's memory: handles pinned to one
+// version share one load, and its bytes count against the memory budget
+// as any chunk's.
+func (t *Tree) pinnedLoader(a *decode.Array, key string, c []int64, id fetcher.Identity) cache.Loader {
+	return t.bounded(t.store.Loader(cache.Chunk{
+		Size:     a.ChunkSize(c),
+		CPUBound: t.local,
+		Load: func(ctx context.Context, l *cache.Load) ([]byte, []byte, error) {
+			b, _, err := t.load(ctx, l, a, key, c, id)
+			return b, nil, err
+		},
+	}))
+}
+
+// pinnedKey names, in the chunk store's memory, the chunk whose memKey is
+// mkey as read from version id of its object (pinnedLoader): never the
+// name of a chunk, whose keys hold no NUL.
+func pinnedKey(mkey string, id fetcher.Identity) string { return mkey + "\x00" + string(id) }
 
 // tierChunk is the chunk at c of a, whose key is key, as the chunk store's
 // tiers see it: what a read (loader) and a warm (warmChunk) both walk.
@@ -269,7 +307,7 @@ func (t *Tree) tierChunk(a *decode.Array, key string, c []int64) cache.Chunk {
 		Check:    t.ids.check,
 		CPUBound: t.local,
 		Load: func(ctx context.Context, l *cache.Load) ([]byte, []byte, error) {
-			return t.load(ctx, l, a, key, c)
+			return t.load(ctx, l, a, key, c, "")
 		},
 	}
 }
@@ -286,9 +324,16 @@ func (t *Tree) tierChunk(a *decode.Array, key string, c []int64) cache.Chunk {
 // answers ESTALE (an error wrapping fetcher.ErrChanged). A reader so gets
 // the chunk of the old version, of the new one, or an error, never bytes
 // that mix them.
-func (t *Tree) load(ctx context.Context, l *cache.Load, a *decode.Array, key string, c []int64) ([]byte, []byte, error) {
+//
+// With pin known, the chunk's object is pinned to that version before
+// the load starts, strictly (treeSource.strict): the load of pinnedLoader.
+func (t *Tree) load(ctx context.Context, l *cache.Load, a *decode.Array, key string, c []int64, pin fetcher.Identity) ([]byte, []byte, error) {
 	for attempt := 1; ; attempt++ {
 		src := &treeSource{t: t, last: key, l: l, recipe: a.Recipe(), began: time.Now()}
+		if pin.Known() {
+			src.pinned = map[string]fetcher.Identity{key: pin}
+			src.strict = key
+		}
 		b, rec, err := t.loadOnce(ctx, src, a, key, c)
 		if !errors.Is(err, fetcher.ErrChanged) {
 			return b, rec, err
@@ -296,7 +341,9 @@ func (t *Tree) load(ctx context.Context, l *cache.Load, a *decode.Array, key str
 		for _, m := range src.memos {
 			t.memo.Remove(m)
 		}
-		if attempt == 2 {
+		if attempt == 2 || pin.Known() {
+			// A version pinned from outside is gone: a second attempt
+			// would find the same.
 			return nil, nil, err
 		}
 		t.log.Debug("an object changed while a chunk was loaded: loading it again", "chunk", key, "err", err)
@@ -311,6 +358,10 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 	waited := l.Waited()
 	start := time.Now()
 	stored, err := a.Fetch(ctx, src, c)
+	if isMissing(err) && src.strict != "" {
+		// The version pinned was there: gone now, the chunk changed.
+		err = &errChanged{src.strict, src.pinned[src.strict], absent}
+	}
 	if err == nil {
 		err = l.CPU(ctx)
 	}
@@ -376,6 +427,10 @@ type treeSource struct {
 	recipe string                      // the array's recipe, part of every memo key
 	began  time.Time                   // when the load began
 	asked  map[string]bool             // the objects this load asked the origin about
+	// strict is the key of an object pinned before the load began (Tree.load
+	// with a pin): a reply for it that names no version fails as a change,
+	// since bytes of the pinned version were served before this load.
+	strict string
 }
 
 // ask records that the load asked the origin about key itself (not a memo).
@@ -407,7 +462,11 @@ type errChanged struct {
 }
 
 func (e *errChanged) Error() string {
-	return fmt.Sprintf("fs: %s changed while a chunk was read from it (%s, then %s)", e.key, e.was, e.now)
+	now := string(e.now)
+	if !e.now.Known() {
+		now = "a reply that names no version"
+	}
+	return fmt.Sprintf("fs: %s changed while a chunk was read from it (%s, then %s)", e.key, e.was, now)
 }
 
 func (e *errChanged) Unwrap() error { return fetcher.ErrChanged }
@@ -504,6 +563,9 @@ func (s *treeSource) saw(key string, id fetcher.Identity) error {
 // older than one the tree has learnt since (that one must stand, so that
 // what was made from the old version is found stale).
 func (s *treeSource) pinTo(key string, id fetcher.Identity) error {
+	if !id.Known() && key == s.strict {
+		return &errChanged{key, s.pinned[key], id}
+	}
 	if !id.Known() {
 		s.seen = append(s.seen, seen{Key: key, ID: id})
 		return nil
