@@ -170,7 +170,9 @@ func (h *HTTP) Dials() int64 { return h.sess.dials.Load() }
 // Get sends a GET that accepts gzip and returns a gzip body undecoded, with
 // ContentEncoding "gzip". A body longer than limit (or MaxObjectSize) is
 // refused with ErrTooLarge once limit+1 bytes have arrived, or at once when
-// Content-Length says so.
+// Content-Length says so. A read pinned to a version (WithVersion) whose
+// reply names another by its ETag is ErrChanged before the body is read;
+// the caller compares the identity of any other reply.
 func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error) {
 	if err := CheckKey(key); err != nil {
 		return Object{}, err
@@ -180,6 +182,13 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 	err := h.do(ctx, "GET", h.url(key), http.Header{"Accept-Encoding": {"gzip"}}, upTo(limit), func(resp *http.Response) error {
 		if resp.StatusCode != http.StatusOK {
 			return statusError(resp)
+		}
+		if resp.Header.Get("ETag") != "" {
+			// Of another version than a pinned read's (WithVersion): known
+			// from its headers, refused before its body is downloaded.
+			if err := pinnedReply(ctx, key, httpIdentity(resp.Header, -1)); err != nil {
+				return err
+			}
 		}
 		data, err := readBody(resp.Body, resp.ContentLength, limit)
 		if err != nil {
@@ -210,7 +219,10 @@ func (h *HTTP) Get(ctx context.Context, key string, limit int64) (Object, error)
 // If-Match. A 412 is asked again without it: a reply of the pinned
 // version means the server compares If-Match in a way that never matches
 // (a weak ETag, or one its gzip form changes), and h stops sending it.
-// Either way a reply of another version than the pinned one is ErrChanged.
+// Either way a reply of another version than the pinned one is ErrChanged,
+// known from its headers and refused before its body is read (a server
+// that ignores If-Match and Range would otherwise send the object up to
+// the range's end for nothing).
 func (h *HTTP) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, Identity, error) {
 	id, ok := pinned(ctx, key)
 	ifMatch := ""
@@ -291,6 +303,9 @@ func (h *HTTP) getRange(ctx context.Context, key string, offset, length int64, i
 				return err
 			}
 			id = httpIdentity(resp.Header, total)
+			if err := pinnedReply(ctx, key, id); err != nil {
+				return err // before its body: nothing of it could be served
+			}
 			data, err = readExactly(resp.Body, n)
 			return err
 		} else {
@@ -299,6 +314,9 @@ func (h *HTTP) getRange(ctx context.Context, key string, offset, length int64, i
 				return err
 			}
 			id = httpIdentity(resp.Header, size)
+			if err := pinnedReply(ctx, key, id); err != nil {
+				return err
+			}
 			if size >= 0 && size <= offset {
 				data = []byte{} // the object ends before the range
 				return nil

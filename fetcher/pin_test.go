@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -102,6 +104,53 @@ func TestPinnedSize(t *testing.T) {
 			}
 			if b, _, err := src.GetRange(WithSize(ctx, "other", 9), "o", 2, 3); err != nil || string(b) != "234" {
 				t.Errorf("a pin of another key: %q, %v; want 234", b, err)
+			}
+		})
+	}
+}
+
+// TestPinnedReplyBeforeBody: a read pinned to a version (WithVersion) from
+// a server that ignores If-Match and Range and now holds another version
+// is ErrChanged from the reply's headers: the body, which nothing could
+// be served from, is not downloaded (at most what draining a reply reads,
+// and what the sockets' buffers hold). Each case: the whole GET of a
+// chunk load, a range from the start, and the 412 asked again without
+// If-Match of a server that answers If-Match with 412 and ignores Range.
+func TestPinnedReplyBeforeBody(t *testing.T) {
+	const size = 64 << 20
+	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	for _, mode := range []string{"get", "range", "412 then whole"} {
+		t.Run(mode, func(t *testing.T) {
+			var sent atomic.Int64
+			srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if mode == "412 then whole" && r.Header.Get("If-Match") != "" {
+					w.WriteHeader(http.StatusPreconditionFailed)
+					return
+				}
+				w.Header().Set("ETag", `"v2"`)
+				w.Header().Set("Content-Length", strconv.Itoa(size))
+				for off := 0; off < size; off += 1 << 20 {
+					n, err := w.Write(body[off : off+1<<20])
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			})
+			h := newHTTP(t, srv.URL, HTTPOptions{MaxAttempts: 1})
+			ctx := WithVersion(context.Background(), "o", `etag:"v1"`)
+			var err error
+			if mode == "get" {
+				_, err = h.Get(ctx, "o", size)
+			} else {
+				_, _, err = h.GetRange(ctx, "o", 0, 48<<20)
+			}
+			if !errors.Is(err, ErrChanged) {
+				t.Fatalf("pinned read of another version: %v, want ErrChanged", err)
+			}
+			srv.CloseClientConnections()
+			if n := sent.Load(); n > 16<<20 {
+				t.Errorf("the server sent %d MiB of a reply refused by its headers", n>>20)
 			}
 		})
 	}

@@ -39,8 +39,8 @@ type Handle struct {
 	// plain is set for a handle of a piece of a pass-through object
 	// (OpenRange), which reads no window of parts (read, ReadPieces).
 	plain bool
-	// changed is the change a read pinned to the version obj's window
-	// proved found (readPinned): every later read's answer.
+	// changed is the change a read of obj's chunk found (keepChange):
+	// every later read's answer.
 	changed atomic.Pointer[error]
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
@@ -169,7 +169,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
 	l, ok := h.f.(lender)
 	ok = ok && !h.plain // read: ranged reads of the piece's own
-	if o := h.parts(); o != nil {
+	if o := h.parts(); o != nil && h.changed.Load() == nil {
 		l, ok = o, true
 		h.touchParts()
 	}
@@ -181,6 +181,7 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
 	pieces, release, err = l.lend(rctx, dest, off)
+	err = h.keepChange(err)
 	if h.obj != nil && h.windowEnded(err) {
 		b, err := h.read(rctx, dest, off) // the other way now (read)
 		return [][]byte{b}, nil, h.t.readError(ctx, rctx, err)
@@ -189,11 +190,16 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 }
 
 func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
+	if h.obj != nil {
+		if err := h.changed.Load(); err != nil {
+			return nil, *err
+		}
+	}
 	if o := h.parts(); o != nil {
 		h.touchParts()
 		k, err := o.ReadAt(ctx, dest, off)
 		if !h.windowEnded(err) {
-			return dest[:k], err
+			return dest[:k], h.keepChange(err)
 		}
 	}
 	if h.obj != nil && h.obj.parts.provedVersion() {
@@ -264,28 +270,31 @@ func (h *Handle) windowEnded(err error) bool {
 // (chunkFile.pinnedChunk: a reply of another version, or one that names
 // none, or the object gone, is ErrChanged), shared with every handle
 // pinned to it and kept in memory as any chunk. A change it finds is
-// every later read's answer, rather than a download per read to find it
-// again.
+// every later read's answer (keepChange).
 func (h *Handle) readPinned(ctx context.Context, dest []byte, off int64) ([]byte, error) {
 	o := h.obj
 	if off >= o.size {
 		return nil, nil
-	}
-	if err := h.changed.Load(); err != nil {
-		return nil, *err
 	}
 	b, err := h.f.(*chunkFile).pinnedChunk(ctx, o.parts.version())
 	if err == nil && int64(len(b)) != o.size {
 		err = fmt.Errorf("fs: %s: %d bytes read whole, the file has %d: %w", o.key, len(b), o.size, fetcher.ErrChanged)
 	}
 	if err != nil {
-		err = o.explain(err)
-		if errors.Is(err, fetcher.ErrChanged) {
-			h.changed.CompareAndSwap(nil, &err)
-		}
-		return nil, err
+		return nil, h.keepChange(o.explain(err))
 	}
 	return b[off:min(off+int64(len(dest)), o.size)], nil
+}
+
+// keepChange returns err, which a read of a chunk read in parts found,
+// and keeps it as every later read's answer when it is a change (ErrChanged):
+// the version the handle's window proved is gone, and a read that asked
+// again would download the object to find the same.
+func (h *Handle) keepChange(err error) error {
+	if h.obj != nil && errors.Is(err, fetcher.ErrChanged) {
+		h.changed.CompareAndSwap(nil, &err)
+	}
+	return err
 }
 
 // touchParts is the first read's touch of a chunk read in parts: the
