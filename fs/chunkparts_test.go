@@ -1010,3 +1010,43 @@ func TestPinnedChunkLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkPartsPinnedSmallCache: a chunk larger than the chunk store's
+// memory, read pinned after its window proved the version and the server
+// began ignoring Range (Handle.readPinned), is downloaded whole once for
+// the handle's remaining reads, not once per read: the store cannot keep
+// it, and the handle holds it.
+func TestChunkPartsPinnedSmallCache(t *testing.T) {
+	const chunk = partsChunkMin
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	srv, web, ignore := switchingOrigin(t, chunk)
+	srv.put("big/0", data, `"v1"`)
+	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := New(context.Background(), src, Options{CacheBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tree.Close)
+	h := openBig(t, tree)
+	ctx := context.Background()
+	buf := make([]byte, 1<<20)
+	if k, err := h.ReadAt(ctx, buf, 0); err != nil || h.obj == nil || !bytes.Equal(buf[:k], data[:k]) {
+		t.Fatalf("first read: %d bytes, %v; want the chunk's in parts", k, err)
+	}
+	ignore.Store(true)
+	before := len(srv.requests("big/0"))
+	for off := int64(chunk - 1<<20); off > 0; off -= 2 << 20 {
+		if k, err := h.ReadAt(ctx, buf, off); err != nil || !bytes.Equal(buf[:k], data[off:off+int64(k)]) {
+			t.Fatalf("read at %d: %d bytes, %v; want the chunk's", off, k, err)
+		}
+	}
+	if got := srv.requests("big/0")[before:]; len(got) > 2 {
+		t.Errorf("%d requests of the chunk for 8 reads after the switch, want at most 2 (the ranged read that found it, one whole): %v", len(got), got)
+	}
+}

@@ -42,6 +42,11 @@ type Handle struct {
 	// changed is the change a read of obj's chunk found (keepChange):
 	// every later read's answer.
 	changed atomic.Pointer[error]
+	// pinned is obj's chunk as readPinned read it, held for the handle's
+	// later reads: the chunk store keeps it too while it has room, and a
+	// chunk larger than the store (or evicted) is not downloaded again
+	// for each read.
+	pinned  atomic.Pointer[[]byte]
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
 }
@@ -269,20 +274,27 @@ func (h *Handle) windowEnded(err error) bool {
 // the chunk whole through the store pinned to the window's version
 // (chunkFile.pinnedChunk: a reply of another version, or one that names
 // none, or the object gone, is ErrChanged), shared with every handle
-// pinned to it and kept in memory as any chunk. A change it finds is
-// every later read's answer (keepChange).
+// pinned to it and kept in memory as any chunk, and held by the handle
+// for its later reads. A change it finds is every later read's answer
+// (keepChange).
 func (h *Handle) readPinned(ctx context.Context, dest []byte, off int64) ([]byte, error) {
 	o := h.obj
 	if off >= o.size {
 		return nil, nil
 	}
-	b, err := h.f.(*chunkFile).pinnedChunk(ctx, o.parts.version())
-	if err == nil && int64(len(b)) != o.size {
-		err = fmt.Errorf("fs: %s: %d bytes read whole, the file has %d: %w", o.key, len(b), o.size, fetcher.ErrChanged)
+	p := h.pinned.Load()
+	if p == nil {
+		b, err := h.f.(*chunkFile).pinnedChunk(ctx, o.parts.version())
+		if err == nil && int64(len(b)) != o.size {
+			err = fmt.Errorf("fs: %s: %d bytes read whole, the file has %d: %w", o.key, len(b), o.size, fetcher.ErrChanged)
+		}
+		if err != nil {
+			return nil, h.keepChange(o.explain(err))
+		}
+		h.pinned.CompareAndSwap(nil, &b)
+		p = h.pinned.Load()
 	}
-	if err != nil {
-		return nil, h.keepChange(o.explain(err))
-	}
+	b := *p // o.size bytes, and off < o.size
 	return b[off:min(off+int64(len(dest)), o.size)], nil
 }
 
