@@ -793,11 +793,17 @@ func openBig(t *testing.T, tree *Tree) *Handle {
 // a 256 MiB cache; it is closed when the test ends.
 func treeOver(t *testing.T, url string, opts fetcher.Options) *Tree {
 	t.Helper()
+	return treeOverWith(t, url, opts, Options{CacheBytes: 256 << 20})
+}
+
+// treeOverWith is treeOver with the tree's options.
+func treeOverWith(t *testing.T, url string, opts fetcher.Options, topts Options) *Tree {
+	t.Helper()
 	src, err := fetcher.Open(url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := New(context.Background(), src, Options{CacheBytes: 256 << 20})
+	tree, err := New(context.Background(), src, topts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1024,15 +1030,7 @@ func TestChunkPartsPinnedSmallCache(t *testing.T) {
 	}
 	srv, web, ignore := switchingOrigin(t, chunk)
 	srv.put("big/0", data, `"v1"`)
-	src, err := fetcher.Open(web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := New(context.Background(), src, Options{CacheBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tree.Close)
+	tree := treeOverWith(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}}, Options{CacheBytes: 4 << 20})
 	h := openBig(t, tree)
 	ctx := context.Background()
 	buf := make([]byte, 1<<20)
