@@ -941,3 +941,49 @@ func TestServeETagKeptCopy(t *testing.T) {
 		t.Errorf("the first server's old bytes %q carry the ETag %s of the new version's %q", kept.body, kept.header.Get("ETag"), fresh.body)
 	}
 }
+
+// TestServeETagReloaded: a chunk whose bytes left the server's memory and
+// whose object was then rewritten (without --metadata-ttl, the server
+// still knows the old version) is loaded again at its next GET, as the new
+// version. That reply must not carry the old version's ETag: a resumed
+// download with If-Range of the old tag would get the new version's tail
+// after the old version's head, and a client revalidating would keep the
+// old bytes as current. (On 0d63a2d: 206 of the new bytes under the old
+// tag.)
+func TestServeETagReloaded(t *testing.T) {
+	requireTool(t, "curl")
+	const n, size = 24, 1 << 20 // 24 MiB of chunks through a 16 MiB cache
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := fmt.Sprintf(`{"zarr_format": 2, "shape": [%d, 1024], "chunks": [1024, 1024], "dtype": "|u1", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, n*1024)
+	writeFile(t, filepath.Join(dir, "a", ".zarray"), []byte(meta))
+	for i := range n {
+		writeFile(t, filepath.Join(dir, "a", fmt.Sprintf("%d.0", i)), bytes.Repeat([]byte{byte(i)}, size))
+	}
+	s := startServe(t, "--cache-size", "16MiB", "--read-ahead", "0", dir)
+	first := curl(t, s.url+"a/0.0")
+	etag := first.header.Get("ETag")
+	if first.code != 200 || etag == "" || first.body[0] != 0 {
+		t.Fatalf("GET a/0.0: %d, ETag %q", first.code, etag)
+	}
+	for i := 1; i < n; i++ { // a/0.0 leaves memory
+		if r := curl(t, s.url+fmt.Sprintf("a/%d.0", i)); r.code != 200 {
+			t.Fatalf("GET a/%d.0: %d", i, r.code)
+		}
+	}
+	fresh := bytes.Repeat([]byte{0xc8}, size)
+	writeFile(t, filepath.Join(dir, "a", "0.0"), fresh)
+	r := curl(t, "-H", "If-Range: "+etag, "-r", fmt.Sprintf("%d-", size-16), s.url+"a/0.0")
+	switch {
+	case r.code == 206 && bytes.Equal(r.body, bytes.Repeat([]byte{0}, 16)):
+		t.Logf("the old bytes were still held: 206 of them under the old tag")
+	case r.code != 200 || !bytes.Equal(r.body, fresh) || r.header.Get("ETag") == etag:
+		t.Errorf("If-Range of the old ETag after the rewrite: %d, %d bytes (first %x), ETag %s (old %s); want 200, the whole new chunk, a new ETag",
+			r.code, len(r.body), r.body[:min(1, len(r.body))], r.header.Get("ETag"), etag)
+	}
+	if r := curl(t, "-H", "If-None-Match: "+etag, s.url+"a/0.0"); r.code != 200 || !bytes.Equal(r.body, fresh) {
+		t.Errorf("If-None-Match of the old ETag after the rewrite: %d, %d bytes; want 200 and the new chunk", r.code, len(r.body))
+	}
+}

@@ -274,6 +274,9 @@ type validators struct {
 	etag   string
 	mod    time.Time
 	strong bool
+	// versioned is set when etag names the version of the file's bytes
+	// (fs.Tree.Version), which the bytes a reply carries must then be.
+	versioned bool
 }
 
 // validators returns the validators of f, the file at p. Without a
@@ -329,7 +332,7 @@ func (s *Server) validators(ctx context.Context, p string, f fs.File, ask bool) 
 		}
 	}
 	if ttl <= 0 {
-		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true}, true
+		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true, versioned: err == nil}, true
 	}
 	epoch := time.Now().UnixNano() / int64(ttl)
 	return validators{etag: `W/"` + tag + `"`, mod: time.Unix(0, epoch*int64(ttl)).Truncate(time.Second)}, true
