@@ -131,6 +131,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
+	if r.ContentLength != 0 && r.ProtoMajor == 1 {
+		dropBody(w)
+	}
 	if code, why := s.policy.admit(r); code != 0 {
 		http.Error(w, why, code)
 		return
@@ -186,23 +189,40 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.get(w, r, p)
 }
 
+// dropBody tells net/http that w's request has a body (HTTP/1) that the
+// server will not read to its end: the connection is closed after the
+// reply, and the reads of the body net/http makes to keep the connection
+// alive (before the reply's first byte, and after the handler) fail at
+// once. Without this, those reads have no deadline: a client that
+// declares a body and never sends it would hold its reply, or its
+// connection's place after the reply, for good. readBody, which reads a
+// PROPFIND's body, lifts it once the body is read.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+}
+
 // readBody reads r's body, at most maxBodyBytes within bodyTimeout; false
 // when it answered the request (400 or 413). The deadline is lifted once
 // the body is read: a read deadline that passes while the reply is
-// written would cancel the request.
+// written would cancel the request. A body that is not read to its end is
+// dropped (dropBody).
 func readBody(w *response, r *http.Request) ([]byte, bool) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
-	_ = rc.SetReadDeadline(time.Time{})
 	switch {
 	case err != nil:
+		dropBody(w)
 		http.Error(w, "400 bad request: the body did not arrive", http.StatusBadRequest)
 		return nil, false
 	case len(body) > maxBodyBytes:
+		dropBody(w)
 		http.Error(w, "413 request body too large", http.StatusRequestEntityTooLarge)
 		return nil, false
 	}
+	_ = rc.SetReadDeadline(time.Time{})
+	w.Header().Del("Connection") // read to its end: the connection may stay
 	return body, true
 }
 
