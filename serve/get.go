@@ -236,7 +236,9 @@ func (s *Server) send(w *response, r *http.Request, p string, rp *reply) {
 // precondition evaluates If-Match, If-None-Match and If-Modified-Since
 // against the file's validators v: 0 when the request goes on, otherwise
 // the status to answer (304 or 412). If-Match compares strongly: a weak
-// ETag never matches it.
+// ETag never matches it. If-Modified-Since is not evaluated for a file
+// whose ETag names its version (v.versioned): its Last-Modified is the
+// server's start, which stays when the version changes.
 func precondition(r *http.Request, v validators) int {
 	if im := r.Header.Get("If-Match"); im != "" && strings.TrimSpace(im) != "*" && (!v.strong || !etagMatch(im, v.etag)) {
 		return http.StatusPreconditionFailed
@@ -247,7 +249,7 @@ func precondition(r *http.Request, v validators) int {
 		}
 		return 0
 	}
-	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" && !v.versioned {
 		if t, err := http.ParseTime(ims); err == nil && !v.mod.After(t) {
 			return http.StatusNotModified
 		}
@@ -257,7 +259,9 @@ func precondition(r *http.Request, v validators) int {
 
 // rangeApplies evaluates If-Range: the Range header counts unless If-Range
 // names another version of the file, or validators v are weak (RFC 9110
-// 13.1.5: If-Range needs a strong match).
+// 13.1.5: If-Range needs a strong match). A date never matches the
+// Last-Modified of a file whose ETag names its version (v.versioned): it
+// does not change with the version, so only the ETag tells them apart.
 func rangeApplies(r *http.Request, v validators) bool {
 	ir := r.Header.Get("If-Range")
 	if ir == "" {
@@ -270,7 +274,7 @@ func rangeApplies(r *http.Request, v validators) bool {
 		return ir == v.etag
 	}
 	t, err := http.ParseTime(ir)
-	return err == nil && t.Equal(v.mod)
+	return err == nil && !v.versioned && t.Equal(v.mod)
 }
 
 // etagMatch reports whether the If-Match or If-None-Match list l names
