@@ -1025,3 +1025,36 @@ func reloadedChunks(t *testing.T) (s *served, first []curlResult, fresh [][]byte
 	}
 	return s, first, fresh
 }
+
+// TestServeETagParts: a large chunk read in ranged parts (fs/chunkparts.go)
+// whose object was rewritten since the server last read it is read as the
+// new version, pinned to what the window's Stat found; the reply must
+// carry the new version's ETag, not the one the server knew before. (On
+// 0d63a2d: the new bytes under the old version's ETag, the window's Stat
+// not learnt by the tree.)
+func TestServeETagParts(t *testing.T) {
+	requireTool(t, "curl")
+	o := &partsOrigin{size: 20 << 20}
+	srv := chunkOrigin(t, o)
+	s := startServe(t, srv.URL+"/z/")
+	want := func(v byte) []byte {
+		b := patternBytes(0, o.size)
+		for i := range b {
+			b[i] ^= v
+		}
+		return b
+	}
+	first := curl(t, s.url+"0")
+	if first.code != 200 || !bytes.Equal(first.body, want(0)) || first.header.Get("ETag") == "" {
+		t.Fatalf("GET 0: %d, %d bytes (version 0: %v), ETag %q", first.code, len(first.body), bytes.Equal(first.body, want(0)), first.header.Get("ETag"))
+	}
+	o.version.Store(1)
+	r := curl(t, s.url+"0")
+	if r.code != 200 || !bytes.Equal(r.body, want(1)) || r.header.Get("ETag") == first.header.Get("ETag") {
+		t.Errorf("GET 0 after the rewrite: %d, %d bytes (version 1: %v), ETag %s (the first %s); want 200, version 1 and another ETag",
+			r.code, len(r.body), bytes.Equal(r.body, want(1)), r.header.Get("ETag"), first.header.Get("ETag"))
+	}
+	if n := o.gets.Load(); n < 4 {
+		t.Errorf("%d ranged GETs at the origin: the chunk was not read in parts", n)
+	}
+}
