@@ -781,14 +781,12 @@ assert (b[:] == a).all() and (z[:] == a.astype("<f4") / 7).all()
 `, chain.mnt)
 }
 
-// TestServeTLS: --cert and --key serve HTTPS (checked by curl against the
-// certificate), with credentials beyond loopback; a certificate that does
-// not load, or --cert without --key, is refused at start.
-func TestServeTLS(t *testing.T) {
-	requireTool(t, "curl")
-	vol, _ := writeVolume(t)
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key,
+// and returns their paths and the certificate's DER.
+func selfSigned(t *testing.T) (cert, key string, der []byte) {
+	t.Helper()
 	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -799,7 +797,7 @@ func TestServeTLS(t *testing.T) {
 		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -809,6 +807,16 @@ func TestServeTLS(t *testing.T) {
 	}
 	writeFile(t, cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 	writeFile(t, key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	return cert, key, der
+}
+
+// TestServeTLS: --cert and --key serve HTTPS (checked by curl against the
+// certificate), with credentials beyond loopback; a certificate that does
+// not load, or --cert without --key, is refused at start.
+func TestServeTLS(t *testing.T) {
+	requireTool(t, "curl")
+	vol, _ := writeVolume(t)
+	cert, key, der := selfSigned(t)
 
 	for _, args := range [][]string{{"--cert", cert}, {"--cert", key, "--key", cert}} {
 		if out, err := exec.Command(volfsBin, append(append([]string{"serve"}, args...), vol)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "--cert") {
