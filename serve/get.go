@@ -80,7 +80,11 @@ func (s *Server) fail(w *response, r *http.Request, code int) {
 // it read. When it moved, nothing has been sent yet and the request is
 // answered again from the start with the new tag (its If-Range and
 // If-None-Match judged against it); when it moves again, it is 502 (as the
-// mount's ESTALE), never the new bytes under the tag of the old.
+// mount's ESTALE), never the new bytes under the tag of the old. Any
+// other file's strong tag moves with the changes the tree sees
+// (fs.Tree.Changes) and is checked the same way, so that a view's first
+// block, which may load a rewritten chunk, is not sent under the tag of
+// the bytes before it.
 func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 	ctx := r.Context()
 	for attempt := 1; ; attempt++ {
@@ -88,7 +92,7 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 		if !ok {
 			return
 		}
-		if rp.v.versioned && r.Method != http.MethodHead && rp.readErr == nil {
+		if rp.v.strong && r.Method != http.MethodHead && rp.readErr == nil {
 			if now, _ := s.validators(ctx, p, f, true); now.etag != rp.v.etag {
 				rp.release()
 				if attempt < 2 {
@@ -236,9 +240,10 @@ func (s *Server) send(w *response, r *http.Request, p string, rp *reply) {
 // precondition evaluates If-Match, If-None-Match and If-Modified-Since
 // against the file's validators v: 0 when the request goes on, otherwise
 // the status to answer (304 or 412). If-Match compares strongly: a weak
-// ETag never matches it. If-Modified-Since is not evaluated for a file
-// whose ETag names its version (v.versioned): its Last-Modified is the
-// server's start, which stays when the version changes.
+// ETag never matches it. If-Modified-Since is evaluated only where the
+// date stands for the bytes (v.dates): not for a file whose ETag names its
+// version, nor once the tree has seen its source change, since its
+// Last-Modified is the server's start, which stays when the bytes change.
 func precondition(r *http.Request, v validators) int {
 	if im := r.Header.Get("If-Match"); im != "" && strings.TrimSpace(im) != "*" && (!v.strong || !etagMatch(im, v.etag)) {
 		return http.StatusPreconditionFailed
@@ -249,7 +254,7 @@ func precondition(r *http.Request, v validators) int {
 		}
 		return 0
 	}
-	if ims := r.Header.Get("If-Modified-Since"); ims != "" && !v.versioned {
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" && v.dates {
 		if t, err := http.ParseTime(ims); err == nil && !v.mod.After(t) {
 			return http.StatusNotModified
 		}
@@ -259,9 +264,9 @@ func precondition(r *http.Request, v validators) int {
 
 // rangeApplies evaluates If-Range: the Range header counts unless If-Range
 // names another version of the file, or validators v are weak (RFC 9110
-// 13.1.5: If-Range needs a strong match). A date never matches the
-// Last-Modified of a file whose ETag names its version (v.versioned): it
-// does not change with the version, so only the ETag tells them apart.
+// 13.1.5: If-Range needs a strong match). A date matches only where it
+// stands for the bytes (v.dates, as in precondition): otherwise only the
+// ETag tells two versions apart.
 func rangeApplies(r *http.Request, v validators) bool {
 	ir := r.Header.Get("If-Range")
 	if ir == "" {
@@ -274,7 +279,7 @@ func rangeApplies(r *http.Request, v validators) bool {
 		return ir == v.etag
 	}
 	t, err := http.ParseTime(ir)
-	return err == nil && !v.versioned && t.Equal(v.mod)
+	return err == nil && v.dates && t.Equal(v.mod)
 }
 
 // etagMatch reports whether the If-Match or If-None-Match list l names

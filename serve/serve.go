@@ -297,6 +297,12 @@ type validators struct {
 	// versioned is set when etag names the version of the file's bytes
 	// (fs.Tree.Version), which the bytes a reply carries must then be.
 	versioned bool
+	// dates is set when mod stands for the bytes as etag does, so that
+	// If-Modified-Since and an If-Range date count: not for a versioned
+	// file, nor for any once the tree has seen its source change
+	// (fs.Tree.Changes), since mod is the server's start whatever the
+	// version.
+	dates bool
 }
 
 // validators returns the validators of f, the file at p. Without a
@@ -309,7 +315,10 @@ type validators struct {
 // carry, and a client revalidating with it would keep old bytes for good;
 // so under a TTL, and for any other file, the ETag is made of the
 // server's start (a restarted server may read a source that changed), the
-// path and the size. Without a metadata
+// path, the size and, without a TTL, the number of changes the tree has
+// seen in its source (fs.Tree.Changes): a stitched view's bytes change
+// when a chunk of it is loaded again as a rewritten version, and its tag
+// must not stand for both. Without a metadata
 // TTL a file's bytes do not change while the server runs: the ETag is
 // strong. With one, the source may change under the server and a file's
 // bytes with it: the ETag is weak (a version-less file's changes every
@@ -337,6 +346,7 @@ func (s *Server) validators(ctx context.Context, p string, f fs.File, ask bool) 
 			return validators{}, false
 		}
 	}
+	changes := s.tree.Changes()
 	var tag string
 	if err == nil {
 		sum := sha256.Sum256([]byte(ver))
@@ -346,14 +356,16 @@ func (s *Server) validators(ctx context.Context, p string, f fs.File, ask bool) 
 		h.Write([]byte(strconv.FormatInt(s.start.Unix(), 10)))
 		h.Write([]byte{0})
 		h.Write([]byte(p))
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.FormatUint(changes, 10)))
 		tag = strconv.FormatUint(h.Sum64(), 16) + "-" + size
 		if ttl > 0 {
 			tag += "-" + strconv.FormatInt(time.Now().UnixNano()/int64(ttl), 16)
 		}
 	}
 	if ttl <= 0 {
-		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true, versioned: err == nil}, true
+		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true, versioned: err == nil, dates: err != nil && changes == 0}, true
 	}
 	epoch := time.Now().UnixNano() / int64(ttl)
-	return validators{etag: `W/"` + tag + `"`, mod: time.Unix(0, epoch*int64(ttl)).Truncate(time.Second)}, true
+	return validators{etag: `W/"` + tag + `"`, mod: time.Unix(0, epoch*int64(ttl)).Truncate(time.Second), dates: true}, true
 }
