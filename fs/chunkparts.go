@@ -95,6 +95,12 @@ func (f *chunkFile) inParts(ctx context.Context) *objectFile {
 	sctx, cancelStat := context.WithTimeout(rctx, partsStatWait)
 	defer cancelStat()
 	size, id, enc, err := statEncoding(sctx, t.src, f.key)
+	if err == nil {
+		// The origin's answer, learnt as every request of the tree's
+		// is: the version the window reads is then the one Tree.Version
+		// names (serve's ETag of the reply).
+		t.ids.learn(f.key, id)
+	}
 	if err != nil || size != f.size || !id.Known() || enc != "" {
 		return nil
 	}

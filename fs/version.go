@@ -68,3 +68,10 @@ func (t *Tree) version(f File, current func(key string) (fetcher.Identity, error
 	}
 	return string(v), nil
 }
+
+// Changes returns how many times the tree has seen an object of its source
+// change version (keep.Source.Changes): the validators of a file whose
+// version Version cannot name (a stitched view, a pass-through object)
+// change with it, so that none stands for bytes of two versions once the
+// change was seen.
+func (t *Tree) Changes() uint64 { return t.origin.Changes() }

@@ -267,7 +267,12 @@ func TestServeCurl(t *testing.T) {
 		if r := curl(t, "-H", "If-None-Match: "+etag, s.url+name); r.code != 304 || len(r.body) != 0 {
 			t.Errorf("%s If-None-Match its ETag: %d with %d bytes, want 304 and none", name, r.code, len(r.body))
 		}
-		if r := curl(t, "-H", "If-Modified-Since: "+lastMod, s.url+name); r.code != 304 {
+		// A chunk file's Last-Modified (the server's start) does not
+		// change with its version: only its ETag answers 304
+		// (TestServeDateReloaded).
+		if r := curl(t, "-H", "If-Modified-Since: "+lastMod, s.url+name); name == chunk && (r.code != 200 || !bytes.Equal(r.body, whole)) {
+			t.Errorf("%s If-Modified-Since its Last-Modified: %d, %d bytes; want 200 and the chunk", name, r.code, len(r.body))
+		} else if name != chunk && r.code != 304 {
 			t.Errorf("%s If-Modified-Since its Last-Modified: %d, want 304", name, r.code)
 		}
 		if r := curl(t, "-H", `If-Range: "other"`, "-r", "0-9", s.url+name); r.code != 200 || !bytes.Equal(r.body, whole) {
@@ -776,14 +781,12 @@ assert (b[:] == a).all() and (z[:] == a.astype("<f4") / 7).all()
 `, chain.mnt)
 }
 
-// TestServeTLS: --cert and --key serve HTTPS (checked by curl against the
-// certificate), with credentials beyond loopback; a certificate that does
-// not load, or --cert without --key, is refused at start.
-func TestServeTLS(t *testing.T) {
-	requireTool(t, "curl")
-	vol, _ := writeVolume(t)
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key,
+// and returns their paths and the certificate's DER.
+func selfSigned(t *testing.T) (cert, key string, der []byte) {
+	t.Helper()
 	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -794,7 +797,7 @@ func TestServeTLS(t *testing.T) {
 		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -804,6 +807,16 @@ func TestServeTLS(t *testing.T) {
 	}
 	writeFile(t, cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 	writeFile(t, key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	return cert, key, der
+}
+
+// TestServeTLS: --cert and --key serve HTTPS (checked by curl against the
+// certificate), with credentials beyond loopback; a certificate that does
+// not load, or --cert without --key, is refused at start.
+func TestServeTLS(t *testing.T) {
+	requireTool(t, "curl")
+	vol, _ := writeVolume(t)
+	cert, key, der := selfSigned(t)
 
 	for _, args := range [][]string{{"--cert", cert}, {"--cert", key, "--key", cert}} {
 		if out, err := exec.Command(volfsBin, append(append([]string{"serve"}, args...), vol)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "--cert") {
@@ -939,5 +952,152 @@ func TestServeETagKeptCopy(t *testing.T) {
 	t.Logf("the first server serves %q with ETag %s; the new one %q with %s", kept.body, kept.header.Get("ETag"), fresh.body, fresh.header.Get("ETag"))
 	if !bytes.Equal(kept.body, fresh.body) && kept.header.Get("ETag") == fresh.header.Get("ETag") {
 		t.Errorf("the first server's old bytes %q carry the ETag %s of the new version's %q", kept.body, kept.header.Get("ETag"), fresh.body)
+	}
+}
+
+// TestServeETagReloaded: a chunk whose bytes left the server's memory and
+// whose object was then rewritten (without --metadata-ttl, the server
+// still knows the old version) is loaded again at its next GET, as the new
+// version. That reply must not carry the old version's ETag: a resumed
+// download with If-Range of the old tag would get the new version's tail
+// after the old version's head, and a client revalidating would keep the
+// old bytes as current. (On 0d63a2d: 206 of the new bytes under the old
+// tag.)
+func TestServeETagReloaded(t *testing.T) {
+	s, first, fresh := reloadedChunks(t)
+	etag := first[0].header.Get("ETag")
+	r := curl(t, "-H", "If-Range: "+etag, "-r", fmt.Sprintf("%d-", len(fresh[0])-16), s.url+"a/0.0")
+	switch {
+	case r.code == 206 && bytes.Equal(r.body, first[0].body[len(fresh[0])-16:]):
+		t.Logf("the old bytes were still held: 206 of them under the old tag")
+	case r.code != 200 || !bytes.Equal(r.body, fresh[0]) || r.header.Get("ETag") == etag:
+		t.Errorf("If-Range of the old ETag after the rewrite: %d, %d bytes (first %x), ETag %s (old %s); want 200, the whole new chunk, a new ETag",
+			r.code, len(r.body), r.body[:min(1, len(r.body))], r.header.Get("ETag"), etag)
+	}
+	if r := curl(t, "-H", "If-None-Match: "+etag, s.url+"a/0.0"); r.code != 200 || !bytes.Equal(r.body, fresh[0]) {
+		t.Errorf("If-None-Match of the old ETag after the rewrite: %d, %d bytes; want 200 and the new chunk", r.code, len(r.body))
+	}
+}
+
+// TestServeDateReloaded: a chunk file's Last-Modified (the server's start)
+// does not change with its version, so a date must not stand for a
+// version: after a chunk was reloaded as a rewritten version, If-Range of
+// the old Last-Modified gets the whole new chunk, never its tail after the
+// old head, and If-Modified-Since gets the new chunk, never 304. (On
+// 0d63a2d: 206 of the new bytes, and 304.)
+func TestServeDateReloaded(t *testing.T) {
+	s, first, fresh := reloadedChunks(t)
+	lm := first[1].header.Get("Last-Modified")
+	r := curl(t, "-H", "If-Range: "+lm, "-r", fmt.Sprintf("%d-", len(fresh[1])-16), s.url+"a/1.0")
+	switch {
+	case r.code == 206 && bytes.Equal(r.body, first[1].body[len(fresh[1])-16:]):
+		t.Logf("the old bytes were still held: 206 of them")
+	case r.code != 200 || !bytes.Equal(r.body, fresh[1]):
+		t.Errorf("If-Range of the old Last-Modified after the rewrite: %d, %d bytes (first %x); want 200 and the whole new chunk", r.code, len(r.body), r.body[:min(1, len(r.body))])
+	}
+	if r := curl(t, "-H", "If-Modified-Since: "+first[2].header.Get("Last-Modified"), s.url+"a/2.0"); r.code != 200 || !bytes.Equal(r.body, fresh[2]) {
+		t.Errorf("If-Modified-Since of the old Last-Modified after the rewrite: %d, %d bytes; want 200 and the new chunk", r.code, len(r.body))
+	}
+}
+
+// reloadedChunks serves a Zarr array "a" of 24 raw chunks of 1 MiB through
+// a 16 MiB cache, reads each once (first: the replies to a/0.0, a/1.0 and
+// a/2.0, which then leave memory), and rewrites those three with other
+// bytes (fresh).
+func reloadedChunks(t *testing.T) (s *served, first []curlResult, fresh [][]byte) {
+	t.Helper()
+	requireTool(t, "curl")
+	const n, size = 24, 1 << 20
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := fmt.Sprintf(`{"zarr_format": 2, "shape": [%d, 1024], "chunks": [1024, 1024], "dtype": "|u1", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, n*1024)
+	writeFile(t, filepath.Join(dir, "a", ".zarray"), []byte(meta))
+	for i := range n {
+		writeFile(t, filepath.Join(dir, "a", fmt.Sprintf("%d.0", i)), bytes.Repeat([]byte{byte(i)}, size))
+	}
+	s = startServe(t, "--cache-size", "16MiB", "--read-ahead", "0", dir)
+	for i := range n {
+		r := curl(t, s.url+fmt.Sprintf("a/%d.0", i))
+		if r.code != 200 || r.header.Get("ETag") == "" || r.header.Get("Last-Modified") == "" {
+			t.Fatalf("GET a/%d.0: %d, ETag %q, Last-Modified %q", i, r.code, r.header.Get("ETag"), r.header.Get("Last-Modified"))
+		}
+		if i < 3 {
+			first = append(first, r)
+		}
+	}
+	for i := range 3 {
+		fresh = append(fresh, bytes.Repeat([]byte{0xc8 + byte(i)}, size))
+		writeFile(t, filepath.Join(dir, "a", fmt.Sprintf("%d.0", i)), fresh[i])
+	}
+	return s, first, fresh
+}
+
+// TestServeETagParts: a large chunk read in ranged parts (fs/chunkparts.go)
+// whose object was rewritten since the server last read it is read as the
+// new version, pinned to what the window's Stat found; the reply must
+// carry the new version's ETag, not the one the server knew before. (On
+// 0d63a2d: the new bytes under the old version's ETag, the window's Stat
+// not learnt by the tree.)
+func TestServeETagParts(t *testing.T) {
+	requireTool(t, "curl")
+	o := &partsOrigin{size: 20 << 20}
+	srv := chunkOrigin(t, o)
+	s := startServe(t, srv.URL+"/z/")
+	want := func(v byte) []byte {
+		b := patternBytes(0, o.size)
+		for i := range b {
+			b[i] ^= v
+		}
+		return b
+	}
+	first := curl(t, s.url+"0")
+	if first.code != 200 || !bytes.Equal(first.body, want(0)) || first.header.Get("ETag") == "" {
+		t.Fatalf("GET 0: %d, %d bytes (version 0: %v), ETag %q", first.code, len(first.body), bytes.Equal(first.body, want(0)), first.header.Get("ETag"))
+	}
+	o.version.Store(1)
+	r := curl(t, s.url+"0")
+	if r.code != 200 || !bytes.Equal(r.body, want(1)) || r.header.Get("ETag") == first.header.Get("ETag") {
+		t.Errorf("GET 0 after the rewrite: %d, %d bytes (version 1: %v), ETag %s (the first %s); want 200, version 1 and another ETag",
+			r.code, len(r.body), bytes.Equal(r.body, want(1)), r.header.Get("ETag"), first.header.Get("ETag"))
+	}
+	if n := o.gets.Load(); n < 4 {
+		t.Errorf("%d ranged GETs at the origin: the chunk was not read in parts", n)
+	}
+}
+
+// TestServeViewReloaded: a stitched view's bytes change when a chunk of it
+// that left memory is loaded again as a rewritten version. Its ETag (the
+// server's start, path and size) must then change too: If-Range of the
+// tag given before gets the whole new view, never the new chunk's bytes
+// after a head of the old, and If-None-Match or If-Modified-Since of what
+// was given before is not 304. (On 0d63a2d: 206 of the new bytes under the
+// old tag, and 304 twice.)
+func TestServeViewReloaded(t *testing.T) {
+	requireTool(t, "curl")
+	src := t.TempDir()
+	keys, chunks := writeLayer(t, src, 160, nil) // a volume.raw of 20 MiB
+	s := startServe(t, "--cache-size", "16MiB", "--read-ahead", "0", src)
+	first := curl(t, s.url+"s0/volume.raw")
+	etag, lm := first.header.Get("ETag"), first.header.Get("Last-Modified")
+	if first.code != 200 || !bytes.Equal(first.body, bytes.Join(chunks, nil)) || etag == "" {
+		t.Fatalf("GET s0/volume.raw: %d, %d bytes, ETag %q", first.code, len(first.body), etag)
+	}
+	fresh := bytes.Repeat([]byte{0xee}, hostileChunk)
+	writeFile(t, filepath.Join(src, keys[0]), fresh) // its chunk left memory as the rest went through
+	r := curl(t, "-H", "If-Range: "+etag, "-r", "0-15", s.url+"s0/volume.raw")
+	switch {
+	case r.code == 206 && bytes.Equal(r.body, chunks[0][:16]):
+		t.Logf("the old chunk was still held: 206 of it")
+	case r.code != 200 || !bytes.HasPrefix(r.body, fresh) || r.header.Get("ETag") == etag:
+		t.Errorf("If-Range of the old ETag after a chunk was rewritten: %d, %d bytes (first %x), ETag %s (old %s); want 200, the whole new view, another ETag",
+			r.code, len(r.body), r.body[:min(1, len(r.body))], r.header.Get("ETag"), etag)
+	}
+	if r := curl(t, "-H", "If-None-Match: "+etag, s.url+"s0/volume.raw"); r.code != 200 || !bytes.HasPrefix(r.body, fresh) {
+		t.Errorf("If-None-Match of the old ETag after a chunk was rewritten: %d, %d bytes; want 200 and the new view", r.code, len(r.body))
+	}
+	if r := curl(t, "-H", "If-Modified-Since: "+lm, s.url+"s0/volume.raw"); r.code != 200 || !bytes.HasPrefix(r.body, fresh) {
+		t.Errorf("If-Modified-Since of the old Last-Modified after a chunk was rewritten: %d, %d bytes; want 200 and the new view", r.code, len(r.body))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
 )
 
@@ -69,7 +70,72 @@ func (s *Server) fail(w *response, r *http.Request, code int) {
 }
 
 // file answers the bytes of f, the file at p: whole, or one range of them.
+//
+// A file whose ETag names the version of its bytes (validators.versioned)
+// is sent only with the bytes of that version. The tag is made before the
+// bytes are read, from the version the tree knows then, while the bytes
+// may come from a load that meets a newer one (the chunk had left memory
+// and its object was rewritten): so the version is asked again once the
+// first block is read, which is when such a load has run and learnt what
+// it read. When it moved, nothing has been sent yet and the request is
+// answered again from the start with the new tag (its If-Range and
+// If-None-Match judged against it); when it moves again, it is 502 (as the
+// mount's ESTALE), never the new bytes under the tag of the old. Any
+// other file's strong tag moves with the changes the tree sees
+// (fs.Tree.Changes) and is checked the same way, so that a view's first
+// block, which may load a rewritten chunk, is not sent under the tag of
+// the bytes before it.
 func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
+	ctx := r.Context()
+	for attempt := 1; ; attempt++ {
+		rp, ok := s.openFile(w, r, p, f)
+		if !ok {
+			return
+		}
+		if rp.v.strong && r.Method != http.MethodHead && rp.readErr == nil {
+			if now, _ := s.validators(ctx, p, f, true); now.etag != rp.v.etag {
+				rp.release()
+				if attempt < 2 {
+					s.log.Debug("a chunk changed while it was read: answering again", "path", "/"+p, "etag", rp.v.etag, "now", now.etag)
+					continue
+				}
+				err := fmt.Errorf("serve: %s: %w: its version moved from %s to %s while it was read", p, fetcher.ErrChanged, rp.v.etag, now.etag)
+				s.fail(w, r, s.status(ctx, err, "read", p))
+				return
+			}
+		}
+		defer rp.release()
+		s.send(w, r, p, rp)
+		return
+	}
+}
+
+// reply is a file's reply up to its first block: the validators it
+// carries, the status and span it answers, the open handle, and the first
+// block read (for a GET).
+type reply struct {
+	v       validators
+	code    int
+	off, n  int64
+	hd      *fs.Handle
+	buf     []byte
+	bp      *[]byte // buf's pool entry
+	k       int     // bytes of the first block in buf
+	readErr error   // the first block's error
+}
+
+// release closes rp's handle and gives its buffer back.
+func (rp *reply) release() {
+	rp.hd.Close()
+	if rp.bp != nil {
+		bufs.Put(rp.bp)
+	}
+}
+
+// openFile sets the headers of f's reply to r, evaluates its
+// preconditions and Range, opens f and reads the first block; false when
+// it has answered the request (304, 412, 416 or a failure to open).
+func (s *Server) openFile(w *response, r *http.Request, p string, f fs.File) (*reply, bool) {
 	ctx := r.Context()
 	size := f.Size()
 	v, _ := s.validators(ctx, p, f, true)
@@ -77,6 +143,7 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 	h.Set("ETag", v.etag)
 	h.Set("Last-Modified", v.mod.UTC().Format(http.TimeFormat))
 	h.Set("Accept-Ranges", "bytes")
+	h.Del("Content-Range")
 	if v.strong {
 		h.Set("Cache-Control", "public, max-age=3600")
 	} else {
@@ -89,49 +156,60 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 		} else {
 			s.fail(w, r, code)
 		}
-		return
+		return nil, false
 	}
-	off, n := int64(0), size
-	code := http.StatusOK
+	rp := &reply{v: v, n: size, code: http.StatusOK}
 	if rg := r.Header.Get("Range"); rg != "" && rangeApplies(r, v) {
-		var ok, satisfiable bool
-		off, n, ok, satisfiable = parseRange(rg, size)
+		off, n, ok, satisfiable := parseRange(rg, size)
 		switch {
 		case ok && !satisfiable:
 			h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
 			s.fail(w, r, http.StatusRequestedRangeNotSatisfiable)
-			return
+			return nil, false
 		case ok:
-			code = http.StatusPartialContent
+			rp.code, rp.off, rp.n = http.StatusPartialContent, off, n
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, size))
-		default:
-			off, n = 0, size
 		}
 	}
-	span := n // what the reply reads of the file
+	span := rp.n // what the reply reads of the file
 	if r.Method == http.MethodHead {
 		span = 0
 	}
-	hd, err := s.tree.OpenRange(ctx, f, p, readerID(r), off, span)
+	hd, err := s.tree.OpenRange(ctx, f, p, readerID(r), rp.off, span)
 	if err != nil {
 		s.fail(w, r, s.status(ctx, err, "open", p))
-		return
+		return nil, false
 	}
-	defer hd.Close()
-	h.Set("Content-Length", strconv.FormatInt(n, 10))
+	rp.hd = hd
 	if r.Method == http.MethodHead {
-		w.WriteHeader(code)
-		return
+		return rp, true
 	}
-	bp := bufs.Get().(*[]byte)
-	defer bufs.Put(bp)
-	buf := *bp
 	// The first block is read before the status is sent, so that a file
 	// that cannot be read at all gets an error status, not a cut body.
+	rp.bp = bufs.Get().(*[]byte)
+	rp.buf = *rp.bp
+	rp.k, rp.readErr = hd.ReadAt(ctx, rp.buf[:min(int64(len(rp.buf)), rp.n)], rp.off)
+	return rp, true
+}
+
+// send sends the reply rp opened (openFile): its status, then its bytes,
+// block by block.
+func (s *Server) send(w *response, r *http.Request, p string, rp *reply) {
+	ctx := r.Context()
+	h := w.Header()
+	h.Set("Content-Length", strconv.FormatInt(rp.n, 10))
+	if r.Method == http.MethodHead {
+		w.WriteHeader(rp.code)
+		return
+	}
+	buf, n, off := rp.buf, rp.n, rp.off
 	for done := int64(0); done < n || done == 0; {
-		k, err := hd.ReadAt(ctx, buf[:min(int64(len(buf)), n-done)], off+done)
+		k, err := rp.k, rp.readErr
+		if done > 0 {
+			k, err = rp.hd.ReadAt(ctx, buf[:min(int64(len(buf)), n-done)], off+done)
+		}
 		if err == nil && k == 0 && done < n {
-			err = fmt.Errorf("serve: %s: ends at %d bytes, want %d", p, off+done, size)
+			err = fmt.Errorf("serve: %s: ends at %d bytes, want %d", p, off+done, rp.hd.Size())
 		}
 		if err != nil {
 			code := s.status(ctx, err, "read", p)
@@ -146,7 +224,7 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 			panic(http.ErrAbortHandler)
 		}
 		if done == 0 {
-			w.WriteHeader(code)
+			w.WriteHeader(rp.code)
 		}
 		if err := w.writeBlock(ctx, buf[:k]); err != nil {
 			w.code = statusClientGone
@@ -162,7 +240,10 @@ func (s *Server) file(w *response, r *http.Request, p string, f fs.File) {
 // precondition evaluates If-Match, If-None-Match and If-Modified-Since
 // against the file's validators v: 0 when the request goes on, otherwise
 // the status to answer (304 or 412). If-Match compares strongly: a weak
-// ETag never matches it.
+// ETag never matches it. If-Modified-Since is evaluated only where the
+// date stands for the bytes (v.dates): not for a file whose ETag names its
+// version, nor once the tree has seen its source change, since its
+// Last-Modified is the server's start, which stays when the bytes change.
 func precondition(r *http.Request, v validators) int {
 	if im := r.Header.Get("If-Match"); im != "" && strings.TrimSpace(im) != "*" && (!v.strong || !etagMatch(im, v.etag)) {
 		return http.StatusPreconditionFailed
@@ -173,7 +254,7 @@ func precondition(r *http.Request, v validators) int {
 		}
 		return 0
 	}
-	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" && v.dates {
 		if t, err := http.ParseTime(ims); err == nil && !v.mod.After(t) {
 			return http.StatusNotModified
 		}
@@ -183,7 +264,9 @@ func precondition(r *http.Request, v validators) int {
 
 // rangeApplies evaluates If-Range: the Range header counts unless If-Range
 // names another version of the file, or validators v are weak (RFC 9110
-// 13.1.5: If-Range needs a strong match).
+// 13.1.5: If-Range needs a strong match). A date matches only where it
+// stands for the bytes (v.dates, as in precondition): otherwise only the
+// ETag tells two versions apart.
 func rangeApplies(r *http.Request, v validators) bool {
 	ir := r.Header.Get("If-Range")
 	if ir == "" {
@@ -196,7 +279,7 @@ func rangeApplies(r *http.Request, v validators) bool {
 		return ir == v.etag
 	}
 	t, err := http.ParseTime(ir)
-	return err == nil && t.Equal(v.mod)
+	return err == nil && v.dates && t.Equal(v.mod)
 }
 
 // etagMatch reports whether the If-Match or If-None-Match list l names

@@ -64,6 +64,13 @@ const (
 	// a NAT of a few users while no one address takes the server.
 	DefaultConns          = 512
 	DefaultConnsPerClient = 64
+	// StreamsPerConn bounds the requests one HTTP/2 connection has in
+	// progress at once (its SETTINGS_MAX_CONCURRENT_STREAMS; net/http's
+	// default is 250). A reply holds a block of memory (blockSize) while
+	// a block of it is written, and a client that stops reading holds it
+	// for the write timeout: so an HTTP/2 connection may hold a few
+	// blocks, as a browser's six HTTP/1 connections do, never 250.
+	StreamsPerConn = 8
 
 	// maxBodyBytes and bodyTimeout bound a request's body (a PROPFIND's
 	// list of property names: a few hundred bytes from any client).

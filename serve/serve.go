@@ -131,6 +131,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
+	if r.ContentLength != 0 && r.ProtoMajor == 1 {
+		dropBody(w)
+	}
 	if code, why := s.policy.admit(r); code != 0 {
 		http.Error(w, why, code)
 		return
@@ -186,23 +189,40 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.get(w, r, p)
 }
 
+// dropBody tells net/http that w's request has a body (HTTP/1) that the
+// server will not read to its end: the connection is closed after the
+// reply, and the reads of the body net/http makes to keep the connection
+// alive (before the reply's first byte, and after the handler) fail at
+// once. Without this, those reads have no deadline: a client that
+// declares a body and never sends it would hold its reply, or its
+// connection's place after the reply, for good. readBody, which reads a
+// PROPFIND's body, lifts it once the body is read.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+}
+
 // readBody reads r's body, at most maxBodyBytes within bodyTimeout; false
 // when it answered the request (400 or 413). The deadline is lifted once
 // the body is read: a read deadline that passes while the reply is
-// written would cancel the request.
+// written would cancel the request. A body that is not read to its end is
+// dropped (dropBody).
 func readBody(w *response, r *http.Request) ([]byte, bool) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
-	_ = rc.SetReadDeadline(time.Time{})
 	switch {
 	case err != nil:
+		dropBody(w)
 		http.Error(w, "400 bad request: the body did not arrive", http.StatusBadRequest)
 		return nil, false
 	case len(body) > maxBodyBytes:
+		dropBody(w)
 		http.Error(w, "413 request body too large", http.StatusRequestEntityTooLarge)
 		return nil, false
 	}
+	_ = rc.SetReadDeadline(time.Time{})
+	w.Header().Del("Connection") // read to its end: the connection may stay
 	return body, true
 }
 
@@ -274,6 +294,15 @@ type validators struct {
 	etag   string
 	mod    time.Time
 	strong bool
+	// versioned is set when etag names the version of the file's bytes
+	// (fs.Tree.Version), which the bytes a reply carries must then be.
+	versioned bool
+	// dates is set when mod stands for the bytes as etag does, so that
+	// If-Modified-Since and an If-Range date count: not for a versioned
+	// file, nor for any once the tree has seen its source change
+	// (fs.Tree.Changes), since mod is the server's start whatever the
+	// version.
+	dates bool
 }
 
 // validators returns the validators of f, the file at p. Without a
@@ -286,7 +315,10 @@ type validators struct {
 // carry, and a client revalidating with it would keep old bytes for good;
 // so under a TTL, and for any other file, the ETag is made of the
 // server's start (a restarted server may read a source that changed), the
-// path and the size. Without a metadata
+// path, the size and, without a TTL, the number of changes the tree has
+// seen in its source (fs.Tree.Changes): a stitched view's bytes change
+// when a chunk of it is loaded again as a rewritten version, and its tag
+// must not stand for both. Without a metadata
 // TTL a file's bytes do not change while the server runs: the ETag is
 // strong. With one, the source may change under the server and a file's
 // bytes with it: the ETag is weak (a version-less file's changes every
@@ -314,6 +346,7 @@ func (s *Server) validators(ctx context.Context, p string, f fs.File, ask bool) 
 			return validators{}, false
 		}
 	}
+	changes := s.tree.Changes()
 	var tag string
 	if err == nil {
 		sum := sha256.Sum256([]byte(ver))
@@ -323,14 +356,16 @@ func (s *Server) validators(ctx context.Context, p string, f fs.File, ask bool) 
 		h.Write([]byte(strconv.FormatInt(s.start.Unix(), 10)))
 		h.Write([]byte{0})
 		h.Write([]byte(p))
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.FormatUint(changes, 10)))
 		tag = strconv.FormatUint(h.Sum64(), 16) + "-" + size
 		if ttl > 0 {
 			tag += "-" + strconv.FormatInt(time.Now().UnixNano()/int64(ttl), 16)
 		}
 	}
 	if ttl <= 0 {
-		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true}, true
+		return validators{etag: `"` + tag + `"`, mod: s.start, strong: true, versioned: err == nil, dates: err != nil && changes == 0}, true
 	}
 	epoch := time.Now().UnixNano() / int64(ttl)
-	return validators{etag: `W/"` + tag + `"`, mod: time.Unix(0, epoch*int64(ttl)).Truncate(time.Second)}, true
+	return validators{etag: `W/"` + tag + `"`, mod: time.Unix(0, epoch*int64(ttl)).Truncate(time.Second), dates: true}, true
 }

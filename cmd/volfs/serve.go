@@ -214,6 +214,7 @@ func runServe(c *cli.Context, rep *reporter, cfg serveConfig) error {
 		ReadHeaderTimeout: serveHeaderTimeout,
 		IdleTimeout:       serveIdleTimeout,
 		MaxHeaderBytes:    serveHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: volserve.StreamsPerConn},
 		// Each write has its own deadline (--write-timeout), not the
 		// whole reply: a volume.raw of gigabytes takes what it takes.
 		ErrorLog: log.New(io.Discard, "", 0),

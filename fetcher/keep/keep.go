@@ -138,10 +138,13 @@ type Source struct {
 	opts Options
 	log  *slog.Logger
 
-	start  time.Time                  // when the Source was made
-	known  *lru.Cache[string, learnt] // object key -> its identity, and when learnt
-	flight singleflight.Group         // Stats in flight, by key
-	off    offline
+	start time.Time                  // when the Source was made
+	known *lru.Cache[string, learnt] // object key -> its identity, and when learnt
+	// changes counts the identities learnt that replaced another one
+	// of their key (Changes).
+	changes atomic.Uint64
+	flight  singleflight.Group // Stats in flight, by key
+	off     offline
 
 	// kept holds the Store keys of the entries written or read by this
 	// Source (string to struct{}), for Touch.
@@ -207,7 +210,7 @@ func (s *Source) Offline() bool { return s.off.active() }
 // Learn records that the object at key is, as of now, the version id.
 func (s *Source) Learn(key string, id fetcher.Identity) {
 	if id.Known() {
-		s.known.Add(key, learnt{id, time.Now()})
+		s.note(key, learnt{id, time.Now()})
 	}
 }
 
@@ -218,9 +221,26 @@ func (s *Source) learnAt(key string, id fetcher.Identity, at time.Time) {
 		return
 	}
 	if id.Known() {
-		s.known.Add(key, learnt{id, at})
+		s.note(key, learnt{id, at})
 	}
 }
+
+// note keeps l as what is known of key, counting a change when it
+// replaces another identity.
+func (s *Source) note(key string, l learnt) {
+	if old, ok := s.known.Peek(key); ok && old.id != l.id {
+		s.changes.Add(1)
+	}
+	s.known.Add(key, l)
+}
+
+// Changes returns how many times this Source learnt an identity of an
+// object other than the one it knew (a rewrite, a deletion, an object
+// where there was none): a front end whose answers stand for versions it
+// cannot name (a stitched view's ETag) changes them when it moves. A
+// change is missed only when the identity known before was forgotten (the
+// 16 Ki kept are the most recently used).
+func (s *Source) Changes() uint64 { return s.changes.Load() }
 
 // GetRange is the origin's GetRange; it learns the identity it read.
 func (s *Source) GetRange(ctx context.Context, key string, off, n int64) ([]byte, fetcher.Identity, error) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/volfs/volfs/fetcher"
 )
@@ -130,5 +131,28 @@ func TestOffline(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChanges: an identity learnt counts as a change only when it replaces
+// another of its key, whichever way it was learnt (a request, a listing).
+func TestChanges(t *testing.T) {
+	s := New(&flaky{down: map[string]bool{}}, Options{Log: slog.New(slog.DiscardHandler)})
+	steps := []struct {
+		key  string
+		id   fetcher.Identity
+		want uint64
+	}{
+		{"a", "v1", 0}, {"a", "v1", 0}, {"b", "v1", 0}, {"a", "v2", 1}, {"a", Absent, 2}, {"a", Absent, 2}, {"a", "", 2},
+	}
+	for _, st := range steps {
+		s.Learn(st.key, st.id)
+		if got := s.Changes(); got != st.want {
+			t.Fatalf("after learning %s is %q: %d changes, want %d", st.key, st.id, got, st.want)
+		}
+	}
+	s.learnListing("", []fetcher.Entry{{Name: "b", ID: "v2"}}, time.Now())
+	if got := s.Changes(); got != 3 {
+		t.Errorf("after a listing named b's new version: %d changes, want 3", got)
 	}
 }
