@@ -249,3 +249,52 @@ func TestShardingFalse(t *testing.T) {
 		t.Errorf("stat ann/annotations.csv: %v, want ENOENT (the by_id index is refused)", err)
 	}
 }
+
+// TestSkeletonWrappingCounts mounts a segmentation whose skeleton info
+// declares vertex attributes of 2^33-12 bytes a vertex in all and whose
+// skeleton of 8 bytes says 2^31 vertices: their size, 2^64 bytes, wrapped
+// to 0 and the conversion panicked slicing the positions (on 0d63a2d:
+// "panic in a FUSE handler: slice bounds out of range", no object named).
+// Now it is a refusal: cat reads EIO, one log line names the object, and
+// the mount serves on.
+func TestSkeletonWrappingCounts(t *testing.T) {
+	src := t.TempDir()
+	put := func(name string, data []byte) {
+		t.Helper()
+		p := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("seg/info", []byte(`{"type": "segmentation", "data_type": "uint64", "num_channels": 1, "skeletons": "skel",
+		"scales": [{"key": "s0", "size": [8, 8, 8], "resolution": [8, 8, 40], "voxel_offset": [0, 0, 0],
+		"chunk_sizes": [[8, 8, 8]], "encoding": "raw"}]}`))
+	var attrs []string
+	for left := 1<<33 - 12; left > 0; {
+		n := min(left/4, 1<<16)
+		attrs = append(attrs, fmt.Sprintf(`{"id": "a%d", "data_type": "float32", "num_components": %d}`, len(attrs), n))
+		left -= 4 * n
+	}
+	put("seg/skel/info", []byte(`{"@type": "neuroglancer_skeletons", "vertex_attributes": [`+strings.Join(attrs, ", ")+`]}`))
+	put("seg/skel/1", []byte{0, 0, 0, 0x80, 0, 0, 0, 0})
+	put("seg/skel/2", []byte{0, 0, 0, 0, 0, 0, 0, 0})
+
+	s := startVolfs(t, "mount", src)
+	p := "seg/skeletons.swc/1.swc"
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, p))
+	if err == nil || !strings.Contains(out, "Input/output error") {
+		t.Errorf("cat %s: got %v, %.80q, want EIO", p, err, out)
+	}
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(s.stderr.String(), "/seg/skel/1"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("log: no line naming /seg/skel/1:\n%s", s.stderr.String())
+			break
+		}
+	}
+	if out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "seg/skeletons.swc/2.swc")); err != nil || !strings.HasPrefix(out, "# volfs: SWC") {
+		t.Errorf("the mount no longer serves seg/skeletons.swc/2.swc: %v, %.80q", err, out)
+	}
+}
