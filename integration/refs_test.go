@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +160,35 @@ func TestReferenceSetHostile(t *testing.T) {
 			t.Errorf("%s: the refusal does not name the reference set: %s", name, out)
 		}
 		t.Logf("%s: %s", name, strings.TrimSpace(out))
+	}
+}
+
+// TestReferenceSetTemplateBomb mounts a set of 400 KB whose 24576
+// references name distinct URLs built of one template of 64000 bytes:
+// expanded they are 1.5 GB, which the mount held (its RSS past 1.5 GiB)
+// before it was refused or served. It is refused (volfs info, which reads
+// a set as mount does) with exit 1, a message naming a key and the bound
+// on what templates make, and the process's peak RSS under 768 MiB.
+func TestReferenceSetTemplateBomb(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"version": 1, "templates": {"t": "%s"}, "refs": {".zgroup": "{\"zarr_format\": 2}"`, strings.Repeat("d", 64000))
+	for i := range 24576 {
+		fmt.Fprintf(&b, `, "a/%d": ["{{t}}/%d", 0, 1]`, i, i)
+	}
+	b.WriteString("}}")
+	writeFile(t, filepath.Join(dir, "refs.json"), []byte(b.String()))
+	// volfs info reads the set as a mount does, and exits either way.
+	cmd := exec.Command(volfsBin, "info", filepath.Join(dir, "refs.json"))
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `key "a/`) || !strings.Contains(string(out), "templates and gen expand to more than") {
+		t.Errorf("volfs info: %v, %.300s; want exit 1 naming a key and the bound on what templates make", err, out)
+	}
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10; rss > 768<<20 {
+		t.Errorf("peak RSS %d MiB, want under 768 MiB", rss>>20)
+	} else {
+		t.Logf("peak RSS %d MiB", rss>>20)
 	}
 }
 

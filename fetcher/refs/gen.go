@@ -120,6 +120,13 @@ func (p *parser) gen(raw json.RawMessage) error {
 		if r.Offset < 0 || r.Length < 0 {
 			return fmt.Errorf("refs: gen %q: negative offset or length", key)
 		}
+		made := len(key)
+		if _, ok := p.m.urlIdx[r.URL]; !ok {
+			made += len(r.URL)
+		}
+		if err := p.spend(made); err != nil {
+			return fmt.Errorf("refs: gen %q: %w", key, err)
+		}
 		if err := p.m.Add(key, r); err != nil {
 			return err
 		}

@@ -105,6 +105,35 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
+// TestParseExpansionBound: what templates and gen make is bounded in
+// bytes, naming the key: a template of 60 KiB named by 100 distinct short
+// URLs (6 MB made of 2 KB of JSON; a million of them held 60 GB), and a
+// gen of 1000 keys each of a 4000-byte template. A gen of many keys
+// sharing one URL counts that URL once, and the two bounds are met
+// exactly when allowed.
+func TestParseExpansionBound(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"version": 1, "templates": {"t": "%s"}, "refs": {".zgroup": "{}"`, strings.Repeat("x", 60000))
+	for i := range 100 {
+		fmt.Fprintf(&b, `, "a/%d": ["{{t}}/%d", 0, 1]`, i, i)
+	}
+	b.WriteString("}}")
+	lim := Limits{MaxExpanded: 5 << 20}
+	if _, err := ParseKerchunk(strings.NewReader(b.String()), lim); err == nil || !strings.Contains(err.Error(), `key "a/`) || !strings.Contains(err.Error(), "expand to more than 5242880 bytes") {
+		t.Errorf("templates: err %v, want a refusal naming a key and the bound", err)
+	}
+	if _, err := ParseKerchunk(strings.NewReader(b.String()), Limits{MaxExpanded: 100 * 60003}); err != nil {
+		t.Errorf("templates within the bound: %v", err)
+	}
+	gen := fmt.Sprintf(`{"version": 1, "templates": {"k": "%s"}, "gen": [{"key": "{{k}}/{{i}}", "url": "f", "offset": "0", "length": "1", "dimensions": {"i": {"stop": 1000}}}]}`, strings.Repeat("k", 4000))
+	if _, err := ParseKerchunk(strings.NewReader(gen), Limits{MaxExpanded: 1 << 20}); err == nil || !strings.Contains(err.Error(), "refs: gen") || !strings.Contains(err.Error(), "expand to more than") {
+		t.Errorf("gen: err %v, want a refusal naming the gen key and the bound", err)
+	}
+	if m, err := ParseKerchunk(strings.NewReader(gen), Limits{MaxExpanded: 1 + 1000*4001 + 2890}); err != nil || m.Len() != 1000 {
+		t.Errorf("gen within the bound: %v", err)
+	}
+}
+
 // TestParseMillion: a million references parse in seconds.
 func TestParseMillion(t *testing.T) {
 	if testing.Short() || raceOn {
