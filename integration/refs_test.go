@@ -192,6 +192,41 @@ func TestReferenceSetTemplateBomb(t *testing.T) {
 	}
 }
 
+// TestReferenceSetGenPython mounts a version 1 set whose gen offsets use
+// // on negative numbers, "{{ (i - 3) // 2 * 8 + 16 }}", and reads every
+// chunk with cat: each equals what fsspec's ReferenceFileSystem (which
+// renders gen with jinja2, Python's floor division) reads for the key.
+// Go's truncating division made key a/0's offset 8, not 0: the mount
+// served bytes 8-15 where fsspec reads 0-7.
+func TestReferenceSetGenPython(t *testing.T) {
+	requireFUSE(t)
+	requirePython(t)
+	if out, err := runErr(python, "-c", "import fsspec, jinja2"); err != nil {
+		testenv.Unavailable(t, "python3-fsspec and python3-jinja2 unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	data := make([]byte, 64)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	writeFile(t, filepath.Join(dir, "data.bin"), data)
+	writeFile(t, filepath.Join(dir, "refs.json"), []byte(`{"version": 1, "refs": {".zgroup": "{\"zarr_format\": 2}",
+		"a/.zarray": "{\"zarr_format\": 2, \"shape\": [32], \"chunks\": [8], \"dtype\": \"|u1\", \"compressor\": null, \"filters\": null, \"fill_value\": 0, \"order\": \"C\"}"},
+		"gen": [{"key": "a/{{i}}", "url": "data.bin", "offset": "{{ (i - 3) // 2 * 8 + 16 }}", "length": "8", "dimensions": {"i": {"stop": 4}}}]}`))
+	s := startVolfs(t, "mount", filepath.Join(dir, "refs.json"))
+	for i := range 4 {
+		key := fmt.Sprintf("a/%d", i)
+		// fsspec resolves a relative target against its working directory.
+		want, err := runErr(python, "-c", `import os, sys, fsspec; os.chdir(sys.argv[2]); sys.stdout.buffer.write(fsspec.filesystem("reference", fo="refs.json").cat(sys.argv[1]))`, key, dir)
+		if err != nil {
+			t.Fatalf("fsspec: %v\n%s", err, want)
+		}
+		if got := run(t, "cat", filepath.Join(s.mnt, key)); got != want {
+			t.Errorf("%s reads %v, fsspec %v", key, []byte(got), []byte(want))
+		}
+	}
+}
+
 // TestReferenceSetTIFF mounts the version 0 references tifffile itself
 // writes (aszarr().write_fsspec) for tiled TIFFs, zlib-compressed and
 // not: zarr-python reading the mount equals tifffile reading the file,

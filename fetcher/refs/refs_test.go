@@ -76,6 +76,30 @@ func TestParseGenListsAndProduct(t *testing.T) {
 	wantRef(t, m, "v/b.5", Ref{URL: "f_b.h5", Offset: 55, Length: 10})
 }
 
+// TestEvalIntPython: gen arithmetic is Python's, as jinja2 renders it for
+// fsspec: // and % floor toward negative infinity (Go's truncate, which
+// made (0-3)//2 -1, not -2, and read another range of the target), and
+// a result past int64 is refused, not wrapped. The values are jinja2
+// 3.1's.
+func TestEvalIntPython(t *testing.T) {
+	vars := map[string]string{"i": "0", "big": "9223372036854775807"}
+	for expr, want := range map[string]int64{
+		"(i - 3) // 2 + 10": 8, "(i - 3) % 4 * 100": 100, "7 // (0 - 2)": -4, "(i - 7) % (0 - 3)": -1,
+		"7 // 2": 3, "7 % 3": 1, "(0 - 7) // (0 - 2)": 3, "(0 - 7) % (0 - 2)": -1, "6 // (0 - 3)": -2, "(0 - 6) % 3": 0,
+		"big - 1 + 1": 9223372036854775807, "3037000499 * 3037000499": 9223372030926249001,
+	} {
+		got, err := evalInt(expr, vars)
+		if err != nil || got != want {
+			t.Errorf("%s = %d, %v; want %d", expr, got, err, want)
+		}
+	}
+	for _, expr := range []string{"big + 1", "0 - big - 2", "3037000500 * 3037000500", "big * 2", "(0 - big - 1) // (0 - 1)", "(0 - big - 1) * (0 - 1)"} {
+		if got, err := evalInt(expr, vars); !errors.Is(err, errOverflow) {
+			t.Errorf("%s = %d, %v; want an overflow refused", expr, got, err)
+		}
+	}
+}
+
 // TestParseRefuses: hostile sets are refused quickly, naming the problem.
 func TestParseRefuses(t *testing.T) {
 	for name, c := range map[string]struct{ body, want string }{
