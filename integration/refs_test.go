@@ -227,6 +227,43 @@ func TestReferenceSetGenPython(t *testing.T) {
 	}
 }
 
+// TestReferenceSetGenListNames mounts a set that Python's json.dump wrote
+// (non-ASCII as \u escapes) whose gen runs over a list of file names,
+// "données_0.bin" and "données_1.bin", and reads each chunk with cat: it
+// equals what fsspec's ReferenceFileSystem reads. The names were kept
+// escaped ("donn\u00e9es_0.bin", no such file): every chunk read as EIO.
+func TestReferenceSetGenListNames(t *testing.T) {
+	requireFUSE(t)
+	requirePython(t)
+	if out, err := runErr(python, "-c", "import fsspec, jinja2"); err != nil {
+		testenv.Unavailable(t, "python3-fsspec and python3-jinja2 unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	run(t, python, "-c", `import json, os, sys
+os.chdir(sys.argv[1])
+for k in range(2):
+    open("données_%d.bin" % k, "wb").write(bytes(range(16 * k, 16 * k + 16)))
+za = {"zarr_format": 2, "shape": [16], "chunks": [8], "dtype": "|u1", "compressor": None, "filters": None, "fill_value": 0, "order": "C"}
+json.dump({"version": 1, "refs": {".zgroup": json.dumps({"zarr_format": 2}), "a/.zarray": json.dumps(za)},
+           "gen": [{"key": "a/{{i}}", "url": "{{f}}", "offset": "{{i * 8}}", "length": "8",
+                    "dimensions": {"f": ["données_0.bin", "données_1.bin"], "i": [0, 1]}}]}, open("refs.json", "w"))`, dir)
+	if b, _ := os.ReadFile(filepath.Join(dir, "refs.json")); !strings.Contains(string(b), `donn\u00e9es`) {
+		t.Fatalf("json.dump did not escape the names: %s", b)
+	}
+	s := startVolfs(t, "mount", filepath.Join(dir, "refs.json"))
+	for i := range 2 {
+		key := fmt.Sprintf("a/%d", i)
+		want, err := runErr(python, "-c", `import os, sys, fsspec; os.chdir(sys.argv[2]); sys.stdout.buffer.write(fsspec.filesystem("reference", fo="refs.json").cat(sys.argv[1]))`, key, dir)
+		if err != nil {
+			t.Fatalf("fsspec: %v\n%s", err, want)
+		}
+		got, err := runErr("cat", filepath.Join(s.mnt, key))
+		if err != nil || got != want {
+			t.Errorf("%s reads %q, %v; fsspec %v", key, got, err, []byte(want))
+		}
+	}
+}
+
 // TestReferenceSetTIFF mounts the version 0 references tifffile itself
 // writes (aszarr().write_fsspec) for tiled TIFFs, zlib-compressed and
 // not: zarr-python reading the mount equals tifffile reading the file,

@@ -57,7 +57,14 @@ func (p *parser) gen(raw json.RawMessage) error {
 		var list []json.RawMessage
 		if json.Unmarshal(v, &list) == nil {
 			for _, e := range list {
-				s := strings.Trim(string(e), `"`)
+				// A string is its value, escapes undone (Python's json
+				// writes é as \u00e9); a number is its text.
+				s := string(e)
+				if len(e) > 0 && e[0] == '"' {
+					if err := json.Unmarshal(e, &s); err != nil {
+						return fmt.Errorf("refs: gen: dimension %q: %w", name, err)
+					}
+				}
 				d.vals = append(d.vals, s)
 			}
 			if d.vals == nil {

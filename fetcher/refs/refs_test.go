@@ -76,6 +76,23 @@ func TestParseGenListsAndProduct(t *testing.T) {
 	wantRef(t, m, "v/b.5", Ref{URL: "f_b.h5", Offset: 55, Length: 10})
 }
 
+// TestParseGenListEscapes: a list dimension's strings are their values,
+// as fsspec reads them: Python's json.dump writes "données" as
+// "donn\u00e9es", which was kept escaped (a URL of no file, EIO), and a
+// quote inside a name kept its backslash.
+func TestParseGenListEscapes(t *testing.T) {
+	m := parse(t, `{"version": 1, "gen": [{"key": "v/{{n}}", "url": "{{f}}.bin", "offset": "0", "length": "1",
+	  "dimensions": {"f": ["donn\u00e9es", "a\"b"], "n": [7]}}]}`)
+	if m.Len() != 1 {
+		t.Fatalf("%d keys, want 1", m.Len())
+	}
+	wantRef(t, m, "v/7", Ref{URL: `a"b.bin`, Length: 1})
+	m = parse(t, `{"version": 1, "gen": [{"key": "v/{{f}}", "url": "{{f}}.bin", "offset": "0", "length": "1",
+	  "dimensions": {"f": ["donn\u00e9es", 3]}}]}`)
+	wantRef(t, m, "v/données", Ref{URL: "données.bin", Length: 1})
+	wantRef(t, m, "v/3", Ref{URL: "3.bin", Length: 1})
+}
+
 // TestEvalIntPython: gen arithmetic is Python's, as jinja2 renders it for
 // fsspec: // and % floor toward negative infinity (Go's truncate, which
 // made (0-3)//2 -1, not -2, and read another range of the target), and
