@@ -8,6 +8,7 @@ import (
 	"path"
 
 	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/decode/ngobj"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -74,6 +75,7 @@ func (t *Tree) describeObjectDir(ctx context.Context, od *ObjectDir, kind string
 	case err == nil:
 		err = json.Unmarshal(data, &info)
 	}
+
 	if err != nil {
 		od.Note = fmt.Sprintf("not converted: %s: %v", key, err)
 		return
@@ -89,7 +91,14 @@ func (t *Tree) describeObjectDir(ctx context.Context, od *ObjectDir, kind string
 	}
 	switch {
 	case kind == "skeletons" && (info.Type == "" || info.Type == "neuroglancer_skeletons"):
-		od.Views = SkeletonView
+		// What the view checks before it converts (transform, vertex
+		// attributes), so that info never promises a view that lists
+		// as EIO.
+		if _, err := ngobj.ParseSkeletonInfo(data); err != nil {
+			od.Note = fmt.Sprintf("not converted: %s: %v", key, err)
+		} else {
+			od.Views = SkeletonView
+		}
 	case kind == "mesh" && (info.Type == "" || info.Type == "neuroglancer_legacy_mesh"):
 		od.Views = MeshOBJView + " " + MeshPLYView
 	case kind == "mesh" && info.Type == "neuroglancer_multilod_draco":

@@ -259,28 +259,16 @@ func TestShardingFalse(t *testing.T) {
 // the mount serves on.
 func TestSkeletonWrappingCounts(t *testing.T) {
 	src := t.TempDir()
-	put := func(name string, data []byte) {
-		t.Helper()
-		p := filepath.Join(src, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("seg/info", []byte(`{"type": "segmentation", "data_type": "uint64", "num_channels": 1, "skeletons": "skel",
-		"scales": [{"key": "s0", "size": [8, 8, 8], "resolution": [8, 8, 40], "voxel_offset": [0, 0, 0],
-		"chunk_sizes": [[8, 8, 8]], "encoding": "raw"}]}`))
 	var attrs []string
 	for left := 1<<33 - 12; left > 0; {
 		n := min(left/4, 1<<16)
 		attrs = append(attrs, fmt.Sprintf(`{"id": "a%d", "data_type": "float32", "num_components": %d}`, len(attrs), n))
 		left -= 4 * n
 	}
-	put("seg/skel/info", []byte(`{"@type": "neuroglancer_skeletons", "vertex_attributes": [`+strings.Join(attrs, ", ")+`]}`))
-	put("seg/skel/1", []byte{0, 0, 0, 0x80, 0, 0, 0, 0})
-	put("seg/skel/2", []byte{0, 0, 0, 0, 0, 0, 0, 0})
+	writeSkeletons(t, src, `{"@type": "neuroglancer_skeletons", "vertex_attributes": [`+strings.Join(attrs, ", ")+`]}`, map[string]string{
+		"1": "\x00\x00\x00\x80\x00\x00\x00\x00",
+		"2": "\x00\x00\x00\x00\x00\x00\x00\x00",
+	})
 
 	s := startVolfs(t, "mount", src)
 	p := "seg/skeletons.swc/1.swc"
@@ -296,5 +284,47 @@ func TestSkeletonWrappingCounts(t *testing.T) {
 	}
 	if out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "seg/skeletons.swc/2.swc")); err != nil || !strings.HasPrefix(out, "# volfs: SWC") {
 		t.Errorf("the mount no longer serves seg/skeletons.swc/2.swc: %v, %.80q", err, out)
+	}
+}
+
+// writeSkeletons writes under src a segmentation "seg" whose skeletons
+// are in "seg/skel", with the skeleton info and the objects by name.
+func writeSkeletons(t *testing.T, src, info string, objects map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(src, "seg", "skel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "seg", "info"), []byte(`{"type": "segmentation", "data_type": "uint64", "num_channels": 1, "skeletons": "skel",
+		"scales": [{"key": "s0", "size": [8, 8, 8], "resolution": [8, 8, 40], "voxel_offset": [0, 0, 0],
+		"chunk_sizes": [[8, 8, 8]], "encoding": "raw"}]}`))
+	writeFile(t, filepath.Join(src, "seg", "skel", "info"), []byte(info))
+	for name, b := range objects {
+		writeFile(t, filepath.Join(src, "seg", "skel", name), []byte(b))
+	}
+}
+
+// TestObjectInfoSkeletonRefused: a skeleton info whose vertex attribute
+// volfs does not read (float64) or whose transform is not 12 numbers
+// makes the view list as EIO; `volfs info` said the directory converts
+// to skeletons.swc. It now says it is not converted and why, naming the
+// field, as the view's log line does.
+func TestObjectInfoSkeletonRefused(t *testing.T) {
+	for name, c := range map[string]struct{ info, want string }{
+		"float64":   {`{"@type": "neuroglancer_skeletons", "vertex_attributes": [{"id": "radius", "data_type": "float64", "num_components": 1}]}`, `attribute "radius": data_type "float64" not supported`},
+		"transform": {`{"@type": "neuroglancer_skeletons", "transform": [1, 0, 0]}`, `transform has 3 numbers, want 12`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := t.TempDir()
+			writeSkeletons(t, src, c.info, map[string]string{"1": "\x00\x00\x00\x00\x00\x00\x00\x00"})
+			info := run(t, volfsBin, "info", src)
+			want := `(?m)^seg/skel +neuroglancer_skeletons +unsharded +not converted: seg/skel/info: .*` + regexp.QuoteMeta(c.want) + `$`
+			if !regexp.MustCompile(want).MatchString(info) {
+				t.Errorf("volfs info has no line matching %s:\n%s", want, info)
+			}
+			mnt := mountSource(t, src, fs.Options{})
+			if _, err := os.ReadDir(filepath.Join(mnt, "seg", "skeletons.swc")); err == nil || !strings.Contains(err.Error(), "input/output error") {
+				t.Errorf("ls seg/skeletons.swc: %v, want EIO", err)
+			}
+		})
 	}
 }
