@@ -34,12 +34,13 @@ func (t *Tree) ObjectDirs(ctx context.Context, v *decode.Volume) []ObjectDir {
 	if v.Format != "precomputed" {
 		return nil
 	}
-	var si segmentationInfo
-	if json.Unmarshal(v.Original, &si) != nil {
-		return nil
-	}
+	names, bad := objectDirNames(v.Original)
 	var out []ObjectDir
-	for _, o := range []struct{ dir, kind string }{{si.Skeletons, "skeletons"}, {si.Mesh, "mesh"}} {
+	for _, o := range []struct{ dir, kind string }{{names["skeletons"], "skeletons"}, {names["mesh"], "mesh"}} {
+		if why, ok := bad[o.kind]; ok {
+			out = append(out, ObjectDir{Dir: path.Join(v.Dir, "info"), Note: "not converted: " + why})
+			continue
+		}
 		if o.dir == "" {
 			continue
 		}

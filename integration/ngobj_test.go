@@ -328,3 +328,34 @@ func TestObjectInfoSkeletonRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestObjectDirOfWrongType: a segmentation info whose "mesh" is 5, not a
+// directory name, still shows its skeletons: the info was read as one
+// struct, so the bad member hid skeletons.swc too, and `volfs info`
+// listed no object directory, with no word of why. Now skeletons.swc
+// lists and converts its object, and `volfs info` names the bad member.
+func TestObjectDirOfWrongType(t *testing.T) {
+	src := t.TempDir()
+	writeSkeletons(t, src, `{"@type": "neuroglancer_skeletons"}`, map[string]string{"1": "\x00\x00\x00\x00\x00\x00\x00\x00"})
+	info, err := os.ReadFile(filepath.Join(src, "seg", "info"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "seg", "info"), []byte(strings.Replace(string(info), `"skeletons": "skel",`, `"skeletons": "skel", "mesh": 5,`, 1)))
+	out := run(t, volfsBin, "info", src)
+	for _, want := range []string{
+		`(?m)^seg/skel +neuroglancer_skeletons +unsharded +skeletons\.swc$`,
+		`(?m)^seg/info .*not converted: "mesh": want a directory name, got 5$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("volfs info has no line matching %s:\n%s", want, out)
+		}
+	}
+	mnt := mountSource(t, src, fs.Options{})
+	if got := run(t, "ls", filepath.Join(mnt, "seg", "skeletons.swc")); got != "1.swc\n" {
+		t.Errorf("ls seg/skeletons.swc: %q, want 1.swc", got)
+	}
+	if got := run(t, "cat", filepath.Join(mnt, "seg", "skeletons.swc", "1.swc")); !strings.HasPrefix(got, "# volfs: SWC") {
+		t.Errorf("seg/skeletons.swc/1.swc reads %.80q", got)
+	}
+}
