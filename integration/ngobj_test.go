@@ -345,7 +345,7 @@ func TestObjectDirOfWrongType(t *testing.T) {
 	out := run(t, volfsBin, "info", src)
 	for _, want := range []string{
 		`(?m)^seg/skel +neuroglancer_skeletons +unsharded +skeletons\.swc$`,
-		`(?m)^seg/info .*not converted: "mesh": want a directory name, got 5$`,
+		`(?m)^seg/info +- +- +not converted: "mesh": want a directory name, got 5$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("volfs info has no line matching %s:\n%s", want, out)
