@@ -45,11 +45,29 @@ const (
 // conversion holds in memory is a small multiple of it.
 const maxObjectBytes = 256 << 20
 
-// segmentationInfo is the part of a precomputed info naming object
-// directories.
-type segmentationInfo struct {
-	Skeletons string `json:"skeletons"`
-	Mesh      string `json:"mesh"`
+// objectDirNames returns the directories a precomputed info names by its
+// "skeletons" and "mesh" members, by member ("" when absent or null),
+// each read on its own: a member that is not a string is in bad with
+// why, and does not hide the other (an info whose "mesh" was 5 lost its
+// skeletons too).
+func objectDirNames(original []byte) (names, bad map[string]string) {
+	var info struct {
+		Skeletons json.RawMessage `json:"skeletons"`
+		Mesh      json.RawMessage `json:"mesh"`
+	}
+	names, bad = map[string]string{}, map[string]string{}
+	if json.Unmarshal(original, &info) != nil {
+		return names, bad
+	}
+	for member, raw := range map[string]json.RawMessage{"skeletons": info.Skeletons, "mesh": info.Mesh} {
+		var s *string
+		if err := json.Unmarshal(raw, &s); len(raw) > 0 && err != nil {
+			bad[member] = fmt.Sprintf("%q: want a directory name, got %.40s", member, raw)
+		} else if s != nil {
+			names[member] = *s
+		}
+	}
+	return names, bad
 }
 
 // objectViews returns the derived object views of a precomputed volume
@@ -60,16 +78,13 @@ func (d *volumeDir) objectViews() map[string]string {
 	if d.vol.Format != "precomputed" {
 		return nil
 	}
-	var info segmentationInfo
-	if json.Unmarshal(d.vol.Original, &info) != nil {
-		return nil
-	}
+	names, _ := objectDirNames(d.vol.Original)
 	v := map[string]string{}
-	if localName(info.Skeletons) {
-		v[SkeletonView] = info.Skeletons
+	if localName(names["skeletons"]) {
+		v[SkeletonView] = names["skeletons"]
 	}
-	if localName(info.Mesh) {
-		v[MeshOBJView], v[MeshPLYView] = info.Mesh, info.Mesh
+	if localName(names["mesh"]) {
+		v[MeshOBJView], v[MeshPLYView] = names["mesh"], names["mesh"]
 	}
 	return v
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 
 	"github.com/volfs/volfs/decode"
+	"github.com/volfs/volfs/decode/ngobj"
 	"github.com/volfs/volfs/fetcher"
 )
 
@@ -33,12 +34,13 @@ func (t *Tree) ObjectDirs(ctx context.Context, v *decode.Volume) []ObjectDir {
 	if v.Format != "precomputed" {
 		return nil
 	}
-	var si segmentationInfo
-	if json.Unmarshal(v.Original, &si) != nil {
-		return nil
-	}
+	names, bad := objectDirNames(v.Original)
 	var out []ObjectDir
-	for _, o := range []struct{ dir, kind string }{{si.Skeletons, "skeletons"}, {si.Mesh, "mesh"}} {
+	for _, o := range []struct{ dir, kind string }{{names["skeletons"], "skeletons"}, {names["mesh"], "mesh"}} {
+		if why, ok := bad[o.kind]; ok {
+			out = append(out, ObjectDir{Dir: path.Join(v.Dir, "info"), Note: "not converted: " + why})
+			continue
+		}
 		if o.dir == "" {
 			continue
 		}
@@ -74,6 +76,7 @@ func (t *Tree) describeObjectDir(ctx context.Context, od *ObjectDir, kind string
 	case err == nil:
 		err = json.Unmarshal(data, &info)
 	}
+
 	if err != nil {
 		od.Note = fmt.Sprintf("not converted: %s: %v", key, err)
 		return
@@ -89,7 +92,14 @@ func (t *Tree) describeObjectDir(ctx context.Context, od *ObjectDir, kind string
 	}
 	switch {
 	case kind == "skeletons" && (info.Type == "" || info.Type == "neuroglancer_skeletons"):
-		od.Views = SkeletonView
+		// What the view checks before it converts (transform, vertex
+		// attributes), so that info never promises a view that lists
+		// as EIO.
+		if _, err := ngobj.ParseSkeletonInfo(data); err != nil {
+			od.Note = fmt.Sprintf("not converted: %s: %v", key, err)
+		} else {
+			od.Views = SkeletonView
+		}
 	case kind == "mesh" && (info.Type == "" || info.Type == "neuroglancer_legacy_mesh"):
 		od.Views = MeshOBJView + " " + MeshPLYView
 	case kind == "mesh" && info.Type == "neuroglancer_multilod_draco":

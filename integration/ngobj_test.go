@@ -249,3 +249,113 @@ func TestShardingFalse(t *testing.T) {
 		t.Errorf("stat ann/annotations.csv: %v, want ENOENT (the by_id index is refused)", err)
 	}
 }
+
+// TestSkeletonWrappingCounts mounts a segmentation whose skeleton info
+// declares vertex attributes of 2^33-12 bytes a vertex in all and whose
+// skeleton of 8 bytes says 2^31 vertices: their size, 2^64 bytes, wrapped
+// to 0 and the conversion panicked slicing the positions (on 0d63a2d:
+// "panic in a FUSE handler: slice bounds out of range", no object named).
+// Now it is a refusal: cat reads EIO, one log line names the object, and
+// the mount serves on.
+func TestSkeletonWrappingCounts(t *testing.T) {
+	src := t.TempDir()
+	var attrs []string
+	for left := 1<<33 - 12; left > 0; {
+		n := min(left/4, 1<<16)
+		attrs = append(attrs, fmt.Sprintf(`{"id": "a%d", "data_type": "float32", "num_components": %d}`, len(attrs), n))
+		left -= 4 * n
+	}
+	writeSkeletons(t, src, `{"@type": "neuroglancer_skeletons", "vertex_attributes": [`+strings.Join(attrs, ", ")+`]}`, map[string]string{
+		"1": "\x00\x00\x00\x80\x00\x00\x00\x00",
+		"2": "\x00\x00\x00\x00\x00\x00\x00\x00",
+	})
+
+	s := startVolfs(t, "mount", src)
+	p := "seg/skeletons.swc/1.swc"
+	out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, p))
+	if err == nil || !strings.Contains(out, "Input/output error") {
+		t.Errorf("cat %s: got %v, %.80q, want EIO", p, err, out)
+	}
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(s.stderr.String(), "/seg/skel/1"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("log: no line naming /seg/skel/1:\n%s", s.stderr.String())
+			break
+		}
+	}
+	if out, err := runBounded(t, time.Minute, "cat", filepath.Join(s.mnt, "seg/skeletons.swc/2.swc")); err != nil || !strings.HasPrefix(out, "# volfs: SWC") {
+		t.Errorf("the mount no longer serves seg/skeletons.swc/2.swc: %v, %.80q", err, out)
+	}
+}
+
+// writeSkeletons writes under src a segmentation "seg" whose skeletons
+// are in "seg/skel", with the skeleton info and the objects by name.
+func writeSkeletons(t *testing.T, src, info string, objects map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(src, "seg", "skel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "seg", "info"), []byte(`{"type": "segmentation", "data_type": "uint64", "num_channels": 1, "skeletons": "skel",
+		"scales": [{"key": "s0", "size": [8, 8, 8], "resolution": [8, 8, 40], "voxel_offset": [0, 0, 0],
+		"chunk_sizes": [[8, 8, 8]], "encoding": "raw"}]}`))
+	writeFile(t, filepath.Join(src, "seg", "skel", "info"), []byte(info))
+	for name, b := range objects {
+		writeFile(t, filepath.Join(src, "seg", "skel", name), []byte(b))
+	}
+}
+
+// TestObjectInfoSkeletonRefused: a skeleton info whose vertex attribute
+// volfs does not read (float64) or whose transform is not 12 numbers
+// makes the view list as EIO; `volfs info` said the directory converts
+// to skeletons.swc. It now says it is not converted and why, naming the
+// field, as the view's log line does.
+func TestObjectInfoSkeletonRefused(t *testing.T) {
+	for name, c := range map[string]struct{ info, want string }{
+		"float64":   {`{"@type": "neuroglancer_skeletons", "vertex_attributes": [{"id": "radius", "data_type": "float64", "num_components": 1}]}`, `attribute "radius": data_type "float64" not supported`},
+		"transform": {`{"@type": "neuroglancer_skeletons", "transform": [1, 0, 0]}`, `transform has 3 numbers, want 12`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := t.TempDir()
+			writeSkeletons(t, src, c.info, map[string]string{"1": "\x00\x00\x00\x00\x00\x00\x00\x00"})
+			info := run(t, volfsBin, "info", src)
+			want := `(?m)^seg/skel +neuroglancer_skeletons +unsharded +not converted: seg/skel/info: .*` + regexp.QuoteMeta(c.want) + `$`
+			if !regexp.MustCompile(want).MatchString(info) {
+				t.Errorf("volfs info has no line matching %s:\n%s", want, info)
+			}
+			mnt := mountSource(t, src, fs.Options{})
+			if _, err := os.ReadDir(filepath.Join(mnt, "seg", "skeletons.swc")); err == nil || !strings.Contains(err.Error(), "input/output error") {
+				t.Errorf("ls seg/skeletons.swc: %v, want EIO", err)
+			}
+		})
+	}
+}
+
+// TestObjectDirOfWrongType: a segmentation info whose "mesh" is 5, not a
+// directory name, still shows its skeletons: the info was read as one
+// struct, so the bad member hid skeletons.swc too, and `volfs info`
+// listed no object directory, with no word of why. Now skeletons.swc
+// lists and converts its object, and `volfs info` names the bad member.
+func TestObjectDirOfWrongType(t *testing.T) {
+	src := t.TempDir()
+	writeSkeletons(t, src, `{"@type": "neuroglancer_skeletons"}`, map[string]string{"1": "\x00\x00\x00\x00\x00\x00\x00\x00"})
+	info, err := os.ReadFile(filepath.Join(src, "seg", "info"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "seg", "info"), []byte(strings.Replace(string(info), `"skeletons": "skel",`, `"skeletons": "skel", "mesh": 5,`, 1)))
+	out := run(t, volfsBin, "info", src)
+	for _, want := range []string{
+		`(?m)^seg/skel +neuroglancer_skeletons +unsharded +skeletons\.swc$`,
+		`(?m)^seg/info +- +- +not converted: "mesh": want a directory name, got 5$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("volfs info has no line matching %s:\n%s", want, out)
+		}
+	}
+	mnt := mountSource(t, src, fs.Options{})
+	if got := run(t, "ls", filepath.Join(mnt, "seg", "skeletons.swc")); got != "1.swc\n" {
+		t.Errorf("ls seg/skeletons.swc: %q, want 1.swc", got)
+	}
+	if got := run(t, "cat", filepath.Join(mnt, "seg", "skeletons.swc", "1.swc")); !strings.HasPrefix(got, "# volfs: SWC") {
+		t.Errorf("seg/skeletons.swc/1.swc reads %.80q", got)
+	}
+}

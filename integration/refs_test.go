@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +160,107 @@ func TestReferenceSetHostile(t *testing.T) {
 			t.Errorf("%s: the refusal does not name the reference set: %s", name, out)
 		}
 		t.Logf("%s: %s", name, strings.TrimSpace(out))
+	}
+}
+
+// TestReferenceSetTemplateBomb mounts a set of 400 KB whose 24576
+// references name distinct URLs built of one template of 64000 bytes:
+// expanded they are 1.5 GB, which the mount held (its RSS past 1.5 GiB)
+// before it was refused or served. It is refused (volfs info, which reads
+// a set as mount does) with exit 1, a message naming a key and the bound
+// on what templates make, and the process's peak RSS under 768 MiB.
+func TestReferenceSetTemplateBomb(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"version": 1, "templates": {"t": "%s"}, "refs": {".zgroup": "{\"zarr_format\": 2}"`, strings.Repeat("d", 64000))
+	for i := range 24576 {
+		fmt.Fprintf(&b, `, "a/%d": ["{{t}}/%d", 0, 1]`, i, i)
+	}
+	b.WriteString("}}")
+	writeFile(t, filepath.Join(dir, "refs.json"), []byte(b.String()))
+	// volfs info reads the set as a mount does, and exits either way.
+	cmd := exec.Command(volfsBin, "info", filepath.Join(dir, "refs.json"))
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `key "a/`) || !strings.Contains(string(out), "templates and gen expand to more than") {
+		t.Errorf("volfs info: %v, %.300s; want exit 1 naming a key and the bound on what templates make", err, out)
+	}
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10; rss > 768<<20 {
+		t.Errorf("peak RSS %d MiB, want under 768 MiB", rss>>20)
+	} else {
+		t.Logf("peak RSS %d MiB", rss>>20)
+	}
+}
+
+// TestReferenceSetGenPython mounts a version 1 set whose gen offsets use
+// // on negative numbers, "{{ (i - 3) // 2 * 8 + 16 }}", and reads every
+// chunk with cat: each equals what fsspec's ReferenceFileSystem (which
+// renders gen with jinja2, Python's floor division) reads for the key.
+// Go's truncating division made key a/0's offset 8, not 0: the mount
+// served bytes 8-15 where fsspec reads 0-7.
+func TestReferenceSetGenPython(t *testing.T) {
+	requireFUSE(t)
+	requirePython(t)
+	if out, err := runErr(python, "-c", "import fsspec, jinja2"); err != nil {
+		testenv.Unavailable(t, "python3-fsspec and python3-jinja2 unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	data := make([]byte, 64)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	writeFile(t, filepath.Join(dir, "data.bin"), data)
+	writeFile(t, filepath.Join(dir, "refs.json"), []byte(`{"version": 1, "refs": {".zgroup": "{\"zarr_format\": 2}",
+		"a/.zarray": "{\"zarr_format\": 2, \"shape\": [32], \"chunks\": [8], \"dtype\": \"|u1\", \"compressor\": null, \"filters\": null, \"fill_value\": 0, \"order\": \"C\"}"},
+		"gen": [{"key": "a/{{i}}", "url": "data.bin", "offset": "{{ (i - 3) // 2 * 8 + 16 }}", "length": "8", "dimensions": {"i": {"stop": 4}}}]}`))
+	s := startVolfs(t, "mount", filepath.Join(dir, "refs.json"))
+	for i := range 4 {
+		key := fmt.Sprintf("a/%d", i)
+		// fsspec resolves a relative target against its working directory.
+		want, err := runErr(python, "-c", `import os, sys, fsspec; os.chdir(sys.argv[2]); sys.stdout.buffer.write(fsspec.filesystem("reference", fo="refs.json").cat(sys.argv[1]))`, key, dir)
+		if err != nil {
+			t.Fatalf("fsspec: %v\n%s", err, want)
+		}
+		if got := run(t, "cat", filepath.Join(s.mnt, key)); got != want {
+			t.Errorf("%s reads %v, fsspec %v", key, []byte(got), []byte(want))
+		}
+	}
+}
+
+// TestReferenceSetGenListNames mounts a set that Python's json.dump wrote
+// (non-ASCII as \u escapes) whose gen runs over a list of file names,
+// "données_0.bin" and "données_1.bin", and reads each chunk with cat: it
+// equals what fsspec's ReferenceFileSystem reads. The names were kept
+// escaped ("donn\u00e9es_0.bin", no such file): every chunk read as EIO.
+func TestReferenceSetGenListNames(t *testing.T) {
+	requireFUSE(t)
+	requirePython(t)
+	if out, err := runErr(python, "-c", "import fsspec, jinja2"); err != nil {
+		testenv.Unavailable(t, "python3-fsspec and python3-jinja2 unavailable: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	run(t, python, "-c", `import json, os, sys
+os.chdir(sys.argv[1])
+for k in range(2):
+    open("données_%d.bin" % k, "wb").write(bytes(range(16 * k, 16 * k + 16)))
+za = {"zarr_format": 2, "shape": [16], "chunks": [8], "dtype": "|u1", "compressor": None, "filters": None, "fill_value": 0, "order": "C"}
+json.dump({"version": 1, "refs": {".zgroup": json.dumps({"zarr_format": 2}), "a/.zarray": json.dumps(za)},
+           "gen": [{"key": "a/{{i}}", "url": "{{f}}", "offset": "{{i * 8}}", "length": "8",
+                    "dimensions": {"f": ["données_0.bin", "données_1.bin"], "i": [0, 1]}}]}, open("refs.json", "w"))`, dir)
+	if b, _ := os.ReadFile(filepath.Join(dir, "refs.json")); !strings.Contains(string(b), `donn\u00e9es`) {
+		t.Fatalf("json.dump did not escape the names: %s", b)
+	}
+	s := startVolfs(t, "mount", filepath.Join(dir, "refs.json"))
+	for i := range 2 {
+		key := fmt.Sprintf("a/%d", i)
+		want, err := runErr(python, "-c", `import os, sys, fsspec; os.chdir(sys.argv[2]); sys.stdout.buffer.write(fsspec.filesystem("reference", fo="refs.json").cat(sys.argv[1]))`, key, dir)
+		if err != nil {
+			t.Fatalf("fsspec: %v\n%s", err, want)
+		}
+		got, err := runErr("cat", filepath.Join(s.mnt, key))
+		if err != nil || got != want {
+			t.Errorf("%s reads %q, %v; fsspec %v", key, got, err, []byte(want))
+		}
 	}
 }
 

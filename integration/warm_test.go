@@ -83,6 +83,17 @@ func warmSummaryOf(t *testing.T, out string) (fetched, cached, missing, failed i
 	return
 }
 
+// TestWarmNeedsCacheDir: `volfs warm` without --cache-dir exits 1 with
+// one line that says what it needs, prefixed once (it read "volfs: volfs
+// warm: --cache-dir is required"), and fetches nothing.
+func TestWarmNeedsCacheDir(t *testing.T) {
+	out, err := runBounded(t, time.Minute, volfsBin, "warm", t.TempDir())
+	want := "volfs: warm needs --cache-dir: it fills the disk cache that a mount with the same --cache-dir reads (--dry-run needs none)\n"
+	if err == nil || out != want {
+		t.Errorf("volfs warm without --cache-dir: %v, %q; want exit 1 and %q", err, out, want)
+	}
+}
+
 // TestWarm: `volfs warm` of a layer over HTTP stages every chunk in the
 // disk cache, names the chunk that fails with a non-zero exit, skips what
 // is cached when run again, and a mount with the same --cache-dir then

@@ -29,11 +29,12 @@ EXAMPLES:
    volfs mount --cache-size 2GiB https://example.org/datasets/brain/image /mnt/image
    volfs mount --endpoint-url http://127.0.0.1:8333 s3://bucket/brain /mnt/brain`,
 	"demo": `Generates a sample volume in memory, serves it on loopback HTTP and mounts it at
-MOUNTPOINT (default: a new temporary directory). Needs no data and no network.
+MOUNTPOINT (default: a new temporary directory). Needs no data and no network. It serves
+until Ctrl-C or umount MOUNTPOINT, then exits.
 
 EXAMPLES:
-   volfs demo
-   volfs demo /tmp/demo && ls /tmp/demo/image/8_8_8`,
+   volfs demo                  # prints the mountpoint and what to try, in another terminal
+   volfs demo /tmp/demo &      # then: ls /tmp/demo/image/8_8_8; umount /tmp/demo`,
 	"info": sourceHelp + `
 
 Exits non-zero when SOURCE holds no volume.

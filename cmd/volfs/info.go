@@ -93,8 +93,11 @@ func printObjects(objects []fs.ObjectDir) error {
 	fmt.Fprintln(w, "\nOBJECTS\tTYPE\tSTORAGE\tVIEWS")
 	for _, o := range objects {
 		storage := "unsharded"
-		if o.Sharding != "" {
+		switch {
+		case o.Sharding != "":
 			storage = "sharded(" + o.Sharding + ")"
+		case o.Type == "":
+			storage = "-" // its info was not read: nothing is known
 		}
 		views := o.Views
 		if o.Note != "" {

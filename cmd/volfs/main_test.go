@@ -271,3 +271,26 @@ func TestReadmePython(t *testing.T) {
 		}
 	}
 }
+
+// TestSizesNamesEverySizeFlag: every flag whose help says its value is a
+// size ("see SIZES") is named in the SIZES paragraph of --help and the
+// man page, and the paragraph names no other (--passthrough-min-size was
+// left out of it).
+func TestSizesNamesEverySizeFlag(t *testing.T) {
+	head, _, _ := strings.Cut(sizeUnits, ")")
+	named := map[string]bool{}
+	for _, n := range strings.Split(strings.TrimPrefix(head, "SIZES ("), ",") {
+		named[strings.TrimSpace(n)] = true
+	}
+	for _, d := range flagTable() {
+		name := "--" + d.flag.Names()[0]
+		usage := d.flag.(interface{ GetUsage() string }).GetUsage()
+		if strings.Contains(usage, "see SIZES") != named[name] {
+			t.Errorf("%s: help %q; SIZES names it: %v", name, usage, named[name])
+		}
+		delete(named, name)
+	}
+	for n := range named {
+		t.Errorf("SIZES names %s, which is no flag", n)
+	}
+}

@@ -9,11 +9,12 @@ import (
 )
 
 // sizeUnits is the help text on sizes, shown by --help and the man page.
-const sizeUnits = `SIZES (--cache-size, --read-ahead, --disk-cache-size, --min-rate) are a number and a unit:
-KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000; a bare K, M, G or T
-is KiB, MiB, GiB or TiB, as dd(1) and rclone read them; no unit (or B) is bytes. Units are
-case-insensitive and a space may come before them: 512MiB, 1.5GiB, 100MB, 2G, 1048576.
-Anything else (NaN, Inf, a sign, an exponent, 1,000) is refused.`
+const sizeUnits = `SIZES (--cache-size, --read-ahead, --disk-cache-size, --min-rate,
+--passthrough-min-size) are a number and a unit: KiB, MiB, GiB, TiB are powers of 1024;
+KB, MB, GB, TB powers of 1000; a bare K, M, G or T is KiB, MiB, GiB or TiB, as dd(1) and
+rclone read them; no unit (or B) is bytes. Units are case-insensitive and a space may come
+before them: 512MiB, 1.5GiB, 100MB, 2G, 1048576. Anything else (NaN, Inf, a sign, an
+exponent, 1,000) is refused.`
 
 // sizeRE is what parseSize accepts before handing the text to humanize:
 // digits with an optional fraction, and letters for the unit. It keeps out

@@ -143,7 +143,7 @@ func runWarm(c *cli.Context) error {
 	}
 	dryRun := c.Bool("dry-run")
 	if c.String("cache-dir") == "" && !dryRun {
-		return errors.New("volfs warm: --cache-dir is required: warm fills the disk cache that a mount with the same --cache-dir reads")
+		return errors.New("warm needs --cache-dir: it fills the disk cache that a mount with the same --cache-dir reads (--dry-run needs none)")
 	}
 	bbox, err := parseBBox(c.String("bbox"))
 	if err != nil {

@@ -132,11 +132,18 @@ func SkeletonSWC(si *SkeletonInfo, name string, b []byte) ([]byte, error) {
 	}
 	nv := uint64(binary.LittleEndian.Uint32(b))
 	ne := uint64(binary.LittleEndian.Uint32(b[4:]))
-	want := 8 + 12*nv + 8*ne
+	// The bytes of one vertex, its attributes included: a sum of at most
+	// 2^18 a attribute, which cannot wrap, unlike its product with nv
+	// (2^31 vertices of 2^33 bytes each would sum to 2^64, wrapped to 0).
+	stride := uint64(12)
 	for _, a := range si.VertexAttributes {
-		want += nv * uint64(a.NumComponents) * uint64(dtypeSize(a.DataType))
+		stride += uint64(a.NumComponents) * uint64(dtypeSize(a.DataType))
 	}
-	if want != uint64(len(b)) {
+	if nv > uint64(len(b))/stride {
+		return nil, fmt.Errorf("%w: skeleton %s: %d vertices of %d bytes each (%d attributes) take more than the object's %d bytes",
+			ErrCorrupt, name, nv, stride, len(si.VertexAttributes), len(b))
+	}
+	if want := 8 + stride*nv + 8*ne; want != uint64(len(b)) {
 		return nil, fmt.Errorf("%w: skeleton %s: %d vertices, %d edges and %d attributes take %d bytes, object has %d",
 			ErrCorrupt, name, nv, ne, len(si.VertexAttributes), want, len(b))
 	}

@@ -3,6 +3,7 @@ package ngobj
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -158,5 +159,30 @@ func TestParseManifest(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Errorf("ParseManifest(%s): %v, want an error wrapping ErrCorrupt", tc.in, err)
 		}
+	}
+}
+
+// TestSkeletonSWCWrappingCounts holds a skeleton whose info declares
+// 32768 vertex attributes of 2^33-12 bytes a vertex in all (2^33 with
+// its position): 2^31
+// vertices of it take 2^64 bytes, which wrapped to 0 made an object of
+// 8 bytes look whole and panicked slicing its positions. It is refused,
+// naming the vertices and the object's size.
+func TestSkeletonSWCWrappingCounts(t *testing.T) {
+	var attrs []string
+	for left := 1<<33 - 12; left > 0; {
+		n := min(left/4, 1<<16)
+		attrs = append(attrs, fmt.Sprintf(`{"id":"a%d","data_type":"float32","num_components":%d}`, len(attrs), n))
+		left -= 4 * n
+	}
+	si, err := ParseSkeletonInfo([]byte(`{"vertex_attributes":[` + strings.Join(attrs, ",") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := binary.LittleEndian.AppendUint32(nil, 1<<31)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	_, err = SkeletonSWC(si, "wrap", b)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "2147483648 vertices") {
+		t.Errorf("err %v, want ErrCorrupt naming 2147483648 vertices", err)
 	}
 }

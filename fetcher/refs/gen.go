@@ -2,7 +2,10 @@ package refs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -54,7 +57,14 @@ func (p *parser) gen(raw json.RawMessage) error {
 		var list []json.RawMessage
 		if json.Unmarshal(v, &list) == nil {
 			for _, e := range list {
-				s := strings.Trim(string(e), `"`)
+				// A string is its value, escapes undone (Python's json
+				// writes é as \u00e9); a number is its text.
+				s := string(e)
+				if len(e) > 0 && e[0] == '"' {
+					if err := json.Unmarshal(e, &s); err != nil {
+						return fmt.Errorf("refs: gen: dimension %q: %w", name, err)
+					}
+				}
 				d.vals = append(d.vals, s)
 			}
 			if d.vals == nil {
@@ -119,6 +129,13 @@ func (p *parser) gen(raw json.RawMessage) error {
 		}
 		if r.Offset < 0 || r.Length < 0 {
 			return fmt.Errorf("refs: gen %q: negative offset or length", key)
+		}
+		made := len(key)
+		if _, ok := p.m.urlIdx[r.URL]; !ok {
+			made += len(r.URL)
+		}
+		if err := p.spend(made); err != nil {
+			return fmt.Errorf("refs: gen %q: %w", key, err)
 		}
 		if err := p.m.Add(key, r); err != nil {
 			return err
@@ -186,7 +203,10 @@ func (p *parser) expand(s string, vars map[string]string) (string, error) {
 }
 
 // evalInt evaluates an integer expression of names, integers, + - * //
-// % and parentheses (the arithmetic fsspec's gen examples use).
+// % and parentheses (the arithmetic fsspec's gen examples use), as
+// Python (jinja2, which fsspec renders gen with) does: // and % floor
+// toward negative infinity, and a result past int64, which Python holds
+// whole, is refused rather than wrapped to another offset.
 func evalInt(expr string, vars map[string]string) (int64, error) {
 	e := &exprParser{s: expr, vars: vars}
 	v, err := e.sum(0)
@@ -222,11 +242,16 @@ func (e *exprParser) sum(depth int) (int64, error) {
 		e.i++
 		var w int64
 		if w, err = e.product(depth); err == nil {
-			if op == '+' {
-				v += w
-			} else {
-				v -= w
+			if op == '-' {
+				w = -w
+				if w == math.MinInt64 {
+					return 0, errOverflow
+				}
 			}
+			if (w > 0 && v > math.MaxInt64-w) || (w < 0 && v < math.MinInt64-w) {
+				return 0, errOverflow
+			}
+			v += w
 		}
 	}
 	return 0, err
@@ -252,16 +277,39 @@ func (e *exprParser) product(depth int) (int64, error) {
 		}
 		switch {
 		case op == "*":
+			hi, lo := bits.Mul64(uint64(abs(v)), uint64(abs(w)))
+			if hi != 0 || lo > math.MaxInt64 || v == math.MinInt64 || w == math.MinInt64 {
+				return 0, errOverflow
+			}
 			v *= w
 		case w == 0:
 			return 0, fmt.Errorf("division by zero")
+		case v == math.MinInt64 && w == -1:
+			return 0, errOverflow
 		case op == "//":
-			v /= w
+			q := v / w
+			if v%w != 0 && (v < 0) != (w < 0) {
+				q--
+			}
+			v = q
 		default:
-			v %= w
+			r := v % w
+			if r != 0 && (r < 0) != (w < 0) {
+				r += w
+			}
+			v = r
 		}
 	}
 	return 0, err
+}
+
+var errOverflow = errors.New("integer overflow")
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 func (e *exprParser) atom(depth int) (int64, error) {

@@ -19,6 +19,13 @@ type Limits struct {
 	MaxRefs int
 	// MaxDepth bounds the nesting of an inline JSON value (default 64).
 	MaxDepth int
+	// MaxExpanded bounds the bytes templates and gen make: the target
+	// URLs with templates, as expanded (each distinct one once), and the
+	// keys and new URLs gen makes (default 256 MiB). A set's own keys and
+	// URLs are bounded by its size; what expansion makes is not, so that
+	// a template of 60 KiB named by a million short URLs would otherwise
+	// hold 60 GB.
+	MaxExpanded int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -27,6 +34,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = 64
+	}
+	if l.MaxExpanded <= 0 {
+		l.MaxExpanded = 256 << 20
 	}
 	return l
 }
@@ -126,7 +136,13 @@ func ParseKerchunk(r io.Reader, lim Limits) (*Manifest, error) {
 		return nil, fmt.Errorf("refs: data after the reference set")
 	}
 	_ = version
-	if err := p.m.expandURLs(func(u string) (string, error) { return p.expand(u, nil) }); err != nil {
+	if err := p.m.expandURLs(func(u string) (string, error) {
+		x, err := p.expand(u, nil)
+		if err == nil {
+			err = p.spend(len(x))
+		}
+		return x, err
+	}); err != nil {
 		return nil, err
 	}
 	for _, g := range gens {
@@ -142,6 +158,15 @@ type parser struct {
 	lim       Limits
 	m         *Manifest
 	templates map[string]string
+	expanded  int64 // bytes templates and gen have made, bounded by lim.MaxExpanded
+}
+
+// spend counts n bytes made by templates or gen against lim.MaxExpanded.
+func (p *parser) spend(n int) error {
+	if p.expanded += int64(n); p.expanded > p.lim.MaxExpanded {
+		return fmt.Errorf("templates and gen expand to more than %d bytes of keys and URLs", p.lim.MaxExpanded)
+	}
+	return nil
 }
 
 func (p *parser) key() (string, error) {

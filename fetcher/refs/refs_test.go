@@ -76,6 +76,47 @@ func TestParseGenListsAndProduct(t *testing.T) {
 	wantRef(t, m, "v/b.5", Ref{URL: "f_b.h5", Offset: 55, Length: 10})
 }
 
+// TestParseGenListEscapes: a list dimension's strings are their values,
+// as fsspec reads them: Python's json.dump writes "données" as
+// "donn\u00e9es", which was kept escaped (a URL of no file, EIO), and a
+// quote inside a name kept its backslash.
+func TestParseGenListEscapes(t *testing.T) {
+	m := parse(t, `{"version": 1, "gen": [{"key": "v/{{n}}", "url": "{{f}}.bin", "offset": "0", "length": "1",
+	  "dimensions": {"f": ["donn\u00e9es", "a\"b"], "n": [7]}}]}`)
+	if m.Len() != 1 {
+		t.Fatalf("%d keys, want 1", m.Len())
+	}
+	wantRef(t, m, "v/7", Ref{URL: `a"b.bin`, Length: 1})
+	m = parse(t, `{"version": 1, "gen": [{"key": "v/{{f}}", "url": "{{f}}.bin", "offset": "0", "length": "1",
+	  "dimensions": {"f": ["donn\u00e9es", 3]}}]}`)
+	wantRef(t, m, "v/données", Ref{URL: "données.bin", Length: 1})
+	wantRef(t, m, "v/3", Ref{URL: "3.bin", Length: 1})
+}
+
+// TestEvalIntPython: gen arithmetic is Python's, as jinja2 renders it for
+// fsspec: // and % floor toward negative infinity (Go's truncate, which
+// made (0-3)//2 -1, not -2, and read another range of the target), and
+// a result past int64 is refused, not wrapped. The values are jinja2
+// 3.1's.
+func TestEvalIntPython(t *testing.T) {
+	vars := map[string]string{"i": "0", "big": "9223372036854775807"}
+	for expr, want := range map[string]int64{
+		"(i - 3) // 2 + 10": 8, "(i - 3) % 4 * 100": 100, "7 // (0 - 2)": -4, "(i - 7) % (0 - 3)": -1,
+		"7 // 2": 3, "7 % 3": 1, "(0 - 7) // (0 - 2)": 3, "(0 - 7) % (0 - 2)": -1, "6 // (0 - 3)": -2, "(0 - 6) % 3": 0,
+		"big - 1 + 1": 9223372036854775807, "3037000499 * 3037000499": 9223372030926249001,
+	} {
+		got, err := evalInt(expr, vars)
+		if err != nil || got != want {
+			t.Errorf("%s = %d, %v; want %d", expr, got, err, want)
+		}
+	}
+	for _, expr := range []string{"big + 1", "0 - big - 2", "3037000500 * 3037000500", "big * 2", "(0 - big - 1) // (0 - 1)", "(0 - big - 1) * (0 - 1)"} {
+		if got, err := evalInt(expr, vars); !errors.Is(err, errOverflow) {
+			t.Errorf("%s = %d, %v; want an overflow refused", expr, got, err)
+		}
+	}
+}
+
 // TestParseRefuses: hostile sets are refused quickly, naming the problem.
 func TestParseRefuses(t *testing.T) {
 	for name, c := range map[string]struct{ body, want string }{
@@ -102,6 +143,35 @@ func TestParseRefuses(t *testing.T) {
 	}
 	if _, err := ParseKerchunk(strings.NewReader(`[1]`), Limits{}); !errors.Is(err, ErrNotReferenceSet) {
 		t.Errorf("an array: %v, want ErrNotReferenceSet", err)
+	}
+}
+
+// TestParseExpansionBound: what templates and gen make is bounded in
+// bytes, naming the key: a template of 60 KiB named by 100 distinct short
+// URLs (6 MB made of 2 KB of JSON; a million of them held 60 GB), and a
+// gen of 1000 keys each of a 4000-byte template. A gen of many keys
+// sharing one URL counts that URL once, and the two bounds are met
+// exactly when allowed.
+func TestParseExpansionBound(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"version": 1, "templates": {"t": "%s"}, "refs": {".zgroup": "{}"`, strings.Repeat("x", 60000))
+	for i := range 100 {
+		fmt.Fprintf(&b, `, "a/%d": ["{{t}}/%d", 0, 1]`, i, i)
+	}
+	b.WriteString("}}")
+	lim := Limits{MaxExpanded: 5 << 20}
+	if _, err := ParseKerchunk(strings.NewReader(b.String()), lim); err == nil || !strings.Contains(err.Error(), `key "a/`) || !strings.Contains(err.Error(), "expand to more than 5242880 bytes") {
+		t.Errorf("templates: err %v, want a refusal naming a key and the bound", err)
+	}
+	if _, err := ParseKerchunk(strings.NewReader(b.String()), Limits{MaxExpanded: 100 * 60003}); err != nil {
+		t.Errorf("templates within the bound: %v", err)
+	}
+	gen := fmt.Sprintf(`{"version": 1, "templates": {"k": "%s"}, "gen": [{"key": "{{k}}/{{i}}", "url": "f", "offset": "0", "length": "1", "dimensions": {"i": {"stop": 1000}}}]}`, strings.Repeat("k", 4000))
+	if _, err := ParseKerchunk(strings.NewReader(gen), Limits{MaxExpanded: 1 << 20}); err == nil || !strings.Contains(err.Error(), "refs: gen") || !strings.Contains(err.Error(), "expand to more than") {
+		t.Errorf("gen: err %v, want a refusal naming the gen key and the bound", err)
+	}
+	if m, err := ParseKerchunk(strings.NewReader(gen), Limits{MaxExpanded: 1 + 1000*4001 + 2890}); err != nil || m.Len() != 1000 {
+		t.Errorf("gen within the bound: %v", err)
 	}
 }
 
