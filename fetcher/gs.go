@@ -599,5 +599,37 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	wd.limit(n, minRate)
 	resp.Body = wd.body(resp.Body, metricsFrom(ctx), true)
+	if max, ok := req.Context().Value(bodyCapKey{}).(int64); ok {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, max: max}
+	}
 	return resp, nil
+}
+
+type bodyCapKey struct{}
+
+// withBodyCap returns ctx carrying a bound of max bytes on the body of
+// each reply to a request made with it (stallTransport): a reader of a
+// longer body gets an error wrapping ErrTooLarge in place of the bytes
+// past max, for replies that a client (an SDK's XML decoder) reads whole
+// into memory.
+func withBodyCap(ctx context.Context, max int64) context.Context {
+	return context.WithValue(ctx, bodyCapKey{}, max)
+}
+
+// cappedBody is a body of at most max bytes (withBodyCap).
+type cappedBody struct {
+	io.ReadCloser
+	max, read int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	// One byte more than the bound tells a body of exactly max bytes
+	// from a longer one.
+	p = p[:min(int64(len(p)), b.max-b.read+1)]
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	if over := b.read - b.max; over > 0 {
+		return n - int(over), fmt.Errorf("reply of more than %d bytes: %w", b.max, ErrTooLarge)
+	}
+	return n, err
 }

@@ -359,9 +359,10 @@ const s3PageSize = 1000
 
 // S3MaxListPages and S3MaxListEntries bound one List: a directory of more
 // than a million entries, or a server that keeps saying "truncated", is
-// refused with an error after at most S3MaxListPages pages (or
-// S3MaxListBytes of names), instead of
-// growing for ever. A continuation token that comes back a second time ends
+// refused with an error after at most S3MaxListPages pages, or once it
+// holds more than S3MaxListEntries entries or S3MaxListBytes of names
+// (checked after every page, the last one too), instead of growing for
+// ever. A continuation token that comes back a second time ends
 // the listing at once with an error. A key directory of a volume holds one
 // entry per chunk or shard: a million is 2^20 chunks in one directory.
 const (
@@ -369,6 +370,13 @@ const (
 	S3MaxListEntries = 1 << 20
 	S3MaxListBytes   = 64 << 20 // of names
 )
+
+// s3MaxListReply bounds the bytes of one listing page's reply, which the
+// SDK decodes whole into memory: a page of S3 holds at most 1000 keys of
+// at most 1024 bytes, each with its size, ETag, date and owner, about
+// 3 MiB. A longer reply (a server that ignores max-keys) is refused
+// (ErrTooLarge) when it passes the bound, before it is held whole.
+const s3MaxListReply = 16 << 20
 
 // List lists the prefix with ListObjectsV2 and the delimiter "/", page by
 // page (one page's reply held at a time): objects are files with their
@@ -393,7 +401,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 	for {
 		var page *s3.ListObjectsV2Output
 		err := s.do(ctx, "list", prefix+"/", 0, func(ctx context.Context, c *s3.Client) error {
-			out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+			out, err := c.ListObjectsV2(withBodyCap(ctx, s3MaxListReply), &s3.ListObjectsV2Input{
 				Bucket: &s.bucket, Prefix: aws.String(dir), Delimiter: aws.String("/"),
 				MaxKeys: aws.Int32(s3PageSize), ContinuationToken: token, RequestPayer: s.payer(),
 			})
@@ -422,16 +430,19 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 			entries = append(entries, Entry{Name: name, Size: aws.ToInt64(o.Size), ID: s3Identity(o.ETag, nil)})
 			names += len(name)
 		}
+		pages++
+		if len(entries) > S3MaxListEntries || names > S3MaxListBytes {
+			return nil, fmt.Errorf("list %s/%s/: more than %d entries or %d bytes of names: listing refused", s, prefix, S3MaxListEntries, S3MaxListBytes)
+		}
 		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {
 			break
 		}
 		next := aws.ToString(page.NextContinuationToken)
-		pages++
 		switch {
 		case seen[next]:
 			return nil, fmt.Errorf("list %s/%s/: the server sent continuation token %.40q again after %d pages: a listing that would never end", s, prefix, next, pages)
-		case pages >= S3MaxListPages || len(entries) > S3MaxListEntries || names > S3MaxListBytes:
-			return nil, fmt.Errorf("list %s/%s/: more than %d pages, %d entries or %d bytes of names: listing refused", s, prefix, S3MaxListPages, S3MaxListEntries, S3MaxListBytes)
+		case pages >= S3MaxListPages:
+			return nil, fmt.Errorf("list %s/%s/: more than %d pages: listing refused", s, prefix, S3MaxListPages)
 		}
 		seen[next] = true
 		token = page.NextContinuationToken

@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -482,6 +483,87 @@ func TestS3ListEndless(t *testing.T) {
 		if d := time.Since(start); d > 60*time.Second {
 			t.Errorf("fresh tokens %v: listing took %v", fresh, d)
 		}
+	}
+}
+
+// listServer starts a loopback server that answers every listing with
+// page (HEAD, the bucket's region probe, with nothing), and returns an
+// anonymous s3://b fetcher of it.
+func listServer(t *testing.T, page func(w io.Writer, r *http.Request)) *S3 {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "HEAD" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/xml")
+		page(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	s, err := NewS3("s3://b", S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true,
+		BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestS3ListHugePage checks that a listing page whose reply runs past
+// s3MaxListReply (a server that ignores max-keys: one page, not
+// truncated, of 24 MiB) is refused with ErrTooLarge, once, instead of
+// being decoded whole (on 0d63a2d
+// a page of 3 million prefixes was taken whole, 765 MiB of heap, past
+// S3MaxListEntries too).
+func TestS3ListHugePage(t *testing.T) {
+	s3Env(t, "")
+	var sent, asked atomic.Int64
+	s := listServer(t, func(w io.Writer, r *http.Request) {
+		asked.Add(1)
+		bw := bufio.NewWriter(w)
+		defer bw.Flush()
+		fmt.Fprint(bw, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><IsTruncated>false</IsTruncated>`)
+		for i := 0; sent.Load() < 24<<20; i++ {
+			n, err := fmt.Fprintf(bw, `<CommonPrefixes><Prefix>p%09d/</Prefix></CommonPrefixes>`, i)
+			if err != nil {
+				return
+			}
+			sent.Add(int64(n))
+		}
+		fmt.Fprint(bw, `</ListBucketResult>`)
+	})
+	entries, err := s.List(context.Background(), "")
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "s3://b") {
+		t.Fatalf("got %d entries, error %v; want an error naming the listing, wrapping %v", len(entries), err, ErrTooLarge)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the page was asked for %d times, want once (a reply too large is not retried)", n)
+	}
+}
+
+// TestS3ListLastPageBound checks that S3MaxListEntries holds on the
+// last page of a listing too: pages of 1000 keys, the one that passes the
+// bound not truncated, end with an error, not with more entries than the
+// bound (on 0d63a2d the bound was checked only before asking for another
+// page).
+func TestS3ListLastPageBound(t *testing.T) {
+	s3Env(t, "")
+	last := S3MaxListEntries/1000 + 1
+	var pages atomic.Int64
+	s := listServer(t, func(w io.Writer, r *http.Request) {
+		n := int(pages.Add(1))
+		bw := bufio.NewWriter(w)
+		defer bw.Flush()
+		fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><IsTruncated>%v</IsTruncated><NextContinuationToken>t%d</NextContinuationToken>`, n < last, n)
+		for i := range 1000 {
+			fmt.Fprintf(bw, `<Contents><Key>k%d-%d</Key><Size>1</Size></Contents>`, n, i)
+		}
+		fmt.Fprint(bw, `</ListBucketResult>`)
+	})
+	entries, err := s.List(context.Background(), "")
+	if err == nil || !strings.Contains(err.Error(), "s3://b") {
+		t.Fatalf("got %d entries (bound %d), error %v; want an error naming the listing", len(entries), S3MaxListEntries, err)
+	}
+	if n := pages.Load(); n != int64(last) {
+		t.Errorf("%d pages asked for, want %d", n, last)
 	}
 }
 
