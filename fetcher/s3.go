@@ -362,8 +362,9 @@ const s3PageSize = 1000
 // refused with an error after at most S3MaxListPages pages, or once it
 // holds more than S3MaxListEntries entries or S3MaxListBytes of names
 // (checked after every page, the last one too), instead of growing for
-// ever. A continuation token that comes back a second time ends
-// the listing at once with an error. A key directory of a volume holds one
+// ever. A continuation token that comes back a second time, or a page
+// said to be truncated that gives none, ends the listing at once with an
+// error: a listing is whole or refused, never a part of it. A key directory of a volume holds one
 // entry per chunk or shard: a million is 2^20 chunks in one directory.
 const (
 	S3MaxListPages   = 2000
@@ -434,11 +435,13 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 		if len(entries) > S3MaxListEntries || names > S3MaxListBytes {
 			return nil, fmt.Errorf("list %s/%s/: more than %d entries or %d bytes of names: listing refused", s, prefix, S3MaxListEntries, S3MaxListBytes)
 		}
-		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {
+		if !aws.ToBool(page.IsTruncated) {
 			break
 		}
 		next := aws.ToString(page.NextContinuationToken)
 		switch {
+		case next == "":
+			return nil, fmt.Errorf("list %s/%s/: the server said page %d was truncated and sent no continuation token: the rest of the listing cannot be asked for", s, prefix, pages)
 		case seen[next]:
 			return nil, fmt.Errorf("list %s/%s/: the server sent continuation token %.40q again after %d pages: a listing that would never end", s, prefix, next, pages)
 		case pages >= S3MaxListPages:

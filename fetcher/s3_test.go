@@ -567,6 +567,23 @@ func TestS3ListLastPageBound(t *testing.T) {
 	}
 }
 
+// TestS3ListTruncatedNoToken checks that a page said to be truncated
+// that gives no continuation token ends the listing with an error, rather
+// than a listing of its first page taken as whole (on 0d63a2d, k0 alone,
+// no error: a kept and shared answer that hid every later key).
+func TestS3ListTruncatedNoToken(t *testing.T) {
+	s3Env(t, "")
+	for _, token := range []string{"", "<NextContinuationToken></NextContinuationToken>"} {
+		s := listServer(t, func(w io.Writer, r *http.Request) {
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix>d/</Prefix><IsTruncated>true</IsTruncated>%s<Contents><Key>d/k0</Key><Size>1</Size></Contents></ListBucketResult>`, token)
+		})
+		entries, err := s.List(context.Background(), "d")
+		if err == nil || errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), "s3://b/d/") {
+			t.Errorf("token %q: got %v, error %v; want an error naming the listing", token, entries, err)
+		}
+	}
+}
+
 // TestS3StallOptionsPerFetcher checks that two s3:// fetchers sharing one
 // client (same endpoint and bucket) each keep their own stall timeout: the
 // first one's does not win for the second.
