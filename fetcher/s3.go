@@ -364,7 +364,9 @@ const s3PageSize = 1000
 // (checked after every page, the last one too), instead of growing for
 // ever. A continuation token that comes back a second time, or a page
 // said to be truncated that gives none, ends the listing at once with an
-// error: a listing is whole or refused, never a part of it. A key directory of a volume holds one
+// error: a listing is whole or refused, never a part of it. So does a
+// reply that is not a listing (an empty body, a page of HTML, an <Error>
+// sent with 200), which is never taken for an empty directory. A key directory of a volume holds one
 // entry per chunk or shard: a million is 2^20 chunks in one directory.
 const (
 	S3MaxListPages   = 2000
@@ -411,6 +413,11 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 		})
 		if err != nil {
 			return nil, err
+		}
+		if page.Name == nil {
+			// The SDK reads an empty body, or one of no element it
+			// knows, as an empty page: never "nothing here".
+			return nil, fmt.Errorf("list %s/%s/: the server's reply to page %d is not a listing (no ListBucketResult naming the bucket)", s, prefix, pages+1)
 		}
 		if entries == nil && (len(page.Contents) > 0 || len(page.CommonPrefixes) > 0) {
 			entries = []Entry{}

@@ -584,6 +584,29 @@ func TestS3ListTruncatedNoToken(t *testing.T) {
 	}
 }
 
+// TestS3ListNotAListing checks that a 200 reply to a listing that is not
+// a listing (empty, not XML, HTML, an <Error> sent with 200) is an error,
+// never an empty directory nor "no such directory" (on 0d63a2d the root
+// listed empty and a prefix was ErrNotExist, which the keeping source
+// keeps on disk and shares with the fleet as the origin's answer).
+func TestS3ListNotAListing(t *testing.T) {
+	s3Env(t, "")
+	for _, body := range []string{
+		"",
+		"garbage",
+		"<html><body>Please log in</body></html>",
+		`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`,
+	} {
+		s := listServer(t, func(w io.Writer, r *http.Request) { fmt.Fprint(w, body) })
+		for _, prefix := range []string{"", "d"} {
+			entries, err := s.List(context.Background(), prefix)
+			if err == nil || errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), "s3://b/") {
+				t.Errorf("reply %q, prefix %q: got %v, error %v; want an error naming the listing, not %v", body, prefix, entries, err, ErrNotExist)
+			}
+		}
+	}
+}
+
 // TestS3StallOptionsPerFetcher checks that two s3:// fetchers sharing one
 // client (same endpoint and bucket) each keep their own stall timeout: the
 // first one's does not win for the second.
