@@ -401,9 +401,15 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 	var token *string
 	seen := make(map[string]bool) // the continuation tokens sent so far
 	pages, names := 0, 0
+	// CallTimeout bounds the listing as a whole, not each page: a server
+	// that answers every page slowly, each within its own bound, would
+	// otherwise hold a readdir (or a mount's start) for S3MaxListPages of
+	// them.
+	lctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
 	for {
 		var page *s3.ListObjectsV2Output
-		err := s.do(ctx, "list", prefix+"/", 0, func(ctx context.Context, c *s3.Client) error {
+		err := s.do(lctx, "list", prefix+"/", 0, func(ctx context.Context, c *s3.Client) error {
 			out, err := c.ListObjectsV2(withBodyCap(ctx, s3MaxListReply), &s3.ListObjectsV2Input{
 				Bucket: &s.bucket, Prefix: aws.String(dir), Delimiter: aws.String("/"),
 				MaxKeys: aws.Int32(s3PageSize), ContinuationToken: token, RequestPayer: s.payer(),
@@ -411,6 +417,9 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 			page = out
 			return err
 		})
+		if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+			return nil, fmt.Errorf("list %s/%s/: not done within %v (%d pages): %w", s, prefix, s.opts.CallTimeout, pages, ErrTransient)
+		}
 		if err != nil {
 			return nil, err
 		}

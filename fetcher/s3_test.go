@@ -607,6 +607,40 @@ func TestS3ListNotAListing(t *testing.T) {
 	}
 }
 
+// TestS3ListSlowPages checks that CallTimeout bounds a listing as a
+// whole, as S3Options says: a server that answers every page in 300 ms,
+// each truncated with a fresh token, fails the listing after CallTimeout
+// (on 0d63a2d each page had its own bound, so the listing ran on for
+// S3MaxListPages pages, 10 minutes here, hours at the default stall).
+func TestS3ListSlowPages(t *testing.T) {
+	s3Env(t, "")
+	var pages atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "HEAD" {
+			return
+		}
+		n := pages.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><IsTruncated>true</IsTruncated><NextContinuationToken>t%d</NextContinuationToken><Contents><Key>k%d</Key><Size>1</Size></Contents></ListBucketResult>`, n, n)
+	}))
+	t.Cleanup(srv.Close)
+	s, err := NewS3("s3://b", S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true, CallTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = s.List(ctx, "")
+	if d := time.Since(start); ctx.Err() != nil || d > 10*time.Second {
+		t.Fatalf("the listing ran %v (%d pages), past its CallTimeout of 2s: %v", d, pages.Load(), err)
+	}
+	if !errors.Is(err, ErrTransient) || !strings.Contains(err.Error(), "s3://b") {
+		t.Errorf("got %v; want an error naming the listing, wrapping %v", err, ErrTransient)
+	}
+}
+
 // TestS3StallOptionsPerFetcher checks that two s3:// fetchers sharing one
 // client (same endpoint and bucket) each keep their own stall timeout: the
 // first one's does not win for the second.
