@@ -383,8 +383,10 @@ const s3MaxListReply = 16 << 20
 
 // List lists the prefix with ListObjectsV2 and the delimiter "/", page by
 // page (one page's reply held at a time): objects are files with their
-// stored size, common prefixes are directories. Names that are not clean
-// keys are left out. A listing is bounded (S3MaxListPages,
+// stored size (-1 when the listing does not give it), common prefixes are
+// directories. Names that are not clean keys, keys and prefixes outside
+// the prefix asked for, and a key named twice after the first are left
+// out. A listing is bounded (S3MaxListPages,
 // S3MaxListEntries). A prefix under which nothing is stored returns
 // ErrNotExist, except the root; a bucket that does not exist returns
 // ErrNotExist for the root too.
@@ -397,7 +399,8 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 		dir += prefix + "/"
 	}
 	var entries []Entry
-	dirs := make(map[string]bool) // a prefix may come again on a later page
+	dirs := make(map[string]bool)  // a prefix may come again on a later page
+	files := make(map[string]bool) // so may a key, from a server that repeats itself
 	var token *string
 	seen := make(map[string]bool) // the continuation tokens sent so far
 	pages, names := 0, 0
@@ -432,19 +435,27 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 			entries = []Entry{}
 		}
 		for _, p := range page.CommonPrefixes {
-			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), dir), "/")
-			if name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
+			name, under := strings.CutPrefix(aws.ToString(p.Prefix), dir)
+			name = strings.TrimSuffix(name, "/")
+			if under && name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
 				dirs[name] = true
 				entries = append(entries, Entry{Name: name, IsDir: true, Size: -1})
 				names += len(name)
 			}
 		}
 		for _, o := range page.Contents {
-			name := strings.TrimPrefix(aws.ToString(o.Key), dir)
-			if name == "" || strings.Contains(name, "/") || CheckKey(name) != nil {
-				continue // the folder marker, or a name no key can reach
+			name, under := strings.CutPrefix(aws.ToString(o.Key), dir)
+			if !under || name == "" || strings.Contains(name, "/") || CheckKey(name) != nil || files[name] {
+				// The folder marker, a name no key can reach, a key
+				// outside the prefix asked for, or one named again.
+				continue
 			}
-			entries = append(entries, Entry{Name: name, Size: aws.ToInt64(o.Size), ID: s3Identity(o.ETag, nil)})
+			files[name] = true
+			size := int64(-1) // not told: Stat it when it is looked up
+			if o.Size != nil && *o.Size >= 0 {
+				size = *o.Size
+			}
+			entries = append(entries, Entry{Name: name, Size: size, ID: s3Identity(o.ETag, nil)})
 			names += len(name)
 		}
 		pages++

@@ -641,6 +641,33 @@ func TestS3ListSlowPages(t *testing.T) {
 	}
 }
 
+// TestS3ListForeignKeys checks what a listing of d/ takes from a server
+// that names keys and prefixes outside d/, a key twice, and a key without
+// its size: only d/'s own names, each once, and a size it was not told
+// as -1 (Stat it), not 0 (on 0d63a2d "other" and "zz" showed in d/, "a"
+// twice, and "b" as an empty file).
+func TestS3ListForeignKeys(t *testing.T) {
+	s3Env(t, "")
+	s := listServer(t, func(w io.Writer, r *http.Request) {
+		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix>d/</Prefix><IsTruncated>false</IsTruncated>`+
+			`<Contents><Key>d/a</Key><Size>3</Size><ETag>"1"</ETag></Contents>`+
+			`<Contents><Key>other</Key><Size>5</Size></Contents>`+
+			`<Contents><Key>d/a</Key><Size>7</Size><ETag>"2"</ETag></Contents>`+
+			`<Contents><Key>d/b</Key><ETag>"3"</ETag></Contents>`+
+			`<CommonPrefixes><Prefix>zz/</Prefix></CommonPrefixes>`+
+			`<CommonPrefixes><Prefix>d/c/</Prefix></CommonPrefixes>`+
+			`</ListBucketResult>`)
+	})
+	entries, err := s.List(context.Background(), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{{Name: "c", IsDir: true, Size: -1}, {Name: "a", Size: 3, ID: "etag:\"1\""}, {Name: "b", Size: -1, ID: "etag:\"3\""}}
+	if fmt.Sprint(entries) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", entries, want)
+	}
+}
+
 // TestS3StallOptionsPerFetcher checks that two s3:// fetchers sharing one
 // client (same endpoint and bucket) each keep their own stall timeout: the
 // first one's does not win for the second.
