@@ -445,8 +445,17 @@ func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []b
 		c.unlink(dataName(name)) // of an earlier entry that had one
 	}
 	if err != nil {
+		if written != (fileID{}) {
+			// The data file is in place and its entry is not: it would
+			// hold its room, counted nowhere, until the next Open, and an
+			// earlier entry of the name no longer matches it.
+			c.unlink(name, dataName(name))
+		}
 		c.mu.Lock()
 		c.stats.Errors++
+		if el, ok := c.items[name]; ok && written != (fileID{}) {
+			c.drop(el)
+		}
 		c.mu.Unlock()
 		err = fmt.Errorf("disk: writing %s: %w", key, err)
 		c.writeFailed(err)
