@@ -504,7 +504,10 @@ const gcsPageSize = 1000
 // page's reply is held at a time): objects are files with their stored
 // size, common prefixes are directories. Names that are not clean keys
 // (empty, ".", ".." elements, backslashes) are left out. A prefix under
-// which nothing is stored returns ErrNotExist, except the root.
+// which nothing is stored returns ErrNotExist, except the root. A listing
+// is bounded as an S3 one is (a page's reply cut at 16 MiB; S3MaxListPages,
+// S3MaxListEntries, S3MaxListBytes; a page token sent twice ends it at
+// once), and as a whole by CallTimeout.
 func (g *GCS) List(ctx context.Context, prefix string) (entries []Entry, err error) {
 	defer func() { g.m.Done(err) }()
 	dir := g.prefix
@@ -533,11 +536,18 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 	if err := q.SetAttrSelection([]string{"Name", "Size", "ContentEncoding", "Generation"}); err != nil {
 		return nil, err
 	}
-	it := g.bucket.Objects(ctx, q)
+	// A page's reply is decoded whole: bounded as an S3 page's is.
+	it := g.bucket.Objects(withBodyCap(ctx, s3MaxListReply), q)
 	it.PageInfo().MaxSize = gcsPageSize
 	var entries []Entry
 	dirs := make(map[string]bool) // a prefix may come again on a later page
+	// The iterator asks for pages while the server names a next one, with
+	// no count, and takes a token sent before: a Next that starts with
+	// nothing buffered read a page, whose token is checked here.
+	tokens := make(map[string]bool)
+	names := 0
 	for {
+		fetched := it.PageInfo().Remaining() == 0
 		oa, err := it.Next()
 		if err == iterator.Done {
 			// A name that is both an object and a prefix shows as the
@@ -547,6 +557,15 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
+		if next := it.PageInfo().Token; fetched && next != "" {
+			switch {
+			case tokens[next]:
+				return nil, fmt.Errorf("the server sent page token %.40q again after %d pages: a listing that would never end", next, len(tokens)+1)
+			case len(tokens)+1 >= S3MaxListPages:
+				return nil, fmt.Errorf("more than %d pages: listing refused", S3MaxListPages)
+			}
+			tokens[next] = true
+		}
 		if entries == nil {
 			entries = []Entry{}
 		}
@@ -555,15 +574,17 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 			if name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
 				dirs[name] = true
 				entries = append(entries, Entry{Name: name, IsDir: true, Size: -1})
+				names += len(name)
 			}
-			continue
+		} else if name := strings.TrimPrefix(oa.Name, dir); name != "" && !strings.Contains(name, "/") && CheckKey(name) == nil {
+			// (Else the folder marker, or a name no key can reach.)
+			g.attrs.Add(oa.Name, gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)})
+			entries = append(entries, Entry{Name: name, Size: oa.Size, ID: gcsIdentity(oa.Generation, oa.Size)})
+			names += len(name)
 		}
-		name := strings.TrimPrefix(oa.Name, dir)
-		if name == "" || strings.Contains(name, "/") || CheckKey(name) != nil {
-			continue // the folder marker, or a name no key can reach
+		if len(entries) > S3MaxListEntries || names > S3MaxListBytes {
+			return nil, fmt.Errorf("more than %d entries or %d bytes of names: listing refused", S3MaxListEntries, S3MaxListBytes)
 		}
-		g.attrs.Add(oa.Name, gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)})
-		entries = append(entries, Entry{Name: name, Size: oa.Size, ID: gcsIdentity(oa.Generation, oa.Size)})
 	}
 }
 
