@@ -644,13 +644,20 @@ type cappedBody struct {
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.read > b.max {
+		return 0, b.tooLarge()
+	}
 	// One byte more than the bound tells a body of exactly max bytes
 	// from a longer one.
 	p = p[:min(int64(len(p)), b.max-b.read+1)]
 	n, err := b.ReadCloser.Read(p)
 	b.read += int64(n)
-	if over := b.read - b.max; over > 0 {
-		return n - int(over), fmt.Errorf("reply of more than %d bytes: %w", b.max, ErrTooLarge)
+	if b.read > b.max {
+		return n - 1, b.tooLarge()
 	}
 	return n, err
+}
+
+func (b *cappedBody) tooLarge() error {
+	return fmt.Errorf("reply of more than %d bytes: %w", b.max, ErrTooLarge)
 }
