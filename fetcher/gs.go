@@ -504,7 +504,10 @@ const gcsPageSize = 1000
 // page's reply is held at a time): objects are files with their stored
 // size, common prefixes are directories. Names that are not clean keys
 // (empty, ".", ".." elements, backslashes) are left out. A prefix under
-// which nothing is stored returns ErrNotExist, except the root.
+// which nothing is stored returns ErrNotExist, except the root. A listing
+// is bounded as an S3 one is (a page's reply cut at 16 MiB; S3MaxListPages,
+// S3MaxListEntries, S3MaxListBytes; a page token sent twice ends it at
+// once), and as a whole by CallTimeout.
 func (g *GCS) List(ctx context.Context, prefix string) (entries []Entry, err error) {
 	defer func() { g.m.Done(err) }()
 	dir := g.prefix
@@ -533,11 +536,18 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 	if err := q.SetAttrSelection([]string{"Name", "Size", "ContentEncoding", "Generation"}); err != nil {
 		return nil, err
 	}
-	it := g.bucket.Objects(ctx, q)
+	// A page's reply is decoded whole: bounded as an S3 page's is.
+	it := g.bucket.Objects(withBodyCap(ctx, s3MaxListReply), q)
 	it.PageInfo().MaxSize = gcsPageSize
 	var entries []Entry
 	dirs := make(map[string]bool) // a prefix may come again on a later page
+	// The iterator asks for pages while the server names a next one, with
+	// no count, and takes a token sent before: a Next that starts with
+	// nothing buffered read a page, whose token is checked here.
+	tokens := make(map[string]bool)
+	names := 0
 	for {
+		fetched := it.PageInfo().Remaining() == 0
 		oa, err := it.Next()
 		if err == iterator.Done {
 			// A name that is both an object and a prefix shows as the
@@ -547,6 +557,15 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
+		if next := it.PageInfo().Token; fetched && next != "" {
+			switch {
+			case tokens[next]:
+				return nil, fmt.Errorf("the server sent page token %.40q again after %d pages: a listing that would never end", next, len(tokens)+1)
+			case len(tokens)+1 >= S3MaxListPages:
+				return nil, fmt.Errorf("more than %d pages: listing refused", S3MaxListPages)
+			}
+			tokens[next] = true
+		}
 		if entries == nil {
 			entries = []Entry{}
 		}
@@ -555,15 +574,17 @@ func (g *GCS) list(ctx context.Context, dir string) ([]Entry, error) {
 			if name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
 				dirs[name] = true
 				entries = append(entries, Entry{Name: name, IsDir: true, Size: -1})
+				names += len(name)
 			}
-			continue
+		} else if name := strings.TrimPrefix(oa.Name, dir); name != "" && !strings.Contains(name, "/") && CheckKey(name) == nil {
+			// (Else the folder marker, or a name no key can reach.)
+			g.attrs.Add(oa.Name, gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)})
+			entries = append(entries, Entry{Name: name, Size: oa.Size, ID: gcsIdentity(oa.Generation, oa.Size)})
+			names += len(name)
 		}
-		name := strings.TrimPrefix(oa.Name, dir)
-		if name == "" || strings.Contains(name, "/") || CheckKey(name) != nil {
-			continue // the folder marker, or a name no key can reach
+		if len(entries) > S3MaxListEntries || names > S3MaxListBytes {
+			return nil, fmt.Errorf("more than %d entries or %d bytes of names: listing refused", S3MaxListEntries, S3MaxListBytes)
 		}
-		g.attrs.Add(oa.Name, gcsAttrs{size: oa.Size, gzip: isGzip(oa.ContentEncoding)})
-		entries = append(entries, Entry{Name: name, Size: oa.Size, ID: gcsIdentity(oa.Generation, oa.Size)})
 	}
 }
 
@@ -599,5 +620,44 @@ func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	wd.limit(n, minRate)
 	resp.Body = wd.body(resp.Body, metricsFrom(ctx), true)
+	if max, ok := req.Context().Value(bodyCapKey{}).(int64); ok {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, max: max}
+	}
 	return resp, nil
+}
+
+type bodyCapKey struct{}
+
+// withBodyCap returns ctx carrying a bound of max bytes on the body of
+// each reply to a request made with it (stallTransport): a reader of a
+// longer body gets an error wrapping ErrTooLarge in place of the bytes
+// past max, for replies that a client (an SDK's XML decoder) reads whole
+// into memory.
+func withBodyCap(ctx context.Context, max int64) context.Context {
+	return context.WithValue(ctx, bodyCapKey{}, max)
+}
+
+// cappedBody is a body of at most max bytes (withBodyCap).
+type cappedBody struct {
+	io.ReadCloser
+	max, read int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.read > b.max {
+		return 0, b.tooLarge()
+	}
+	// One byte more than the bound tells a body of exactly max bytes
+	// from a longer one.
+	p = p[:min(int64(len(p)), b.max-b.read+1)]
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	if b.read > b.max {
+		return n - 1, b.tooLarge()
+	}
+	return n, err
+}
+
+func (b *cappedBody) tooLarge() error {
+	return fmt.Errorf("reply of more than %d bytes: %w", b.max, ErrTooLarge)
 }

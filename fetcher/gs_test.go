@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -705,5 +707,89 @@ func TestGCSDialErrorOneLine(t *testing.T) {
 		if strings.Contains(msg, "\n") || strings.Contains(msg, "alt=json") || strings.Contains(msg, "//: ") || len(msg) > 240 || !strings.Contains(msg, addr) || !errors.Is(err, ErrTransient) {
 			t.Errorf("%s: got %q (%d bytes), want one short line naming %s, and %v", name, msg, len(msg), addr, ErrTransient)
 		}
+	}
+}
+
+// TestGCSListEndless checks that a gs:// listing whose server names a next
+// page for ever ends with an error, and soon: with the same page token, at
+// the second page; with a new token each time, after S3MaxListPages pages,
+// never holding more than S3MaxListEntries entries. On 0d63a2d the
+// iterator asked for pages until CallTimeout (5 minutes by default),
+// 900 pages of 1000 entries in 5 s, every entry held.
+func TestGCSListEndless(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		var pages atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := pages.Add(1)
+			token := "same"
+			if fresh {
+				token = fmt.Sprint("t", n)
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, `{"kind":"storage#objects","nextPageToken":%q,"items":[`, token)
+			for i := range 10 {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, `{"name":"p%d-%d","size":"1","generation":"1"}`, n, i)
+			}
+			b.WriteString("]}")
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, b.String())
+		}))
+		t.Cleanup(srv.Close)
+		opts := fastGCS
+		opts.Endpoint, opts.CallTimeout = srv.URL+"/storage/v1/", 30*time.Second
+		g, err := NewGCS("gs://bkt", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		entries, err := g.List(context.Background(), "")
+		if err == nil || errors.Is(err, ErrTransient) || !strings.Contains(err.Error(), "gs://bkt") {
+			t.Errorf("fresh tokens %v: %d entries, error %v; want an error naming the listing, not a timeout", fresh, len(entries), err)
+		}
+		want := int64(2)
+		if fresh {
+			want = S3MaxListPages
+		}
+		if n := pages.Load(); n != want {
+			t.Errorf("fresh tokens %v: %d pages asked for, want %d", fresh, n, want)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("fresh tokens %v: listing took %v", fresh, d)
+		}
+	}
+}
+
+// TestGCSListHugePage checks that a gs:// listing page whose reply runs
+// past s3MaxListReply (a server that ignores maxResults: one page of
+// 24 MiB, no next page) is refused with ErrTooLarge instead of being
+// decoded whole (on 0d63a2d it was taken, past any bound on one page).
+func TestGCSListHugePage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		bw := bufio.NewWriter(w)
+		defer bw.Flush()
+		fmt.Fprint(bw, `{"kind":"storage#objects","prefixes":[`)
+		for i, sent := 0, 0; sent < 24<<20; i++ {
+			n, err := fmt.Fprintf(bw, `"p%09d/",`, i)
+			if err != nil {
+				return
+			}
+			sent += n
+		}
+		fmt.Fprint(bw, `"last/"]}`)
+	}))
+	t.Cleanup(srv.Close)
+	opts := fastGCS
+	opts.Endpoint = srv.URL + "/storage/v1/"
+	g, err := NewGCS("gs://bkt", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := g.List(context.Background(), "")
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "gs://bkt") {
+		t.Errorf("got %d entries, error %v; want an error naming the listing, wrapping %v", len(entries), err, ErrTooLarge)
 	}
 }

@@ -49,16 +49,28 @@ func (h *HTTP) List(ctx context.Context, prefix string) ([]Entry, error) {
 	return entries, err
 }
 
+// maxIndexToken bounds one token (a tag with its attributes, a run of
+// text) of a directory index: a row of any server's index is a few
+// hundred bytes.
+const maxIndexToken = 1 << 20
+
 // parseIndex returns the direct children of dir that the links of an HTML
-// directory index name, each once.
+// directory index name, each once. An index is bounded as an S3 listing
+// is (S3MaxListEntries, S3MaxListBytes of names) and each of its tokens by
+// maxIndexToken: past them it is refused (ErrTooLarge), not held.
 func parseIndex(r io.Reader, dir *url.URL) ([]Entry, error) {
 	var entries []Entry
 	seen := make(map[string]bool)
+	names := 0
 	z := html.NewTokenizer(r)
+	z.SetMaxBuf(maxIndexToken)
 	for {
 		switch z.Next() {
 		case html.ErrorToken:
-			if err := z.Err(); err != io.EOF {
+			switch err := z.Err(); {
+			case err == html.ErrBufferExceeded:
+				return nil, fmt.Errorf("directory index with a token of more than %d bytes: %w", maxIndexToken, ErrTooLarge)
+			case err != io.EOF:
 				return nil, bodyError(err)
 			}
 			return entries, nil
@@ -76,6 +88,9 @@ func parseIndex(r io.Reader, dir *url.URL) ([]Entry, error) {
 				if e, ok := indexEntry(dir, string(val)); ok && !seen[e.Name] {
 					seen[e.Name] = true
 					entries = append(entries, e)
+					if names += len(e.Name); len(entries) > S3MaxListEntries || names > S3MaxListBytes {
+						return nil, fmt.Errorf("directory index of more than %d entries or %d bytes of names: %w", S3MaxListEntries, S3MaxListBytes, ErrTooLarge)
+					}
 				}
 			}
 		}

@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -564,6 +565,47 @@ func TestHTTPListNotSupported(t *testing.T) {
 			srv, _ := newServer(t, tc.handler)
 			_, err := newHTTP(t, srv.URL, fastRetries).List(context.Background(), "dir")
 			checkErr(t, err, tc.want)
+		})
+	}
+}
+
+// TestHTTPListHugeIndex checks that a directory index past the bounds of
+// a listing (more than S3MaxListEntries links; one tag of 4 MiB) is
+// refused with ErrTooLarge, once, rather than held (on 0d63a2d an index
+// of up to --max-object-size, 2 GiB, was parsed whole: every link an
+// entry, a tag of any size buffered).
+func TestHTTPListHugeIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body func(w *bufio.Writer)
+	}{
+		{"many links", func(w *bufio.Writer) {
+			for i := range S3MaxListEntries + 10 {
+				fmt.Fprintf(w, "<a href=\"%x\">x</a>\n", i)
+			}
+		}},
+		{"huge tag", func(w *bufio.Writer) {
+			w.WriteString(`<a href="`)
+			w.WriteString(strings.Repeat("x", 4<<20))
+			w.WriteString(`">x</a>`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked atomic.Int64
+			srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				asked.Add(1)
+				w.Header().Set("Content-Type", "text/html")
+				bw := bufio.NewWriter(w)
+				tc.body(bw)
+				bw.Flush()
+			})
+			entries, err := newHTTP(t, srv.URL, fastRetries).List(context.Background(), "dir")
+			if !errors.Is(err, ErrTooLarge) {
+				t.Errorf("got %d entries, error %v; want %v", len(entries), err, ErrTooLarge)
+			}
+			if n := asked.Load(); n != 1 {
+				t.Errorf("the index was asked for %d times, want once", n)
+			}
 		})
 	}
 }

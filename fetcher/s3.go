@@ -359,10 +359,14 @@ const s3PageSize = 1000
 
 // S3MaxListPages and S3MaxListEntries bound one List: a directory of more
 // than a million entries, or a server that keeps saying "truncated", is
-// refused with an error after at most S3MaxListPages pages (or
-// S3MaxListBytes of names), instead of
-// growing for ever. A continuation token that comes back a second time ends
-// the listing at once with an error. A key directory of a volume holds one
+// refused with an error after at most S3MaxListPages pages, or once it
+// holds more than S3MaxListEntries entries or S3MaxListBytes of names
+// (checked after every page, the last one too), instead of growing for
+// ever. A continuation token that comes back a second time, or a page
+// said to be truncated that gives none, ends the listing at once with an
+// error: a listing is whole or refused, never a part of it. So does a
+// reply that is not a listing (an empty body, a page of HTML, an <Error>
+// sent with 200), which is never taken for an empty directory. A key directory of a volume holds one
 // entry per chunk or shard: a million is 2^20 chunks in one directory.
 const (
 	S3MaxListPages   = 2000
@@ -370,10 +374,19 @@ const (
 	S3MaxListBytes   = 64 << 20 // of names
 )
 
+// s3MaxListReply bounds the bytes of one listing page's reply, which the
+// SDK decodes whole into memory: a page of S3 holds at most 1000 keys of
+// at most 1024 bytes, each with its size, ETag, date and owner, about
+// 3 MiB. A longer reply (a server that ignores max-keys) is refused
+// (ErrTooLarge) when it passes the bound, before it is held whole.
+const s3MaxListReply = 16 << 20
+
 // List lists the prefix with ListObjectsV2 and the delimiter "/", page by
 // page (one page's reply held at a time): objects are files with their
-// stored size, common prefixes are directories. Names that are not clean
-// keys are left out. A listing is bounded (S3MaxListPages,
+// stored size (-1 when the listing does not give it), common prefixes are
+// directories. Names that are not clean keys, keys and prefixes outside
+// the prefix asked for, and a key named twice after the first are left
+// out. A listing is bounded (S3MaxListPages,
 // S3MaxListEntries). A prefix under which nothing is stored returns
 // ErrNotExist, except the root; a bucket that does not exist returns
 // ErrNotExist for the root too.
@@ -386,52 +399,80 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Entry, error) {
 		dir += prefix + "/"
 	}
 	var entries []Entry
-	dirs := make(map[string]bool) // a prefix may come again on a later page
+	dirs := make(map[string]bool)  // a prefix may come again on a later page
+	files := make(map[string]bool) // so may a key, from a server that repeats itself
 	var token *string
 	seen := make(map[string]bool) // the continuation tokens sent so far
 	pages, names := 0, 0
+	// CallTimeout bounds the listing as a whole, not each page: a server
+	// that answers every page slowly, each within its own bound, would
+	// otherwise hold a readdir (or a mount's start) for S3MaxListPages of
+	// them.
+	lctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
 	for {
 		var page *s3.ListObjectsV2Output
-		err := s.do(ctx, "list", prefix+"/", 0, func(ctx context.Context, c *s3.Client) error {
-			out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+		err := s.do(lctx, "list", prefix+"/", 0, func(ctx context.Context, c *s3.Client) error {
+			out, err := c.ListObjectsV2(withBodyCap(ctx, s3MaxListReply), &s3.ListObjectsV2Input{
 				Bucket: &s.bucket, Prefix: aws.String(dir), Delimiter: aws.String("/"),
 				MaxKeys: aws.Int32(s3PageSize), ContinuationToken: token, RequestPayer: s.payer(),
 			})
 			page = out
 			return err
 		})
+		if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+			return nil, fmt.Errorf("list %s/%s/: not done within %v (%d pages): %w", s, prefix, s.opts.CallTimeout, pages, ErrTransient)
+		}
 		if err != nil {
 			return nil, err
+		}
+		if page.Name == nil {
+			// The SDK reads an empty body, or one of no element it
+			// knows, as an empty page: never "nothing here".
+			return nil, fmt.Errorf("list %s/%s/: the server's reply to page %d is not a listing (no ListBucketResult naming the bucket)", s, prefix, pages+1)
 		}
 		if entries == nil && (len(page.Contents) > 0 || len(page.CommonPrefixes) > 0) {
 			entries = []Entry{}
 		}
 		for _, p := range page.CommonPrefixes {
-			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), dir), "/")
-			if name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
+			name, under := strings.CutPrefix(aws.ToString(p.Prefix), dir)
+			name = strings.TrimSuffix(name, "/")
+			if under && name != "" && !dirs[name] && !strings.Contains(name, "/") && CheckKey(name) == nil {
 				dirs[name] = true
 				entries = append(entries, Entry{Name: name, IsDir: true, Size: -1})
 				names += len(name)
 			}
 		}
 		for _, o := range page.Contents {
-			name := strings.TrimPrefix(aws.ToString(o.Key), dir)
-			if name == "" || strings.Contains(name, "/") || CheckKey(name) != nil {
-				continue // the folder marker, or a name no key can reach
+			name, under := strings.CutPrefix(aws.ToString(o.Key), dir)
+			if !under || name == "" || strings.Contains(name, "/") || CheckKey(name) != nil || files[name] {
+				// The folder marker, a name no key can reach, a key
+				// outside the prefix asked for, or one named again.
+				continue
 			}
-			entries = append(entries, Entry{Name: name, Size: aws.ToInt64(o.Size), ID: s3Identity(o.ETag, nil)})
+			files[name] = true
+			size := int64(-1) // not told: Stat it when it is looked up
+			if o.Size != nil && *o.Size >= 0 {
+				size = *o.Size
+			}
+			entries = append(entries, Entry{Name: name, Size: size, ID: s3Identity(o.ETag, nil)})
 			names += len(name)
 		}
-		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {
+		pages++
+		if len(entries) > S3MaxListEntries || names > S3MaxListBytes {
+			return nil, fmt.Errorf("list %s/%s/: more than %d entries or %d bytes of names: listing refused", s, prefix, S3MaxListEntries, S3MaxListBytes)
+		}
+		if !aws.ToBool(page.IsTruncated) {
 			break
 		}
 		next := aws.ToString(page.NextContinuationToken)
-		pages++
 		switch {
+		case next == "":
+			return nil, fmt.Errorf("list %s/%s/: the server said page %d was truncated and sent no continuation token: the rest of the listing cannot be asked for", s, prefix, pages)
 		case seen[next]:
 			return nil, fmt.Errorf("list %s/%s/: the server sent continuation token %.40q again after %d pages: a listing that would never end", s, prefix, next, pages)
-		case pages >= S3MaxListPages || len(entries) > S3MaxListEntries || names > S3MaxListBytes:
-			return nil, fmt.Errorf("list %s/%s/: more than %d pages, %d entries or %d bytes of names: listing refused", s, prefix, S3MaxListPages, S3MaxListEntries, S3MaxListBytes)
+		case pages >= S3MaxListPages:
+			return nil, fmt.Errorf("list %s/%s/: more than %d pages: listing refused", s, prefix, S3MaxListPages)
 		}
 		seen[next] = true
 		token = page.NextContinuationToken

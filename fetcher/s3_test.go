@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -482,6 +483,188 @@ func TestS3ListEndless(t *testing.T) {
 		if d := time.Since(start); d > 60*time.Second {
 			t.Errorf("fresh tokens %v: listing took %v", fresh, d)
 		}
+	}
+}
+
+// listServer starts a loopback server that answers every listing with
+// page (HEAD, the bucket's region probe, with nothing), and returns an
+// anonymous s3://b fetcher of it.
+func listServer(t *testing.T, page func(w io.Writer, r *http.Request)) *S3 {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "HEAD" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/xml")
+		page(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	s, err := NewS3("s3://b", S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true,
+		BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestS3ListHugePage checks that a listing page whose reply runs past
+// s3MaxListReply (a server that ignores max-keys: one page, not
+// truncated, of 24 MiB) is refused with ErrTooLarge, once, instead of
+// being decoded whole (on 0d63a2d
+// a page of 3 million prefixes was taken whole, 765 MiB of heap, past
+// S3MaxListEntries too).
+func TestS3ListHugePage(t *testing.T) {
+	s3Env(t, "")
+	var sent, asked atomic.Int64
+	s := listServer(t, func(w io.Writer, r *http.Request) {
+		asked.Add(1)
+		bw := bufio.NewWriter(w)
+		defer bw.Flush()
+		fmt.Fprint(bw, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><IsTruncated>false</IsTruncated>`)
+		for i := 0; sent.Load() < 24<<20; i++ {
+			n, err := fmt.Fprintf(bw, `<CommonPrefixes><Prefix>p%09d/</Prefix></CommonPrefixes>`, i)
+			if err != nil {
+				return
+			}
+			sent.Add(int64(n))
+		}
+		fmt.Fprint(bw, `</ListBucketResult>`)
+	})
+	entries, err := s.List(context.Background(), "")
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "s3://b") {
+		t.Fatalf("got %d entries, error %v; want an error naming the listing, wrapping %v", len(entries), err, ErrTooLarge)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the page was asked for %d times, want once (a reply too large is not retried)", n)
+	}
+}
+
+// TestS3ListLastPageBound checks that S3MaxListEntries holds on the
+// last page of a listing too: pages of 1000 keys, the one that passes the
+// bound not truncated, end with an error, not with more entries than the
+// bound (on 0d63a2d the bound was checked only before asking for another
+// page).
+func TestS3ListLastPageBound(t *testing.T) {
+	s3Env(t, "")
+	last := S3MaxListEntries/1000 + 1
+	var pages atomic.Int64
+	s := listServer(t, func(w io.Writer, r *http.Request) {
+		n := int(pages.Add(1))
+		bw := bufio.NewWriter(w)
+		defer bw.Flush()
+		fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><IsTruncated>%v</IsTruncated><NextContinuationToken>t%d</NextContinuationToken>`, n < last, n)
+		for i := range 1000 {
+			fmt.Fprintf(bw, `<Contents><Key>k%d-%d</Key><Size>1</Size></Contents>`, n, i)
+		}
+		fmt.Fprint(bw, `</ListBucketResult>`)
+	})
+	entries, err := s.List(context.Background(), "")
+	if err == nil || !strings.Contains(err.Error(), "s3://b") {
+		t.Fatalf("got %d entries (bound %d), error %v; want an error naming the listing", len(entries), S3MaxListEntries, err)
+	}
+	if n := pages.Load(); n != int64(last) {
+		t.Errorf("%d pages asked for, want %d", n, last)
+	}
+}
+
+// TestS3ListTruncatedNoToken checks that a page said to be truncated
+// that gives no continuation token ends the listing with an error, rather
+// than a listing of its first page taken as whole (on 0d63a2d, k0 alone,
+// no error: a kept and shared answer that hid every later key).
+func TestS3ListTruncatedNoToken(t *testing.T) {
+	s3Env(t, "")
+	for _, token := range []string{"", "<NextContinuationToken></NextContinuationToken>"} {
+		s := listServer(t, func(w io.Writer, r *http.Request) {
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix>d/</Prefix><IsTruncated>true</IsTruncated>%s<Contents><Key>d/k0</Key><Size>1</Size></Contents></ListBucketResult>`, token)
+		})
+		entries, err := s.List(context.Background(), "d")
+		if err == nil || errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), "s3://b/d/") {
+			t.Errorf("token %q: got %v, error %v; want an error naming the listing", token, entries, err)
+		}
+	}
+}
+
+// TestS3ListNotAListing checks that a 200 reply to a listing that is not
+// a listing (empty, not XML, HTML, an <Error> sent with 200) is an error,
+// never an empty directory nor "no such directory" (on 0d63a2d the root
+// listed empty and a prefix was ErrNotExist, which the keeping source
+// keeps on disk and shares with the fleet as the origin's answer).
+func TestS3ListNotAListing(t *testing.T) {
+	s3Env(t, "")
+	for _, body := range []string{
+		"",
+		"garbage",
+		"<html><body>Please log in</body></html>",
+		`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`,
+	} {
+		s := listServer(t, func(w io.Writer, r *http.Request) { fmt.Fprint(w, body) })
+		for _, prefix := range []string{"", "d"} {
+			entries, err := s.List(context.Background(), prefix)
+			if err == nil || errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), "s3://b/") {
+				t.Errorf("reply %q, prefix %q: got %v, error %v; want an error naming the listing, not %v", body, prefix, entries, err, ErrNotExist)
+			}
+		}
+	}
+}
+
+// TestS3ListSlowPages checks that CallTimeout bounds a listing as a
+// whole, as S3Options says: a server that answers every page in 300 ms,
+// each truncated with a fresh token, fails the listing after CallTimeout
+// (on 0d63a2d each page had its own bound, so the listing ran on for
+// S3MaxListPages pages, 10 minutes here, hours at the default stall).
+func TestS3ListSlowPages(t *testing.T) {
+	s3Env(t, "")
+	var pages atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "HEAD" {
+			return
+		}
+		n := pages.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix></Prefix><IsTruncated>true</IsTruncated><NextContinuationToken>t%d</NextContinuationToken><Contents><Key>k%d</Key><Size>1</Size></Contents></ListBucketResult>`, n, n)
+	}))
+	t.Cleanup(srv.Close)
+	s, err := NewS3("s3://b", S3Options{Endpoint: srv.URL, Region: "us-east-1", Anonymous: true, CallTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = s.List(ctx, "")
+	if d := time.Since(start); ctx.Err() != nil || d > 10*time.Second {
+		t.Fatalf("the listing ran %v (%d pages), past its CallTimeout of 2s: %v", d, pages.Load(), err)
+	}
+	if !errors.Is(err, ErrTransient) || !strings.Contains(err.Error(), "s3://b") {
+		t.Errorf("got %v; want an error naming the listing, wrapping %v", err, ErrTransient)
+	}
+}
+
+// TestS3ListForeignKeys checks what a listing of d/ takes from a server
+// that names keys and prefixes outside d/, a key twice, and a key without
+// its size: only d/'s own names, each once, and a size it was not told
+// as -1 (Stat it), not 0 (on 0d63a2d "other" and "zz" showed in d/, "a"
+// twice, and "b" as an empty file).
+func TestS3ListForeignKeys(t *testing.T) {
+	s3Env(t, "")
+	s := listServer(t, func(w io.Writer, r *http.Request) {
+		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix>d/</Prefix><IsTruncated>false</IsTruncated>`+
+			`<Contents><Key>d/a</Key><Size>3</Size><ETag>"1"</ETag></Contents>`+
+			`<Contents><Key>other</Key><Size>5</Size></Contents>`+
+			`<Contents><Key>d/a</Key><Size>7</Size><ETag>"2"</ETag></Contents>`+
+			`<Contents><Key>d/b</Key><ETag>"3"</ETag></Contents>`+
+			`<CommonPrefixes><Prefix>zz/</Prefix></CommonPrefixes>`+
+			`<CommonPrefixes><Prefix>d/c/</Prefix></CommonPrefixes>`+
+			`</ListBucketResult>`)
+	})
+	entries, err := s.List(context.Background(), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{{Name: "c", IsDir: true, Size: -1}, {Name: "a", Size: 3, ID: "etag:\"1\""}, {Name: "b", Size: -1, ID: "etag:\"3\""}}
+	if fmt.Sprint(entries) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", entries, want)
 	}
 }
 

@@ -468,7 +468,8 @@ func engineKey(t *testing.T, dir, origin, key string) string {
 }
 
 // TestSharedCorruptAndForged: values corrupted in Redis by another client
-// (a byte flipped in each) are refetched from the origin and read right;
+// (garbage, another key's value, cut short, a byte flipped) are refetched
+// from the origin and read right, with one warning (on 0d63a2d: none);
 // with --shared-cache-secret, values planted by a client without the
 // secret (well-formed, with a valid checksum, other bytes) are refused and
 // the chunks read right.
@@ -487,12 +488,25 @@ func TestSharedCorruptAndForged(t *testing.T) {
 		damage func(t *testing.T)
 	}{
 		{"corrupt", nil, func(t *testing.T) {
-			for _, k := range keys {
+			other, err := rdb.Get(ctx, engineKey(t, src, origin.URL, keys[2])).Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range keys {
 				v, err := rdb.Get(ctx, engineKey(t, src, origin.URL, k)).Bytes()
 				if err != nil {
 					t.Fatalf("%s: %v", k, err)
 				}
-				v[len(v)-1] ^= 0x01
+				switch i {
+				case 0:
+					v = []byte("garbage") // a redis-cli SET
+				case 1:
+					v = other // another key's value
+				case 3:
+					v = v[:len(v)/2] // cut short
+				default:
+					v[len(v)-1] ^= 0x01
+				}
 				if err := rdb.Set(ctx, engineKey(t, src, origin.URL, k), v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -546,6 +560,9 @@ func TestSharedCorruptAndForged(t *testing.T) {
 			got := origin.chunkGets.Load() - before
 			if tc.name == "corrupt" && got > fleetChunks/10 {
 				t.Errorf("chunk GETs of a node after the refetch: got %d, want about 0", got)
+			}
+			if n := strings.Count(second[0].stderr.String(), "values refused as damaged"); tc.name == "corrupt" && n != 1 {
+				t.Errorf("the damaged values were logged %d times, want once:\n%s", n, second[0].stderr.String())
 			}
 			if tc.name == "forged" {
 				if got < fleetChunks {

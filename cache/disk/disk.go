@@ -90,6 +90,7 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -142,6 +143,9 @@ type Options struct {
 	// image data (BenchmarkDiskHit): level 3 compresses it, at a slower
 	// write and the same read speed.
 	Level int
+	// Log receives the warnings of files refused and writes failed (see
+	// "What a Cache logs"); nil means slog.Default().
+	Log *slog.Logger
 }
 
 // Stats counts what a Cache did since Open.
@@ -165,6 +169,8 @@ type Cache struct {
 	secret  []byte // the key of the entries' MACs
 	max     int64
 	encoder *zstd.Encoder // EncodeAll is safe for concurrent use
+	log     *slog.Logger
+	warned  warnings
 
 	// LOCK ORDERING: mu is never held during file I/O except the
 	// deletions of evicted files' names, which are quick.
@@ -255,7 +261,7 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{dir: dir, fd: fd, max: opts.MaxBytes, encoder: enc, order: list.New(), items: make(map[string]*list.Element)}
+	c := &Cache{dir: dir, fd: fd, max: opts.MaxBytes, encoder: enc, log: logger(opts.Log), order: list.New(), items: make(map[string]*list.Element)}
 	if c.secret, err = c.loadSecret(); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -318,6 +324,7 @@ func (c *Cache) get(key string, size, bound int64, check func(ident []byte) erro
 	case err == nil:
 	case errors.Is(err, errCorrupt):
 		c.remove(name, func(s *Stats) { s.Corrupt++ })
+		c.refused(name, err)
 		return nil, false
 	default:
 		c.miss(name, err)
@@ -438,10 +445,21 @@ func (c *Cache) putBeside(key string, ident, payload []byte, form byte, data []b
 		c.unlink(dataName(name)) // of an earlier entry that had one
 	}
 	if err != nil {
+		if written != (fileID{}) {
+			// The data file is in place and its entry is not: it would
+			// hold its room, counted nowhere, until the next Open, and an
+			// earlier entry of the name no longer matches it.
+			c.unlink(name, dataName(name))
+		}
 		c.mu.Lock()
 		c.stats.Errors++
+		if el, ok := c.items[name]; ok && written != (fileID{}) {
+			c.drop(el)
+		}
 		c.mu.Unlock()
-		return fmt.Errorf("disk: writing %s: %w", key, err)
+		err = fmt.Errorf("disk: writing %s: %w", key, err)
+		c.writeFailed(err)
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

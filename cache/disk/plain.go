@@ -172,6 +172,7 @@ func (c *Cache) OpenPlain(key string, size int64, check func(ident []byte) error
 			f.Close()
 		}
 		c.remove(name, func(s *Stats) { s.Corrupt++ })
+		c.refused(name, err)
 		return nil, false
 	default:
 		if f != nil {

@@ -382,7 +382,7 @@ func (t *Tier) fetch(ctx context.Context, ek string, bound int64) ([]byte, bool)
 		return nil, false
 	case errors.Is(err, errCorruptValue):
 		t.ok(start)
-		t.stats.corrupt.Add(1)
+		t.refusedCorrupt(err)
 		return nil, false
 	case errors.Is(err, errDeclared):
 		t.stats.refused.Add(1)
@@ -465,7 +465,7 @@ func (t *Tier) unpack(ek, key string, raw []byte, size int64) (val, ident []byte
 	case errors.Is(err, envelope.ErrSignature):
 		t.refusedSignature(ek, err)
 	default:
-		t.stats.corrupt.Add(1)
+		t.refusedCorrupt(err)
 	}
 	return nil, nil, fmt.Errorf("shared: %w", err)
 }
@@ -492,6 +492,21 @@ func (t *Tier) refusedSignature(ek string, err error) {
 		"engine", t.url, "refused", n, "signed", t.Signed(), "err", err)
 }
 
+// refusedCorrupt counts a value refused as damaged or not volfs's (cut
+// short, another key's, garbage written by another client of the engine),
+// and logs it once, then at most once a minute: the chunk is read from the
+// origin and written over it.
+func (t *Tier) refusedCorrupt(err error) {
+	n := t.stats.corrupt.Add(1)
+	now := time.Now().UnixNano()
+	last := t.lastCorruptLog.Load()
+	if last != 0 && now-last < int64(logEvery) || !t.lastCorruptLog.CompareAndSwap(last, now) {
+		return
+	}
+	t.log.Warn("shared cache: values refused as damaged or not written by volfs; the chunks are read from the origin and written again",
+		"engine", t.url, "refused", n, "err", err)
+}
+
 // SecretFrom returns the secret given by flag, else by EnvSecret; nil if
 // neither.
 func SecretFrom(flag string) []byte {
@@ -513,6 +528,8 @@ type health struct {
 	logged        atomic.Bool  // the outage on was logged
 	lastLog       atomic.Int64 // unix nanoseconds of the last outage logged
 	lastForgedLog atomic.Int64 // unix nanoseconds of the last refused signature logged
+	// lastCorruptLog is lastForgedLog of values refused as corrupt.
+	lastCorruptLog atomic.Int64
 }
 
 // up reports whether the engine may be called: no outage, or the outage's

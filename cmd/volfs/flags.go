@@ -255,7 +255,7 @@ func openTree(c *cli.Context, source, mountpoint string, background bool) (*fs.T
 	}
 	opts.Workers = c.Int("workers")
 	if dir := c.String("cache-dir"); dir != "" {
-		d, err := disk.Open(disk.Options{Dir: dir, MaxBytes: diskBytes})
+		d, err := disk.Open(disk.Options{Dir: dir, MaxBytes: diskBytes, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("--cache-dir: %w", err)
 		}
