@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path"
 	"slices"
 	"sync/atomic"
@@ -481,6 +482,9 @@ func (s *treeSource) pin(ctx context.Context, key string) context.Context {
 }
 
 func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
+	if key == s.strict {
+		return s.getStrict(ctx, key, limit)
+	}
 	obj, objKey, err := s.t.fetchBy(s.pin(ctx, key), key, limit, s.t.getChunk)
 	s.last = objKey
 	if err != nil {
@@ -516,6 +520,22 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 		return nil, err
 	}
 	return decode.Gunzip(obj.Data, 0, int(limit))
+}
+
+// getStrict is Get of the object pinned before the load began (strict):
+// its plain form, read as the ranged replies that proved the version were
+// (GetRange, which asks for no transport encoding). A server may name its
+// gzip form's version another way, or not at all (nginx's gzip_static
+// tags the .gz file; older nginx and Apache with DeflateAlterETag Remove
+// drop the tag): such a reply would prove nothing, and an object that had
+// not changed would read as ESTALE. Its ".gz" sibling is never read: the
+// plain object was there.
+func (s *treeSource) getStrict(ctx context.Context, key string, limit int64) ([]byte, error) {
+	b, err := s.GetRange(ctx, key, 0, min(limit, math.MaxInt64-1)+1)
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s: more than %d bytes: %w", key, limit, fetcher.ErrTooLarge)
+	}
+	return b, err
 }
 
 // Release gives b, which Get returned and nobody refers to any more, back
