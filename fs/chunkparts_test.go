@@ -1105,3 +1105,73 @@ func TestChunkPartsPinnedGzipETag(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkPartsUnprovenSwitch: a read of a chunk's handle that finds the
+// source ignoring Range before any reply of the window proved the version
+// reads the chunk path, and may serve the object as rewritten since the
+// open; a reply of the version opened that comes in after that, to a read
+// of the same handle waiting on the window (the kernel sends reads of one
+// file at once), must not serve its bytes too: the handle would show the
+// new version, then the old.
+func TestChunkPartsUnprovenSwitch(t *testing.T) {
+	const chunk = partsChunkMin
+	old, next := make([]byte, chunk), make([]byte, chunk)
+	for i := range old {
+		old[i], next[i] = byte(i*7+i>>20), byte(i*5+1)
+	}
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
+		if r.URL.Path == "/other" {
+			r.Header.Del("Range")
+		}
+		if r.URL.Path == "/big/0" && r.Header.Get("Range") != "" && first.CompareAndSwap(false, true) {
+			// The window's first reply: of the version opened, held
+			// back until the test lets it go.
+			close(arrived)
+			<-release
+			w.Header().Set("ETag", `"v1"`)
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(old))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	})
+	srv.put("big/0", old, `"v1"`)
+	srv.put("other", []byte("x"), `"o"`)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	h := openBig(t, tree)
+	if h.obj == nil {
+		t.Fatal("read whole at open, want parts")
+	}
+	ctx := context.Background()
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b := make([]byte, 1<<20)
+		k, err := h.ReadAt(ctx, b, 0)
+		done <- result{b[:k], err}
+	}()
+	<-arrived
+	srv.put("big/0", next, `"v2"`)
+	if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil || !tree.ignoresRange() {
+		t.Fatalf("the tree did not see the source ignore Range: %v", err)
+	}
+	buf := make([]byte, 1<<20)
+	off := int64(4 << 20)
+	k, err := h.ReadAt(ctx, buf, off)
+	sawNext := err == nil && bytes.Equal(buf[:k], next[off:off+int64(k)])
+	if err == nil && !sawNext && !bytes.Equal(buf[:k], old[off:off+int64(k)]) {
+		t.Fatalf("read at %d: %d bytes of neither version", off, k)
+	}
+	close(release)
+	r := <-done
+	if r.err == nil && len(r.b) > 0 && bytes.Equal(r.b, old[:len(r.b)]) && sawNext {
+		t.Fatalf("the handle served the rewritten chunk, then %d bytes of the version opened", len(r.b))
+	}
+	if r.err == nil && !bytes.Equal(r.b, old[:len(r.b)]) && !bytes.Equal(r.b, next[:len(r.b)]) {
+		t.Fatalf("first read: %d bytes of neither version", len(r.b))
+	}
+}
