@@ -535,7 +535,17 @@ func (s *treeSource) getStrict(ctx context.Context, key string, limit int64) ([]
 	if err == nil && int64(len(b)) > limit {
 		err = fmt.Errorf("%s: more than %d bytes: %w", key, limit, fetcher.ErrTooLarge)
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	if o, ok := s.t.src.(fetcher.OwnedRanger); !ok || !o.RangesOwned() {
+		// Get's bytes are the load's to give back (Release); these
+		// may be the source's own.
+		c := mem.Get(len(b))
+		copy(c, b)
+		b = c
+	}
+	return b, nil
 }
 
 // Release gives b, which Get returned and nobody refers to any more, back
