@@ -430,7 +430,8 @@ type treeSource struct {
 	asked  map[string]bool             // the objects this load asked the origin about
 	// strict is the key of an object pinned before the load began (Tree.load
 	// with a pin): a reply for it that names no version fails as a change,
-	// since bytes of the pinned version were served before this load.
+	// since bytes of the pinned version were served before this load, and
+	// its Get is a ranged read of its plain form (getStrict).
 	strict string
 }
 
