@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -1046,5 +1047,131 @@ func TestChunkPartsPinnedSmallCache(t *testing.T) {
 	}
 	if got := srv.requests("big/0")[before:]; len(got) > 2 {
 		t.Errorf("%d requests of the chunk for 8 reads after the switch, want at most 2 (the ranged read that found it, one whole): %v", len(got), got)
+	}
+}
+
+// TestChunkPartsPinnedGzipETag: a server that gives a chunk's gzip form a
+// tag of its own, or none (nginx's gzip_static serves the .gz file's ETag;
+// nginx before 1.7.3, and Apache with DeflateAlterETag Remove, drop it),
+// and the plain form the tag its HEAD and ranged replies give, still
+// serves the chunk once its window proved the version and the source was
+// seen to ignore Range (Handle.readPinned): the plain form names the
+// version, so the pinned read asks for it, as the window did.
+func TestChunkPartsPinnedGzipETag(t *testing.T) {
+	const chunk = partsChunkMin
+	old := make([]byte, chunk)
+	for i := range old {
+		old[i] = byte(i*7 + i>>20)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(old)
+	zw.Close()
+	ctx := context.Background()
+	for _, mode := range []string{"gzip_static", "no etag on gzip"} {
+		t.Run(mode, func(t *testing.T) {
+			srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
+				if r.URL.Path == "/other" {
+					r.Header.Del("Range")
+				}
+				if r.URL.Path != "/big/0" || r.Method != "GET" || !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+					srv.ServeHTTP(w, r)
+					return
+				}
+				if mode == "gzip_static" {
+					w.Header().Set("ETag", `"gz-5f3a"`)
+				}
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Content-Length", fmt.Sprint(gz.Len()))
+				w.Write(gz.Bytes())
+			})
+			srv.put("big/0", old, `"v1"`)
+			srv.put("other", []byte("x"), `"o"`)
+			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+			h := openBig(t, tree)
+			buf := make([]byte, 1<<20)
+			if k, err := h.ReadAt(ctx, buf, 0); err != nil || h.obj == nil || !bytes.Equal(buf[:k], old[:k]) {
+				t.Fatalf("first read: %d bytes, %v; want the chunk's in parts", k, err)
+			}
+			if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil || !tree.ignoresRange() {
+				t.Fatalf("the tree did not see the source ignore Range: %v", err)
+			}
+			for _, off := range []int64{4 << 20, chunk - 1<<20} {
+				k, err := h.ReadAt(ctx, buf, off)
+				if err != nil || !bytes.Equal(buf[:k], old[off:off+int64(k)]) || k != len(buf) {
+					t.Fatalf("read at %d after the switch: %d bytes, %v; want the chunk's", off, k, err)
+				}
+			}
+		})
+	}
+}
+
+// TestChunkPartsUnprovenSwitch: a read of a chunk's handle that finds the
+// source ignoring Range before any reply of the window proved the version
+// reads the chunk path, and may serve the object as rewritten since the
+// open; a reply of the version opened that comes in after that, to a read
+// of the same handle waiting on the window (the kernel sends reads of one
+// file at once), must not serve its bytes too: the handle would show the
+// new version, then the old.
+func TestChunkPartsUnprovenSwitch(t *testing.T) {
+	const chunk = partsChunkMin
+	old, next := make([]byte, chunk), make([]byte, chunk)
+	for i := range old {
+		old[i], next[i] = byte(i*7+i>>20), byte(i*5+1)
+	}
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	srv, web := bigOrigin(t, chunk, func(w http.ResponseWriter, r *http.Request, srv *objectServer) {
+		if r.URL.Path == "/other" {
+			r.Header.Del("Range")
+		}
+		if r.URL.Path == "/big/0" && r.Header.Get("Range") != "" && first.CompareAndSwap(false, true) {
+			// The window's first reply: of the version opened, held
+			// back until the test lets it go.
+			close(arrived)
+			<-release
+			w.Header().Set("ETag", `"v1"`)
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(old))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	})
+	srv.put("big/0", old, `"v1"`)
+	srv.put("other", []byte("x"), `"o"`)
+	tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	h := openBig(t, tree)
+	if h.obj == nil {
+		t.Fatal("read whole at open, want parts")
+	}
+	ctx := context.Background()
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b := make([]byte, 1<<20)
+		k, err := h.ReadAt(ctx, b, 0)
+		done <- result{b[:k], err}
+	}()
+	<-arrived
+	srv.put("big/0", next, `"v2"`)
+	if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil || !tree.ignoresRange() {
+		t.Fatalf("the tree did not see the source ignore Range: %v", err)
+	}
+	buf := make([]byte, 1<<20)
+	off := int64(4 << 20)
+	k, err := h.ReadAt(ctx, buf, off)
+	sawNext := err == nil && bytes.Equal(buf[:k], next[off:off+int64(k)])
+	if err == nil && !sawNext && !bytes.Equal(buf[:k], old[off:off+int64(k)]) {
+		t.Fatalf("read at %d: %d bytes of neither version", off, k)
+	}
+	close(release)
+	r := <-done
+	if r.err == nil && len(r.b) > 0 && bytes.Equal(r.b, old[:len(r.b)]) && sawNext {
+		t.Fatalf("the handle served the rewritten chunk, then %d bytes of the version opened", len(r.b))
+	}
+	if r.err == nil && !bytes.Equal(r.b, old[:len(r.b)]) && !bytes.Equal(r.b, next[:len(r.b)]) {
+		t.Fatalf("first read: %d bytes of neither version", len(r.b))
 	}
 }

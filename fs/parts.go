@@ -213,10 +213,19 @@ func (w *objectParts) fallBack(ignores bool) bool {
 
 // provedVersion reports whether a reply of the window named the version
 // it is pinned to, so that bytes of that version may have been served:
-// every later read of its handles must be of it (Handle.readPinned).
+// every later read of its handles must be of it (Handle.readPinned). A
+// named window it reports false of is given up for good (unproven), under
+// the same lock: its handles read the chunk path from then on, which may
+// serve a version written since the open, and a reply of the version
+// opened still in flight for another read of theirs (the kernel sends a
+// file's reads at once) must not prove it and serve its bytes after
+// (adopt refuses it).
 func (w *objectParts) provedVersion() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.named && !w.proven {
+		w.unproven = true
+	}
 	return w.named && w.proven
 }
 

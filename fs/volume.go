@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path"
 	"slices"
 	"sync/atomic"
@@ -429,7 +430,8 @@ type treeSource struct {
 	asked  map[string]bool             // the objects this load asked the origin about
 	// strict is the key of an object pinned before the load began (Tree.load
 	// with a pin): a reply for it that names no version fails as a change,
-	// since bytes of the pinned version were served before this load.
+	// since bytes of the pinned version were served before this load, and
+	// its Get is a ranged read of its plain form (getStrict).
 	strict string
 }
 
@@ -481,6 +483,9 @@ func (s *treeSource) pin(ctx context.Context, key string) context.Context {
 }
 
 func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
+	if key == s.strict {
+		return s.getStrict(ctx, key, limit)
+	}
 	obj, objKey, err := s.t.fetchBy(s.pin(ctx, key), key, limit, s.t.getChunk)
 	s.last = objKey
 	if err != nil {
@@ -516,6 +521,32 @@ func (s *treeSource) Get(ctx context.Context, key string, limit int64) ([]byte, 
 		return nil, err
 	}
 	return decode.Gunzip(obj.Data, 0, int(limit))
+}
+
+// getStrict is Get of the object pinned before the load began (strict):
+// its plain form, read as the ranged replies that proved the version were
+// (GetRange, which asks for no transport encoding). A server may name its
+// gzip form's version another way, or not at all (nginx's gzip_static
+// tags the .gz file; older nginx and Apache with DeflateAlterETag Remove
+// drop the tag): such a reply would prove nothing, and an object that had
+// not changed would read as ESTALE. Its ".gz" sibling is never read: the
+// plain object was there.
+func (s *treeSource) getStrict(ctx context.Context, key string, limit int64) ([]byte, error) {
+	b, err := s.GetRange(ctx, key, 0, min(limit, math.MaxInt64-1)+1)
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s: more than %d bytes: %w", key, limit, fetcher.ErrTooLarge)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o, ok := s.t.src.(fetcher.OwnedRanger); !ok || !o.RangesOwned() {
+		// Get's bytes are the load's to give back (Release); these
+		// may be the source's own.
+		c := mem.Get(len(b))
+		copy(c, b)
+		b = c
+	}
+	return b, nil
 }
 
 // Release gives b, which Get returned and nobody refers to any more, back
