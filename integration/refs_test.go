@@ -168,7 +168,8 @@ func TestReferenceSetHostile(t *testing.T) {
 // expanded they are 1.5 GB, which the mount held (its RSS past 1.5 GiB)
 // before it was refused or served. It is refused (volfs info, which reads
 // a set as mount does) with exit 1, a message naming a key and the bound
-// on what templates make, and the process's peak RSS under 768 MiB.
+// on what templates make, and the process's peak RSS under 768 MiB (not
+// held under -race).
 func TestReferenceSetTemplateBomb(t *testing.T) {
 	requireFUSE(t)
 	dir := t.TempDir()
@@ -185,7 +186,10 @@ func TestReferenceSetTemplateBomb(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), `key "a/`) || !strings.Contains(string(out), "templates and gen expand to more than") {
 		t.Errorf("volfs info: %v, %.300s; want exit 1 naming a key and the bound on what templates make", err, out)
 	}
-	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10; rss > 768<<20 {
+	// Under -race the detector's shadow of the 256 MiB allowed, and a
+	// collector that falls behind on a loaded machine, made 0.9-1.8 GiB of
+	// it: the bound is held by the pass without -race.
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10; rss > 768<<20 && !raceEnabled {
 		t.Errorf("peak RSS %d MiB, want under 768 MiB", rss>>20)
 	} else {
 		t.Logf("peak RSS %d MiB", rss>>20)
