@@ -928,17 +928,7 @@ func TestChunkPartsPinnedReplies(t *testing.T) {
 					srv.ServeHTTP(w, r)
 				}
 			})
-			srv.put("big/0", old, `"v1"`)
-			srv.put("other", []byte("x"), `"o"`)
-			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-			h := openBig(t, tree)
-			buf := make([]byte, 1<<20)
-			if k, err := h.ReadAt(ctx, buf, 0); err != nil || h.obj == nil || !bytes.Equal(buf[:k], old[:k]) {
-				t.Fatalf("first read: %d bytes, %v; want the chunk's in parts", k, err)
-			}
-			if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil || !tree.ignoresRange() {
-				t.Fatalf("the tree did not see the source ignore Range: %v", err)
-			}
+			h, buf := provenThenIgnored(t, srv, web.URL, old)
 			after.Store(true)
 			for _, off := range []int64{4 << 20, chunk - 1<<20, chunk} {
 				k, err := h.ReadAt(ctx, buf, off)
@@ -1085,17 +1075,7 @@ func TestChunkPartsPinnedGzipETag(t *testing.T) {
 				w.Header().Set("Content-Length", fmt.Sprint(gz.Len()))
 				w.Write(gz.Bytes())
 			})
-			srv.put("big/0", old, `"v1"`)
-			srv.put("other", []byte("x"), `"o"`)
-			tree := treeOver(t, web.URL, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
-			h := openBig(t, tree)
-			buf := make([]byte, 1<<20)
-			if k, err := h.ReadAt(ctx, buf, 0); err != nil || h.obj == nil || !bytes.Equal(buf[:k], old[:k]) {
-				t.Fatalf("first read: %d bytes, %v; want the chunk's in parts", k, err)
-			}
-			if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil || !tree.ignoresRange() {
-				t.Fatalf("the tree did not see the source ignore Range: %v", err)
-			}
+			h, buf := provenThenIgnored(t, srv, web.URL, old)
 			for _, off := range []int64{4 << 20, chunk - 1<<20} {
 				k, err := h.ReadAt(ctx, buf, off)
 				if err != nil || !bytes.Equal(buf[:k], old[off:off+int64(k)]) || k != len(buf) {
@@ -1174,4 +1154,26 @@ func TestChunkPartsUnprovenSwitch(t *testing.T) {
 	if r.err == nil && !bytes.Equal(r.b, old[:len(r.b)]) && !bytes.Equal(r.b, next[:len(r.b)]) {
 		t.Fatalf("first read: %d bytes of neither version", len(r.b))
 	}
+}
+
+// provenThenIgnored serves old as big/0 (ETag "v1") and a small "other"
+// from srv, whose handler must ignore Range for /other, at url; opens
+// big/0 in parts and reads its first MiB, which proves the window's
+// version; then reads "other", from which the tree learns that the source
+// ignores Range. It returns the handle and a 1 MiB buffer.
+func provenThenIgnored(t *testing.T, srv *objectServer, url string, old []byte) (*Handle, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	srv.put("big/0", old, `"v1"`)
+	srv.put("other", []byte("x"), `"o"`)
+	tree := treeOver(t, url, fetcher.Options{HTTP: fetcher.HTTPOptions{MaxAttempts: 1}})
+	h := openBig(t, tree)
+	buf := make([]byte, 1<<20)
+	if k, err := h.ReadAt(ctx, buf, 0); err != nil || h.obj == nil || !bytes.Equal(buf[:k], old[:k]) {
+		t.Fatalf("first read: %d bytes, %v; want the chunk's in parts", k, err)
+	}
+	if _, _, err := tree.src.GetRange(ctx, "other", 0, 1); err != nil || !tree.ignoresRange() {
+		t.Fatalf("the tree did not see the source ignore Range: %v", err)
+	}
+	return h, buf
 }

@@ -238,33 +238,10 @@ func TestPartsRewrittenMidRead(t *testing.T) {
 	o := &partsOrigin{size: size, delay: 2 * time.Millisecond, bumpAt: 16 << 20}
 	srv := startPartsOrigin(t, o)
 	s := startVolfs(t, "mount", "--allow-empty-source", srv.URL)
-	gotPath := filepath.Join(t.TempDir(), "got")
-	out, err := runBounded(t, 2*time.Minute, "/usr/bin/python3", "-c", `
-import sys
-got = bytearray()
-try:
-    with open(sys.argv[1], "rb", buffering=0) as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            got += b
-    print("error None")
-except OSError as e:
-    print("error", e.strerror)
-sys.stdout.flush()
-open(sys.argv[2], "wb").write(got)
-`, filepath.Join(s.mnt, "big.bin"), gotPath)
-	if err != nil {
-		t.Fatalf("python3: %v\n%s", err, out)
-	}
+	out, got := readUntilError(t, filepath.Join(s.mnt, "big.bin"))
 	t.Logf("reader: %s", strings.TrimSpace(out))
 	if strings.Contains(out, "error None") {
 		t.Errorf("read the whole object across a rewrite without an error")
-	}
-	got, err := os.ReadFile(gotPath)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if !bytes.Equal(got, patternBytes(0, int64(len(got)))) {
 		t.Errorf("the %d bytes read before the error are not all the first version's", len(got))
@@ -478,30 +455,7 @@ func TestPartsLargeChunkRangeSwitch(t *testing.T) {
 				o.bumpAt = o.ignoreAt
 			}
 			s := startVolfs(t, "mount", chunkOrigin(t, o).URL+"/z")
-			gotPath := filepath.Join(t.TempDir(), "got")
-			out, err := runBounded(t, 2*time.Minute, "/usr/bin/python3", "-c", `
-import sys
-got = bytearray()
-try:
-    with open(sys.argv[1], "rb", buffering=0) as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            got += b
-    print("error None")
-except OSError as e:
-    print("error", e.strerror)
-sys.stdout.flush()
-open(sys.argv[2], "wb").write(got)
-`, filepath.Join(s.mnt, "0"), gotPath)
-			if err != nil {
-				t.Fatalf("python3: %v\n%s", err, out)
-			}
-			got, err := os.ReadFile(gotPath)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out, got := readUntilError(t, filepath.Join(s.mnt, "0"))
 			t.Logf("reader: %s after %d MiB", strings.TrimSpace(out), len(got)>>20)
 			if !bytes.Equal(got, patternBytes(0, int64(len(got)))) {
 				t.Errorf("the %d bytes read are not all the first version's", len(got))
@@ -517,4 +471,36 @@ open(sys.argv[2], "wb").write(got)
 			}
 		})
 	}
+}
+
+// readUntilError reads the file at path through the mount with python3 in
+// 1 MiB reads until its end or its first error, and returns python3's
+// line ("error None", or "error" and the error's text) and the bytes read
+// before it.
+func readUntilError(t *testing.T, path string) (out string, got []byte) {
+	t.Helper()
+	gotPath := filepath.Join(t.TempDir(), "got")
+	out, err := runBounded(t, 2*time.Minute, "/usr/bin/python3", "-c", `
+import sys
+got = bytearray()
+try:
+    with open(sys.argv[1], "rb", buffering=0) as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            got += b
+    print("error None")
+except OSError as e:
+    print("error", e.strerror)
+sys.stdout.flush()
+open(sys.argv[2], "wb").write(got)
+`, path, gotPath)
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	if got, err = os.ReadFile(gotPath); err != nil {
+		t.Fatal(err)
+	}
+	return out, got
 }
