@@ -82,7 +82,8 @@ type Cache struct {
 type entry struct {
 	val    []byte
 	err    error
-	charge int64 // set by charged when kept
+	charge int64  // set by charged when kept
+	own    *owned // how val is given back for reuse, or nil (recycle.go)
 }
 
 // charged returns e with its charge set for key: the capacity of its
@@ -120,6 +121,12 @@ type flight struct {
 	prefetchRef bool             // GUARDED_BY(Cache.mu); the prefetch's hold is counted in waiters
 	set         *prefetchSet     // GUARDED_BY(Cache.mu); the Prefetch call holding it, until it finishes
 	notify      []chan<- *flight // GUARDED_BY(Cache.mu); batches told when it finishes
+
+	// What the value is and who took it, for giving it back (recycle.go).
+	declared *owned // set by the load (Load.Own), read by finish on the same goroutine
+	own      *owned // GUARDED_BY(Cache.mu); declared, once finish published it
+	escaped  bool   // GUARDED_BY(Cache.mu); a waiter takes the value without a count
+	counted  int    // GUARDED_BY(Cache.mu); waiters that count it (Acquire), until finish
 }
 
 // Stats counts what a Cache did since it was made.
@@ -135,6 +142,9 @@ type Stats struct {
 	// reader then read (from probation, or by joining the flight);
 	// PrefetchWasted those evicted or cancelled before any reader came.
 	PrefetchIssued, PrefetchUsed, PrefetchWasted int64
+	// Recycled counts values given back for reuse once nothing could
+	// read them (recycle.go).
+	Recycled int64
 	// Bytes is held now, of which ProbationBytes by prefetched values not
 	// read yet.
 	Bytes, ProbationBytes int64
@@ -168,7 +178,7 @@ func (c *Cache) Get(ctx context.Context, key string, load Loader) ([]byte, error
 // GetHit is Get that also reports whether the answer was in memory, so the
 // reader did not wait (the read-ahead Tracker's "waited" is its negation).
 func (c *Cache) GetHit(ctx context.Context, key string, load Loader) (val []byte, hit bool, err error) {
-	e, hit, f := c.lookup(key, load, nil)
+	e, hit, f := c.lookup(key, load, nil, false)
 	if hit {
 		return e.val, true, e.err
 	}
@@ -216,12 +226,15 @@ func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
 // lookup answers key from memory (hit) or returns the flight that loads it,
 // with one waiter reference taken for the caller, made with load if none
 // was in flight. If notify is not nil, f is sent on it when it finishes (a
-// flight in the table has not finished yet).
-func (c *Cache) lookup(key string, load Loader, notify chan<- *flight) (e entry, hit bool, f *flight) {
+// flight in the table has not finished yet). A counted caller (Acquire)
+// takes a reference on the value it will release; any other caller's
+// value is never given back for reuse (recycle.go).
+func (c *Cache) lookup(key string, load Loader, notify chan<- *flight, counted bool) (e entry, hit bool, f *flight) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.main.Get(key); ok {
 		c.stats.Hits++
+		handOut(e.own, counted)
 		return e, true, nil
 	}
 	if e, ok := c.prob.Peek(key); ok {
@@ -229,6 +242,7 @@ func (c *Cache) lookup(key string, load Loader, notify chan<- *flight) (e entry,
 		c.stats.PrefetchUsed++
 		c.prob.Remove(key)
 		c.probUsed -= e.cost()
+		handOut(e.own, counted)
 		c.addMain(key, e)
 		return e, true, nil
 	}
@@ -247,6 +261,11 @@ func (c *Cache) lookup(key string, load Loader, notify chan<- *flight) (e entry,
 		close(f.wanted)
 	}
 	f.waiters++
+	if counted {
+		f.counted++
+	} else {
+		f.escaped = true
+	}
 	if notify != nil {
 		f.notify = append(f.notify, notify)
 	}
@@ -275,8 +294,9 @@ func (c *Cache) lookupPrefetch(key string, load Loader) *flight {
 // REQUIRES: c.mu held.
 func (c *Cache) newFlight(key string, load Loader) *flight {
 	wanted := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), wantedKey{}, wanted))
-	f := &flight{key: key, load: load, ctx: ctx, cancel: cancel, done: make(chan struct{}), wanted: wanted}
+	f := &flight{key: key, load: load, done: make(chan struct{}), wanted: wanted}
+	ctx := context.WithValue(context.WithValue(context.Background(), wantedKey{}, wanted), flightKey{}, f)
+	f.ctx, f.cancel = context.WithCancel(ctx)
 	c.flights[key] = f
 	return f
 }
@@ -404,6 +424,15 @@ func (c *Cache) finish(f *flight, val []byte, err error) {
 		delete(c.flights, f.key)
 	}
 	e := entry{val: val, err: err}
+	o := f.declared
+	if o != nil {
+		// The waiters so far took it counted or not; none come after.
+		o.escaped = o.escaped || f.escaped || err != nil
+		if err == nil {
+			f.own, e.own = o, o
+			o.refs += f.counted
+		}
+	}
 	f.stable = err != nil && f.ctx.Err() == nil && c.opts.KeepError != nil && c.opts.KeepError(err)
 	keep := err == nil || f.stable
 	if keep {
@@ -414,6 +443,10 @@ func (c *Cache) finish(f *flight, val []byte, err error) {
 		}
 	} else if f.prefetched && !f.demand && f.prefetchRef {
 		c.stats.PrefetchWasted++
+	}
+	if o != nil {
+		o.refs-- // the load's own hold (Load.Own)
+		c.recycleLocked(o)
 	}
 	f.prefetchRef = false
 	if set := f.set; set != nil {
@@ -440,7 +473,11 @@ func (c *Cache) addMain(key string, e entry) {
 	if cost > c.opts.MaxBytes || c.main.Contains(key) || c.prob.Contains(key) {
 		// Too big, or a flight that was abandoned and redone raced this
 		// one: the value already held is as good.
+		c.unkept(e)
 		return
+	}
+	if e.own != nil {
+		e.own.kept = true
 	}
 	c.main.Add(key, e)
 	c.mainUsed += cost
@@ -464,7 +501,11 @@ func (c *Cache) addProbation(key string, e entry) {
 	cost := e.cost()
 	if cost > c.probMax || c.main.Contains(key) || c.prob.Contains(key) {
 		c.stats.PrefetchWasted++
+		c.unkept(e)
 		return
+	}
+	if e.own != nil {
+		e.own.kept = true
 	}
 	c.prob.Add(key, e)
 	c.probUsed += cost
@@ -487,6 +528,7 @@ func (c *Cache) evictRead() {
 	_, old, _ := c.main.RemoveOldest()
 	c.mainUsed -= old.cost()
 	c.stats.Evictions++
+	c.unkept(old)
 }
 
 // evictPrefetched evicts the oldest prefetched value, which no reader read.
@@ -497,6 +539,7 @@ func (c *Cache) evictPrefetched() {
 	c.probUsed -= old.cost()
 	c.stats.PrefetchWasted++
 	c.stats.Evictions++
+	c.unkept(old)
 }
 
 // Remove forgets the value kept for key, if any, so that the next Get
@@ -508,10 +551,12 @@ func (c *Cache) Remove(key string) {
 	if e, ok := c.main.Peek(key); ok {
 		c.main.Remove(key)
 		c.mainUsed -= e.cost()
+		c.unkept(e)
 	}
 	if e, ok := c.prob.Peek(key); ok {
 		c.prob.Remove(key)
 		c.probUsed -= e.cost()
+		c.unkept(e)
 	}
 }
 

@@ -43,6 +43,7 @@ func NewCollector(s *Store, b *Budget) *Collector {
 		add("volfs_cache_misses_total", "Chunk reads that started a load.", counter, cs(func(s Stats) int64 { return s.Misses }))
 		add("volfs_cache_shared_total", "Chunk reads that joined a load in flight.", counter, cs(func(s Stats) int64 { return s.Shared }))
 		add("volfs_cache_evictions_total", "Chunks dropped from memory to stay within the bound.", counter, cs(func(s Stats) int64 { return s.Evictions }))
+		add("volfs_cache_recycled_total", "Chunks whose memory was given back for reuse once nothing could read them.", counter, cs(func(s Stats) int64 { return s.Recycled }))
 		add("volfs_cache_abandoned_total", "Loads cancelled because every waiter left.", counter, cs(func(s Stats) int64 { return s.Abandoned }))
 		add("volfs_cache_bytes", "Bytes of chunks held in memory.", gauge, cs(func(s Stats) int64 { return s.Bytes }))
 		add("volfs_cache_probation_bytes", "Bytes of prefetched chunks held in memory and not read yet.", gauge, cs(func(s Stats) int64 { return s.ProbationBytes }))

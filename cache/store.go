@@ -188,6 +188,13 @@ func (s *Store) GetHit(ctx context.Context, key string, load Loader) ([]byte, bo
 	return s.c.GetHit(ctx, key, load)
 }
 
+// Acquire is Get for a reader that releases the value when done with it,
+// so that its memory can be reused once the cache lets it go; see
+// Cache.Acquire.
+func (s *Store) Acquire(ctx context.Context, key string, load Loader) (val []byte, release func(), hit bool, err error) {
+	return s.c.Acquire(ctx, key, load)
+}
+
 // GetBatch returns the values of keys, in order; loadFor(i) loads keys[i]
 // if it is neither in memory nor in flight. Fewer than BatchInline loads
 // run inline, one after another; more run on the pool. A stable error
@@ -215,7 +222,7 @@ func (s *Store) getBatch(ctx context.Context, keys []string, loadFor func(i int)
 	var held []*flight
 	slot := make(map[*flight][]int)
 	for i, key := range keys {
-		e, hit, f := s.c.lookup(key, lazy(loadFor, i), ready)
+		e, hit, f := s.c.lookup(key, lazy(loadFor, i), ready, false)
 		if hit {
 			res[i] = Result{e.val, e.err}
 			continue

@@ -45,7 +45,8 @@ type Tier interface {
 	Get(ctx context.Context, key string, size int64, check func(ident []byte) error) (val, ident []byte, ok bool)
 	// Put keeps val under key, made from what ident describes. It is
 	// called behind loads (never on a reader's path), must not modify
-	// val or ident, and bounds its own time.
+	// val or ident, must not refer to val once it returns (its memory
+	// may then be reused: recycle.go), and bounds its own time.
 	Put(key string, ident, val []byte)
 }
 
@@ -145,6 +146,8 @@ type Load struct {
 	wanted  chan struct{} // closed once a reader waits for the load; nil outside a flight
 	release func()        // gives the slot back, once taken
 	waited  time.Duration
+	own     *owned // what Own declared, for ownVal
+	ownVal  []byte
 }
 
 // CPU bounds the CPU that read-ahead takes. A load calls it before the
@@ -253,13 +256,19 @@ func (s *Store) Loader(c Chunk) Loader {
 			return val, nil
 		}
 		val, ident, err := c.Load(ctx, l)
+		var own *owned
+		if err == nil {
+			own = l.owned(val)
+		}
 		if err != nil || ident == nil {
 			s.release(tiers, c.Key)
+			s.c.declare(ctx, own)
 			return val, err
 		}
 		for _, t := range tiers {
-			s.writeBehind(t, c.Key, ident, val, &t.kept)
+			s.writeBehindOwned(t, c.Key, ident, val, &t.kept, own)
 		}
+		s.c.declare(ctx, own)
 		return val, nil
 	}
 }
@@ -267,6 +276,12 @@ func (s *Store) Loader(c Chunk) Loader {
 // writeBehind puts val into t on a goroutine of its own, once one of t's
 // writers is free; Close waits for it.
 func (s *Store) writeBehind(t *tier, key string, ident, val []byte, count *atomic.Int64) {
+	s.writeBehindOwned(t, key, ident, val, count, nil)
+}
+
+// writeBehindOwned is writeBehind of a value the load owns (own, or nil):
+// the write holds a reference on it until Put returns (recycle.go).
+func (s *Store) writeBehindOwned(t *tier, key string, ident, val []byte, count *atomic.Int64, own *owned) {
 	select {
 	case t.slots <- struct{}{}:
 	default:
@@ -275,9 +290,11 @@ func (s *Store) writeBehind(t *tier, key string, ident, val []byte, count *atomi
 	}
 	count.Add(1)
 	s.writes.Add(1)
+	s.c.ref(own)
 	go func() {
 		defer s.writes.Done()
 		defer func() { <-t.slots }()
+		defer s.c.unref(own)
 		t.Put(key, ident, val)
 	}()
 }

@@ -396,11 +396,46 @@ func (a *Array) Fetch(ctx context.Context, src Source, c []int64) ([]byte, error
 // read through src for the chunk at c, as Decode does, then gives stored
 // back to src (Release) unless the decoded chunk shares its memory.
 func (a *Array) DecodeFrom(src Source, stored []byte, c []int64) ([]byte, error) {
-	out, err := a.decodeInto(nil, stored, c)
+	out, _, err := a.DecodeOwned(src, stored, c)
+	return out, err
+}
+
+// DecodeOwned is DecodeFrom for a caller that keeps the decoded chunk and
+// would give its memory back for reuse once nothing refers to it.
+// recycle, when not nil, does that (internal/mem's pool, or src's
+// Release), and may be called once, after the last use of out. It is not
+// nil only when out is memory nobody else refers to: a buffer of the pool
+// this call took and the codec decoded into, or, for an array whose chunks
+// are their own objects (OwnObject), the stored bytes themselves (a raw
+// chunk), which Fetch's contract makes the load's alone.
+//
+// The buffer is taken before decoding only where a codec decodes into
+// one: a raw chunk (Verbatim's codecs) is its stored bytes.
+func (a *Array) DecodeOwned(src Source, stored []byte, c []int64) (out []byte, recycle func(), err error) {
+	var dst []byte
+	if !a.verbatim || a.header != nil || a.widen > 1 {
+		dst = mem.Get(int(a.ChunkSize(c)))
+	}
+	out, err = a.decodeInto(dst, stored, c)
+	switch {
+	case err != nil:
+	case dst != nil && sameStart(out, dst):
+		recycle = func() { mem.Put(dst) }
+	case a.load == nil && sameStart(out, stored):
+		recycle = func() { src.Release(stored) }
+	}
+	if dst != nil && recycle == nil && (err != nil || !mem.Overlap(out, dst)) {
+		mem.Put(dst) // the codec decoded elsewhere
+	}
 	if a.load == nil && (err != nil || !mem.Overlap(out, stored)) {
 		src.Release(stored)
 	}
-	return out, err
+	return out, recycle, err
+}
+
+// sameStart reports whether a and b begin at the same byte of memory.
+func sameStart(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
 // MaxAxes is the most axes an array may have, as in tensorstore (kMaxRank)

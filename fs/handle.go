@@ -161,16 +161,18 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	h.t.pass.reads.Add(1)
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
-	b, err := h.read(rctx, dest, off)
+	b, _, err := h.read(rctx, dest, off, false)
 	return b, h.t.readError(ctx, rctx, err)
 }
 
 // ReadPieces is Read for a front end that writes a reply from several
 // pieces of memory at once (the FUSE adapter, with writev): the bytes at
 // off are pieces, in order, which may be memory the tree lends without a
-// copy (a window of ranged parts, parts.go), held until release is
+// copy (a window of ranged parts, parts.go, or a chunk the chunk store
+// holds, taken with a count: cache.Store.Acquire), held until release is
 // called; the caller must call a non-nil release once it has written
-// them, and must not modify them. release is nil when nothing is held.
+// them, must not refer to them after, and must not modify them. release
+// is nil when nothing is held.
 func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
 	l, ok := h.f.(lender)
 	ok = ok && !h.plain // read: ranged reads of the piece's own
@@ -179,8 +181,11 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 		h.touchParts()
 	}
 	if !ok {
-		b, err := h.Read(ctx, dest, off)
-		return [][]byte{b}, nil, err
+		h.t.pass.reads.Add(1)
+		rctx, cancel := h.t.readContext(ctx)
+		defer cancel()
+		b, release, err := h.read(rctx, dest, off, true)
+		return [][]byte{b}, release, h.t.readError(ctx, rctx, err)
 	}
 	h.t.pass.reads.Add(1)
 	rctx, cancel := h.t.readContext(ctx)
@@ -188,54 +193,68 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	pieces, release, err = l.lend(rctx, dest, off)
 	err = h.keepChange(err)
 	if h.obj != nil && h.windowEnded(err) {
-		b, err := h.read(rctx, dest, off) // the other way now (read)
-		return [][]byte{b}, nil, h.t.readError(ctx, rctx, err)
+		b, release, err := h.read(rctx, dest, off, true) // the other way now (read)
+		return [][]byte{b}, release, h.t.readError(ctx, rctx, err)
 	}
 	return pieces, release, h.t.readError(ctx, rctx, err)
 }
 
-func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
+// read is Read's and ReadPieces' read. With lend set, a chunk's bytes
+// are lent with a count (chunkFile.lend) and release, when not nil, gives
+// them back; without it, release is nil and the bytes are the tree's to
+// keep as long as the caller refers to them (never reused).
+func (h *Handle) read(ctx context.Context, dest []byte, off int64, lend bool) (b []byte, release func(), err error) {
 	if h.obj != nil {
 		if err := h.changed.Load(); err != nil {
-			return nil, *err
+			return nil, nil, *err
 		}
 	}
 	if o := h.parts(); o != nil {
 		h.touchParts()
 		k, err := o.ReadAt(ctx, dest, off)
 		if !h.windowEnded(err) {
-			return dest[:k], h.keepChange(err)
+			return dest[:k], nil, h.keepChange(err)
 		}
 	}
 	if h.obj != nil && h.obj.parts.provedVersion() {
-		return h.readPinned(ctx, dest, off)
+		b, err := h.readPinned(ctx, dest, off)
+		return b, nil, err
 	}
 	// Through the chunk store, as every later read (parts).
 	switch f := h.f.(type) {
 	case *objectFile:
 		if h.plain && !h.t.ignoresRange() {
 			k, err := f.readPlain(ctx, dest, off)
-			return dest[:k], err
+			return dest[:k], nil, err
 		}
 	case *chunkFile:
+		if lend {
+			b, hit, release, err := f.lend(ctx, off, int64(len(dest)))
+			if h.touched.CompareAndSwap(false, true) {
+				f.t.readers.touch(f, h.reader, !hit)
+			}
+			return b, release, err
+		}
 		if h.touched.CompareAndSwap(false, true) {
 			_, hit, err := f.chunkHit(ctx)
 			f.t.readers.touch(f, h.reader, !hit)
 			if err != nil && !isMissing(err) {
 				// Failed loads are not kept: the read below would load
 				// the chunk again, and double the wait for the error.
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		return f.slice(ctx, off, int64(len(dest)))
+		b, err := f.slice(ctx, off, int64(len(dest)))
+		return b, nil, err
 	case slicer:
-		return f.slice(ctx, off, int64(len(dest)))
+		b, err := f.slice(ctx, off, int64(len(dest)))
+		return b, nil, err
 	case *viewFile:
 		k, err := f.readAt(ctx, dest, off, h.reader)
-		return dest[:k], err
+		return dest[:k], nil, err
 	}
 	k, err := h.f.ReadAt(ctx, dest, off)
-	return dest[:k], err
+	return dest[:k], nil, err
 }
 
 // parts returns the window in which the handle reads its chunk in parts,

@@ -367,8 +367,9 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 		err = l.CPU(ctx)
 	}
 	var b []byte
+	var recycle func()
 	if err == nil {
-		b, err = a.DecodeFrom(src, stored, c)
+		b, recycle, err = a.DecodeOwned(src, stored, c)
 	}
 	t.loads.observe(a.Encoding, time.Since(start)-(l.Waited()-waited), err)
 	if isMissing(err) && errors.Is(err, keep.ErrKept) {
@@ -387,6 +388,7 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 	}
+	l.Own(b, recycle) // given back once the cache and its readers are done with it
 	if len(t.tiers) == 0 {
 		return b, nil, nil
 	}
@@ -705,6 +707,28 @@ func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
 		return nil, err
 	}
 	return b[off : off+n], nil
+}
+
+// lend is slice for a reader that says when it is done with the bytes
+// (Handle.ReadPieces): the chunk is taken from the chunk store with a
+// count (cache.Store.Acquire), and release, when not nil, must be called
+// once the reader no longer refers to them; until then their memory is
+// not reused. hit reports whether the chunk was in memory, for read-ahead.
+func (f *chunkFile) lend(ctx context.Context, off, n int64) (b []byte, hit bool, release func(), err error) {
+	if off >= f.size {
+		return nil, true, nil, nil
+	}
+	n = min(n, f.size-off)
+	b, release, hit, err = f.t.store.Acquire(ctx, f.mkey, f.loader())
+	if err != nil {
+		release()
+		if isMissing(err) && f.t.opts.Missing == MissingFill {
+			b, err = f.fill(ctx, off, n)
+			return b, hit, nil, err
+		}
+		return nil, hit, nil, err
+	}
+	return b[off : off+n], hit, release, nil
 }
 
 // fill returns n bytes at off of the chunk as it reads when missing. A

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"github.com/volfs/volfs/internal/mem"
 
 	"github.com/volfs/volfs/cmd/volfs/demo"
 	"github.com/volfs/volfs/fs"
@@ -43,6 +44,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// Every volfs process the tests start poisons its pools
+	// (testenv.Main: a buffer read after it was given back for reuse
+	// reads as bytes no codec makes).
+	os.Setenv("VOLFS_MEM_POISON", "1")
+	mem.Poison(true) // and the trees the tests mount in this process
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -86,6 +86,12 @@ type mounted struct {
 // tree closed when the test ends, or earlier by unmount.
 func mountTree(t *testing.T, source string, opts fs.Options) *mounted {
 	t.Helper()
+	return mountTreeWith(t, source, opts, fuse.MountOptions{})
+}
+
+// mountTreeWith is mountTree with the FUSE adapter's options mopts.
+func mountTreeWith(t *testing.T, source string, opts fs.Options, mopts fuse.MountOptions) *mounted {
+	t.Helper()
 	requireFUSE(t)
 	src, err := fetcher.Open(source, fetcher.Options{HTTP: fetcher.HTTPOptions{BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}})
 	if err != nil {
@@ -99,7 +105,7 @@ func mountTree(t *testing.T, source string, opts fs.Options) *mounted {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fuse.Mount(mnt, tree, fuse.MountOptions{})
+	srv, err := fuse.Mount(mnt, tree, mopts)
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}

@@ -15,7 +15,9 @@ package mem
 
 import (
 	"math/bits"
+	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // MinPooled is the smallest buffer worth pooling or prefaulting: below it
@@ -38,6 +40,24 @@ var pool struct {
 	free  map[int][][]byte // GUARDED_BY(mu); by class size
 	bytes int              // GUARDED_BY(mu)
 }
+
+// poison is Poison's switch; VOLFS_MEM_POISON=1 in the environment turns
+// it on at start, so that a test's volfs process poisons too.
+var poison atomic.Bool
+
+func init() { poison.Store(os.Getenv("VOLFS_MEM_POISON") == "1") }
+
+// PoisonByte is what Poison fills buffers with.
+const PoisonByte = 0xdb
+
+// Poison turns poisoning on or off: while on, every pooled buffer Get
+// returns, and every buffer Put takes back, is filled with PoisonByte, so
+// that code that relies on Get's undefined contents (a decoder that
+// leaves bytes unwritten, expecting zeros), or that reads a buffer after
+// it was given back (a reference count wrong by one), reads bytes no
+// codec makes and fails a test that compares them. A debugging aid for
+// tests; it costs a memset per buffer.
+func Poison(on bool) { poison.Store(on) }
 
 // classAtLeast returns the smallest class size of at least n bytes.
 func classAtLeast(n int) int {
@@ -82,7 +102,11 @@ func Get(n int) []byte {
 		return b[:n]
 	}
 	pool.mu.Unlock()
-	return Make(c)[:n]
+	b := Make(c)
+	if poison.Load() {
+		fill(b)
+	}
+	return b[:n]
 }
 
 // Put gives b back to the pool for a later Get. The caller must hold the
@@ -92,6 +116,9 @@ func Get(n int) []byte {
 func Put(b []byte) {
 	if cap(b) < MinPooled {
 		return
+	}
+	if poison.Load() {
+		fill(b[:cap(b)])
 	}
 	c := classAtMost(cap(b))
 	pool.mu.Lock()
@@ -104,6 +131,13 @@ func Put(b []byte) {
 	}
 	pool.free[c] = append(pool.free[c], b[:c:c])
 	pool.bytes += c
+}
+
+// fill fills b with PoisonByte.
+func fill(b []byte) {
+	for i := range b {
+		b[i] = PoisonByte
+	}
 }
 
 // Make returns a new zeroed buffer of length n, faulted in at once when n

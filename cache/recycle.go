@@ -1,0 +1,197 @@
+package cache
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// Values given back for reuse
+//
+// A decoded chunk is a buffer of several MiB. When the cache lets it go,
+// its memory is garbage, and the next load decodes into fresh memory the
+// kernel must fault in and clear (or memory the collector must find
+// first). A load may instead say that the value it returns is memory
+// nobody else refers to, and how to give it back for reuse (Load.Own:
+// decoders decode into buffers of internal/mem's pool, which the next
+// load takes again, faulted in and not cleared). The cache then gives the
+// value back once nothing can read it any more: it is no longer kept (an
+// eviction, Remove, or a value not kept at all), no tier write behind the
+// load still reads it, and every reader that took it with a count
+// (Acquire) has released it.
+//
+// A reader that takes a value without a count (Get, GetHit, GetBatch, and
+// a load's waiters through those) may hold it for as long as it likes, so
+// such a value is never given back: it stays the collector's. Being
+// counted is opt-in, and a path that forgets to count only loses the
+// reuse, never another chunk's bytes. The FUSE adapter's reads of chunk
+// files are counted (fs.Handle.ReadPieces: released once go-fuse has
+// written the reply, ReadResult.Done).
+//
+// All of owned's fields but recycle are guarded by Cache.mu.
+type owned struct {
+	recycle func() // gives the memory back; called once, at most
+	refs    int    // counted readers, tier writes, and the load's own hold until it is published
+	escaped bool   // handed out without a count: never given back
+	kept    bool   // in the cache (main or probation)
+	done    bool   // given back
+}
+
+// flightKey keys, in a load's context, the flight it runs for: how
+// Store.Loader's loads tell their flight what they own (Load.Own).
+type flightKey struct{}
+
+// Own tells the store that val, which the load is about to return as the
+// chunk's value, is memory that nothing but the value refers to, and that
+// recycle gives it back for reuse (for example to internal/mem's pool).
+// The store calls recycle once no reader, no tier write and no kept entry
+// refers to val any more (see "Values given back for reuse"); it never
+// calls it if val was handed to any reader without a count, or if the
+// load returns anything but val. A load that does not call Own has its
+// value left to the garbage collector, as before.
+func (l *Load) Own(val []byte, recycle func()) {
+	if cap(val) == 0 || recycle == nil {
+		return
+	}
+	l.own, l.ownVal = &owned{recycle: recycle, refs: 1}, val
+}
+
+// owned returns the record of what the load owns when it returns val (the
+// value it declared with Own), or nil.
+func (l *Load) owned(val []byte) *owned {
+	if l.own == nil || !sameMemory(val, l.ownVal) {
+		return nil
+	}
+	return l.own
+}
+
+// sameMemory reports whether a and b are the same slice of memory: the
+// same first byte, length and capacity.
+func sameMemory(a, b []byte) bool {
+	return cap(a) > 0 && cap(a) == cap(b) && len(a) == len(b) && &a[:1][0] == &b[:1][0]
+}
+
+// declare hands o, the record of the value the load running under ctx
+// returns, to the load's flight, which publishes it (finish). A load that
+// runs for no flight (a Loader called directly) has nobody to count its
+// readers: its value is never given back.
+//
+// The load's own reference (Own's refs: 1) keeps the value while the
+// flight has not published it; finish drops it.
+func (c *Cache) declare(ctx context.Context, o *owned) {
+	if o == nil {
+		return
+	}
+	if f, ok := ctx.Value(flightKey{}).(*flight); ok {
+		f.declared = o // read by finish, on this goroutine
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o.escaped = true
+	o.refs--
+}
+
+// ref takes one reference on o (a tier write behind the load).
+func (c *Cache) ref(o *owned) {
+	if o == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o.refs++
+}
+
+// unref drops one reference on o, and gives it back if that was the last
+// thing that could read it.
+func (c *Cache) unref(o *owned) {
+	if o == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o.refs--
+	c.recycleLocked(o)
+}
+
+// releaser returns the function that drops the reference a counted reader
+// holds on o; calls after the first do nothing. With o nil (a value that
+// is not given back) it does nothing.
+func (c *Cache) releaser(o *owned) func() {
+	if o == nil {
+		return func() {}
+	}
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			c.unref(o)
+		}
+	}
+}
+
+// handOut records that a reader took a kept entry's value: counted (a
+// reference it will release) or not (the value escapes for good).
+//
+// REQUIRES: c.mu held.
+func handOut(o *owned, counted bool) {
+	if o == nil {
+		return
+	}
+	if counted {
+		o.refs++
+	} else {
+		o.escaped = true
+	}
+}
+
+// unkept records that the cache no longer keeps e's value, and gives it
+// back if nothing else can read it.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) unkept(e entry) {
+	if e.own == nil {
+		return
+	}
+	e.own.kept = false
+	c.recycleLocked(e.own)
+}
+
+// recycleLocked gives o's memory back if nothing can read it any more.
+//
+// REQUIRES: c.mu held.
+func (c *Cache) recycleLocked(o *owned) {
+	if o.done || o.escaped || o.kept || o.refs > 0 {
+		return
+	}
+	o.done = true
+	c.stats.Recycled++
+	o.recycle()
+}
+
+// Acquire is GetHit for a reader that says when it is done with the
+// value: release, never nil, must be called once the reader (and whatever
+// it handed the value to) no longer refers to val, and val must not be
+// used after. Until then the value's memory is not reused; a value taken
+// only by such readers is given back for reuse once the cache lets it go
+// (see "Values given back for reuse"). On error, release does nothing.
+func (c *Cache) Acquire(ctx context.Context, key string, load Loader) (val []byte, release func(), hit bool, err error) {
+	e, hit, f := c.lookup(key, load, nil, true)
+	if hit {
+		return e.val, c.releaser(e.own), true, e.err
+	}
+	val, err = c.await(ctx, f)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !f.finished {
+		// Gone before the load published its value: not counted.
+		f.counted--
+		return nil, func() {}, false, err
+	}
+	o := f.own
+	if o != nil && err != nil {
+		// The load finished, and counted this reader, as it left.
+		o.refs--
+		c.recycleLocked(o)
+		o = nil
+	}
+	return val, c.releaser(o), false, err
+}
