@@ -67,8 +67,10 @@ type Options struct {
 	// kept before the next lookup lists it again, so that objects added to
 	// the source show without a remount; the kernel's entry and attribute
 	// caches are bounded by it too. Zero keeps listings for the mount's
-	// life. Volume metadata and chunks are never expired: they are
-	// immutable.
+	// life. Volume metadata and chunks are never expired; with a TTL,
+	// each volume's metadata object is checked once per TTL before a
+	// chunk of it is loaded, and a change that decodes its chunks
+	// otherwise refuses their loads (metawatch.go).
 	MetadataTTL time.Duration
 	Log         *slog.Logger // nil means slog.Default()
 
