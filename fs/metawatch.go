@@ -40,8 +40,16 @@ import (
 //   - anything else (another recipe, an array gone or shrunk, metadata
 //     gone or unreadable): every later load of the volume's chunks fails
 //     with errMetadataChanged (ESTALE), and one line is logged that names
-//     the metadata object and says to remount. Never a chunk decoded
-//     under the old metadata from the new objects.
+//     the metadata object and says to remount: no chunk decoded under
+//     the old metadata from the new objects once a check has seen them.
+//
+// A check may come earlier than the TTL: a load during which the tree
+// learnt that an object of its source changed (keep.Source.Changes: a
+// chunk this mount read before, now rewritten) keeps its bytes only once
+// a check begun after the load began, asking the origin, finds the
+// metadata unchanged (Tree.watched). What is left to the TTL is a chunk
+// the mount never read before, loaded after the rewrite and before the
+// next check: it is decoded under the metadata held.
 //
 // An origin that cannot be asked (offline, or failing) leaves the arrays
 // served as they are, checked again a TTL later: the tiers' own checks
@@ -68,7 +76,8 @@ type metaWatch struct {
 	// arrays are served by (storedForms: the plain object, or its
 	// absence and the ".gz" sibling's identity).
 	forms   []seen        // GUARDED_BY(mu)
-	checked time.Time     // GUARDED_BY(mu); when forms were last found current
+	checked time.Time     // GUARDED_BY(mu); when the last check began
+	fresh   time.Time     // GUARDED_BY(mu); when the last check that asked the origin began
 	running chan struct{} // GUARDED_BY(mu); closed when the check in progress ends
 	stale   error         // GUARDED_BY(mu); the refusal of every load, once decided
 }
@@ -98,7 +107,13 @@ func metaForms(key, objKey string, id fetcher.Identity) []seen {
 }
 
 // watched is load preceded by the check of a's metadata (metaWatch.check),
-// or load itself when a's metadata is not watched.
+// or load itself when a's metadata is not watched. A load during which
+// the tree learnt that an object of its source changed (keep.Source.Changes:
+// a chunk this mount read before, rewritten, or another object) has its
+// bytes kept only once a check begun after the load began finds the
+// metadata unchanged (asking the origin, whatever the TTL): an array
+// rewritten whole is so refused at the first chunk reloaded whose
+// rewrite the tree sees, not only a TTL later.
 func (t *Tree) watched(a *decode.Array, load cache.Loader) cache.Loader {
 	v, ok := t.watches.Load(a)
 	if !ok {
@@ -106,10 +121,17 @@ func (t *Tree) watched(a *decode.Array, load cache.Loader) cache.Loader {
 	}
 	w := v.(*metaWatch)
 	return func(ctx context.Context) ([]byte, error) {
-		if err := w.check(ctx); err != nil {
+		if err := w.check(ctx, time.Time{}); err != nil {
 			return nil, err
 		}
-		return load(ctx)
+		began, changes := time.Now(), t.origin.Changes()
+		b, err := load(ctx)
+		if err == nil && t.origin.Changes() != changes {
+			if err := w.check(ctx, began); err != nil {
+				return nil, err
+			}
+		}
+		return b, err
 	}
 }
 
@@ -118,59 +140,79 @@ func (t *Tree) watched(a *decode.Array, load cache.Loader) cache.Loader {
 // window of ranged parts).
 func (t *Tree) checkMeta(ctx context.Context, a *decode.Array) error {
 	if v, ok := t.watches.Load(a); ok {
-		return v.(*metaWatch).check(ctx)
+		return v.(*metaWatch).check(ctx, time.Time{})
 	}
 	return nil
 }
 
 // check returns nil when the volume's chunks may be loaded under the
 // metadata the tree holds, and an error wrapping errMetadataChanged when
-// they may not. Within the TTL of the last check it asks nothing; after
-// it, one check runs for every caller (not cancelled with the one that
-// started it), each caller waiting for it at most until its own context
-// ends.
-func (w *metaWatch) check(ctx context.Context) error {
-	w.mu.Lock()
-	if w.stale != nil || time.Since(w.checked) < w.t.opts.MetadataTTL {
-		err := w.stale
-		w.mu.Unlock()
-		return err
-	}
-	run := w.running
-	if run == nil {
-		run = make(chan struct{})
-		w.running = run
-		forms := slices.Clone(w.forms)
-		go func() {
-			forms, stale := w.run(context.WithoutCancel(ctx), forms)
-			w.mu.Lock()
-			w.stale, w.forms, w.checked, w.running = stale, forms, time.Now(), nil
+// they may not. Without since, it asks nothing within the TTL of the last
+// check, and after it waits for one check. With since, a check that
+// began after since and asked the origin (fresh, whatever the TTL)
+// decides. One check runs at a time for every caller (not cancelled with
+// the one that started it), each caller waiting for it at most until its
+// own context ends.
+func (w *metaWatch) check(ctx context.Context, since time.Time) error {
+	for {
+		w.mu.Lock()
+		done := w.stale != nil
+		if since.IsZero() {
+			done = done || time.Since(w.checked) < w.t.opts.MetadataTTL
+		} else {
+			done = done || !w.fresh.Before(since)
+		}
+		if done {
+			err := w.stale
 			w.mu.Unlock()
-			close(run)
-		}()
+			return err
+		}
+		run := w.running
+		if run == nil {
+			run = make(chan struct{})
+			w.running = run
+			forms, fresh := slices.Clone(w.forms), !since.IsZero()
+			go func() {
+				began := time.Now()
+				forms, stale := w.run(context.WithoutCancel(ctx), forms, fresh)
+				w.mu.Lock()
+				w.stale, w.forms, w.checked, w.running = stale, forms, began, nil
+				if fresh {
+					w.fresh = began
+				}
+				w.mu.Unlock()
+				close(run)
+			}()
+		}
+		w.mu.Unlock()
+		select {
+		case <-run:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if since.IsZero() {
+			w.mu.Lock()
+			err := w.stale
+			w.mu.Unlock()
+			return err
+		}
+		// The check waited for may have begun before since, or not
+		// asked the origin: then another one.
 	}
-	w.mu.Unlock()
-	select {
-	case <-run:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stale
 }
 
 // run is one check of the metadata whose stored forms were forms: the
 // forms to watch from now on, and the refusal of every later load (nil
-// to go on serving).
-func (w *metaWatch) run(ctx context.Context, forms []seen) ([]seen, error) {
+// to go on serving). Fresh asks the origin for each form's version, where
+// the check within the TTL takes the one learnt (keep.Source.Current).
+func (w *metaWatch) run(ctx context.Context, forms []seen, fresh bool) ([]seen, error) {
 	t := w.t
 	if t.origin.Offline() {
 		return forms, nil
 	}
 	moved := false
 	for _, f := range forms {
-		cur, err := t.origin.Current(ctx, f.Key)
+		cur, err := w.version(ctx, f.Key, fresh)
 		if err != nil {
 			t.log.Debug("the metadata of an array could not be checked: its chunks are served as mounted", "metadata", "/"+f.Key, "err", err)
 			return forms, nil
@@ -204,6 +246,20 @@ func (w *metaWatch) run(ctx context.Context, forms []seen) ([]seen, error) {
 	t.log.Error("an array's metadata changed at the source, and decodes its chunks otherwise: they are refused (ESTALE) until a remount reads the new version",
 		"metadata", "/"+key, "source", t.src.String(), "why", why)
 	return forms, fmt.Errorf("fs: %s/%s: %s; remount to read the new version: %w", t.src, key, why, errMetadataChanged)
+}
+
+// version returns the version of the object at key: as learnt within the
+// TTL or else from one Stat (keep.Source.Current), or, fresh, from a Stat
+// now. A key with no object is absent.
+func (w *metaWatch) version(ctx context.Context, key string, fresh bool) (fetcher.Identity, error) {
+	if !fresh {
+		return w.t.origin.Current(ctx, key)
+	}
+	_, id, err := w.t.origin.Stat(ctx, key)
+	if errors.Is(err, fetcher.ErrNotExist) {
+		return absent, nil
+	}
+	return id, err
 }
 
 // compare parses obj, the metadata read again from objKey, and returns ""

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -112,6 +113,55 @@ func TestMetadataRewritten(t *testing.T) {
 			lines := strings.Count(logs.String(), "/arr/.zarray")
 			if lines != 1 || !strings.Contains(logs.String(), "remount") {
 				t.Errorf("want one line naming /arr/.zarray and saying to remount, got %d:\n%s", lines, logs.String())
+			}
+		})
+	}
+}
+
+// TestMetadataRewrittenReload: within the TTL, a chunk the tree read
+// before and loads again (no room in memory) after its array was
+// rewritten whole is refused at once: the load saw its object change, so
+// the metadata is checked before its bytes are kept (one Stat). A chunk
+// rewritten with the metadata unchanged reads as its new bytes, after the
+// same one Stat.
+func TestMetadataRewrittenReload(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rewrite map[string][]byte
+		refused bool
+	}{
+		{"byte order", map[string][]byte{"arr/.zarray": u2Array(4, ">"), "arr/1.0": u2Chunk(1, ">")}, true},
+		{"chunk only", map[string][]byte{"arr/1.0": u2Chunk(5, "<")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string][]byte{"arr/.zarray": u2Array(4, "<"), "arr/0.0": u2Chunk(0, "<"), "arr/1.0": u2Chunk(1, "<")})
+			src, err := fetcher.Open(dir, fetcher.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted := &statCounter{Fetcher: src}
+			tree, err := New(context.Background(), counted, Options{MetadataTTL: time.Hour, CacheBytes: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tree.Close()
+			if got, err := readAll(t, tree, "arr/1.0"); err != nil || !bytes.Equal(got, u2Chunk(1, "<")) {
+				t.Fatalf("before the rewrite: %v, %v", got, err)
+			}
+			for k, v := range tc.rewrite {
+				if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(k)), v, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := readAll(t, tree, "arr/1.0")
+			switch {
+			case tc.refused && !errors.Is(err, fetcher.ErrChanged):
+				t.Errorf("reloaded after the rewrite: %v, %v; want ESTALE", got, err)
+			case !tc.refused && (err != nil || !bytes.Equal(got, tc.rewrite["arr/1.0"])):
+				t.Errorf("reloaded after the rewrite: %v, %v; want %v", got, err, tc.rewrite["arr/1.0"])
+			}
+			if n := counted.stats.Load(); n != 1 {
+				t.Errorf("%d Stats, want 1 (the metadata's)", n)
 			}
 		})
 	}
