@@ -226,7 +226,12 @@ func (w *metaWatch) run(ctx context.Context, forms []seen, fresh bool) ([]seen, 
 		return forms, nil
 	}
 	key := path.Join(w.dir, w.meta)
-	obj, objKey, err := t.fetchMeta(ctx, key, maxMetadataBytes)
+	// From the origin itself: a fleet's answer (fetchMeta) may be a TTL
+	// old, the version the tree already serves.
+	obj, objKey, err := t.fetchBy(ctx, key, maxMetadataBytes, t.src.Get)
+	if err == nil {
+		t.ids.learn(objKey, obj.ID)
+	}
 	if err != nil && !errors.Is(err, fetcher.ErrNotExist) {
 		t.log.Debug("the metadata of an array changed and could not be read again: its chunks are served as mounted", "metadata", "/"+key, "err", err)
 		return forms, nil

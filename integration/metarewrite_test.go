@@ -81,6 +81,7 @@ func TestArrayRewrittenDuringMount(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	got := py("read-swapped", s.mnt)
+	t.Logf("zarr-python read the array rewritten as >u2: %s", got)
 	log := s.stderr.String()
 	switch got {
 	case "values":
