@@ -85,6 +85,22 @@ func TestMetadataRewritten(t *testing.T) {
 			}
 			time.Sleep(2 * ttl)
 
+			// Readers at once past the TTL share one check.
+			errs := make(chan error, 8)
+			for range cap(errs) {
+				go func() {
+					n, err := tree.Resolve(context.Background(), "arr/1.0")
+					if err == nil {
+						_, err = n.(File).ReadAt(context.Background(), make([]byte, 16), 0)
+					}
+					errs <- err
+				}()
+			}
+			for range cap(errs) {
+				if err := <-errs; tc.refused != errors.Is(err, fetcher.ErrChanged) {
+					t.Errorf("a read at once with others: %v, want ESTALE %t", err, tc.refused)
+				}
+			}
 			got, err := readAll(t, tree, "arr/1.0")
 			if !tc.refused {
 				if err != nil || !bytes.Equal(got, tc.rewrite["arr/1.0"]) {
