@@ -188,6 +188,11 @@ type Array struct {
 	// recipe is the array's recipe fingerprint (Recipe), set once by
 	// its format's parser (setRecipe).
 	recipe string
+	// decoding is recipe without the array's shape (Appended).
+	decoding string
+	// gridPlaced reports that a chunk's place in its container depends
+	// on the grid's size (precomputed's compressed Morton code).
+	gridPlaced bool
 	// storedExtra is added to the stored-size bound of every chunk: what a
 	// container stores besides compressed data (a shard index).
 	storedExtra int64

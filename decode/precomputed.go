@@ -287,6 +287,7 @@ func (a *Array) setEncoding(s map[string]json.RawMessage) (string, error) {
 		a.load = func(ctx context.Context, src Source, c []int64, limit int64) ([]byte, error) {
 			return spec.readChunk(ctx, src, a.Key, compressedMortonCode(c, a.Grid), limit)
 		}
+		a.gridPlaced = true
 		a.Describe = append(a.Describe, [2]string{"sharding", spec.String()})
 	}
 	return "", nil

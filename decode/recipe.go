@@ -45,19 +45,35 @@ func (a *Array) Recipe() string { return a.recipe }
 
 // setRecipe computes a.recipe from the format name, the metadata members
 // docs that describe the array (each a JSON object, members named by
-// keep, or all when keep is nil), and the fields of a the parser derived.
-// Call it once a is complete.
+// keep, or all when keep is nil), and the fields of a the parser derived;
+// and a.decoding the same way without the array's shape (the format's
+// shapeMembers and Array.Shape). Call it once a is complete.
 func (a *Array) setRecipe(format string, docs []map[string]json.RawMessage, keep func(name string) bool) {
+	a.recipe = a.recipeHash(format, docs, keep, "")
+	a.decoding = a.recipeHash(format, docs, keep, shapeMembers[format])
+}
+
+// shapeMembers names, by format, the metadata member that holds the
+// array's shape: what an append (zarr-python's resize, sections added to
+// a precomputed scale) rewrites, and nothing else.
+var shapeMembers = map[string]string{"zarr2": "shape", "zarr3": "shape", "n5": "dimensions", "precomputed": "size"}
+
+// recipeHash is the hash of setRecipe; with shape set, the member of that
+// name and Array.Shape are left out of it.
+func (a *Array) recipeHash(format string, docs []map[string]json.RawMessage, keep func(name string) bool, shape string) string {
 	h := sha256.New()
 	str := func(s string) {
 		h.Write(binary.AppendUvarint(nil, uint64(len(s))))
 		h.Write([]byte(s))
 	}
 	str("volfs recipe 1")
+	if shape != "" {
+		str("less the shape")
+	}
 	str(format)
 	for _, d := range docs {
 		for _, name := range slices.Sorted(maps.Keys(d)) {
-			if keep != nil && !keep(name) {
+			if keep != nil && !keep(name) || shape != "" && name == shape {
 				continue
 			}
 			str(name)
@@ -69,8 +85,39 @@ func (a *Array) setRecipe(format string, docs []map[string]json.RawMessage, keep
 		}
 		str("") // ends the object
 	}
+	dims := a.Shape
+	if shape != "" {
+		dims = nil
+	}
 	str(fmt.Sprintf("%s|%+v|%d|%v|%v|%v|%t|%t|%t|%q|%x|%d|%d|%t|%t",
-		a.Key, a.DType, a.Channels, a.Shape, a.Offset, a.Chunk, a.Clipped, a.FirstFastest, a.XLast,
+		a.Key, a.DType, a.Channels, dims, a.Offset, a.Chunk, a.Clipped, a.FirstFastest, a.XLast,
 		a.Encoding, a.Fill, a.storedExtra, a.widen, a.header != nil, a.load != nil))
-	a.recipe = hex.EncodeToString(h.Sum(nil)[:recipeLen])
+	return hex.EncodeToString(h.Sum(nil)[:recipeLen])
+}
+
+// Appended reports whether cur, parsed from a later version of the
+// metadata that old was parsed from, reads every chunk of old's grid from
+// the same object as old does and decodes it the same way, so that a tree
+// serving old may go on serving it over the source that cur describes:
+// what an append (zarr-python's resize, sections added to a scale)
+// leaves. That holds when their recipes are equal but for the shape, no
+// axis is shorter (a shrink deletes chunks, which would read as the fill
+// value: bytes of neither version), no axis grew whose old edge chunk is
+// stored clipped to the old extent (precomputed, N5: that chunk is
+// rewritten at another size, or, in precomputed, under another key), and
+// the grid is unchanged where a chunk's place in its shard depends on it
+// (precomputed's compressed Morton code).
+func Appended(old, cur *Array) bool {
+	if old.decoding != cur.decoding || len(old.Shape) != len(cur.Shape) || len(old.Chunk) != len(cur.Chunk) {
+		return false
+	}
+	for d := range old.Shape {
+		switch {
+		case cur.Shape[d] < old.Shape[d]:
+			return false
+		case cur.Shape[d] > old.Shape[d] && old.Clipped && old.Shape[d]%old.Chunk[d] != 0:
+			return false
+		}
+	}
+	return !old.gridPlaced || slices.Equal(old.Grid, cur.Grid)
 }

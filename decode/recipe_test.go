@@ -53,3 +53,54 @@ func TestRecipe(t *testing.T) {
 		})
 	}
 }
+
+// TestAppended: a later version of an array's metadata that only grew it
+// (an append) decodes every chunk of the old grid as the old one does;
+// one that decodes a chunk another way, shrank it, or moved a chunk's
+// object or extent does not.
+func TestAppended(t *testing.T) {
+	const z2 = `{"zarr_format": 2, "shape": [%d, 6], "chunks": [4, 6], "dtype": %q, "compressor": %s, "fill_value": 0, "order": "C", "filters": null}`
+	const z3 = `{"zarr_format": 3, "node_type": "array", "shape": [%d], "data_type": "uint8", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+	  "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": [{"name": "bytes"}], "attributes": {"n": %d}}`
+	const n5 = `{"dimensions": [6, %d], "blockSize": [6, 4], "dataType": "uint16", "compression": {"type": "raw"}}`
+	const pc = `{"@type": "neuroglancer_multiscale_volume", "type": "image", "data_type": "uint8", "num_channels": 1,
+	  "scales": [{"key": "s0", "size": [64, 64, %d], "voxel_offset": [0, 0, 0], "resolution": [1, 1, 1], "chunk_sizes": [[64, 64, 16]], "encoding": "raw"%s}]}`
+	const sharded = `, "sharding": {"@type": "neuroglancer_uint64_sharded_v1", "preshift_bits": 0, "hash": "identity", "minishard_bits": 0, "shard_bits": 0, "minishard_index_encoding": "raw", "data_encoding": "raw"}`
+	zlib := `{"id": "zlib", "level": 1}`
+	for _, c := range []struct {
+		name   string
+		parse  func(string, []byte) (*Volume, error)
+		old    string
+		cur    string
+		append bool
+	}{
+		{"zarr2 unchanged", ParseZarr2, fmt.Sprintf(z2, 10, "<u2", zlib), fmt.Sprintf(z2, 10, "<u2", zlib), true},
+		{"zarr2 resized", ParseZarr2, fmt.Sprintf(z2, 10, "<u2", zlib), fmt.Sprintf(z2, 17, "<u2", zlib), true},
+		{"zarr2 shrunk", ParseZarr2, fmt.Sprintf(z2, 10, "<u2", zlib), fmt.Sprintf(z2, 8, "<u2", zlib), false},
+		{"zarr2 byte order", ParseZarr2, fmt.Sprintf(z2, 10, "<u2", zlib), fmt.Sprintf(z2, 10, ">u2", zlib), false},
+		{"zarr2 byte order and resized", ParseZarr2, fmt.Sprintf(z2, 10, "<u2", zlib), fmt.Sprintf(z2, 12, ">u2", zlib), false},
+		{"zarr2 compressor", ParseZarr2, fmt.Sprintf(z2, 10, "<u2", zlib), fmt.Sprintf(z2, 10, "<u2", `null`), false},
+		{"zarr3 resized, attributes edited", ParseZarr3, fmt.Sprintf(z3, 6, 1), fmt.Sprintf(z3, 9, 2), true},
+		{"n5 grown at an aligned edge", ParseN5, fmt.Sprintf(n5, 8), fmt.Sprintf(n5, 12), true},
+		{"n5 grown at a clipped edge", ParseN5, fmt.Sprintf(n5, 6), fmt.Sprintf(n5, 12), false},
+		{"precomputed sections added", ParsePrecomputed, fmt.Sprintf(pc, 32, ""), fmt.Sprintf(pc, 48, ""), true},
+		{"precomputed grown at a clipped edge", ParsePrecomputed, fmt.Sprintf(pc, 40, ""), fmt.Sprintf(pc, 48, ""), false},
+		{"precomputed sharded, grid grown", ParsePrecomputed, fmt.Sprintf(pc, 32, sharded), fmt.Sprintf(pc, 48, sharded), false},
+		{"precomputed sharded unchanged", ParsePrecomputed, fmt.Sprintf(pc, 32, sharded), fmt.Sprintf(pc, 32, sharded), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parse := func(meta string) *Array {
+				t.Helper()
+				v, err := c.parse("a", []byte(meta))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.Arrays[0]
+			}
+			old, cur := parse(c.old), parse(c.cur)
+			if got := Appended(old, cur); got != c.append {
+				t.Errorf("Appended: got %t, want %t", got, c.append)
+			}
+		})
+	}
+}

@@ -92,6 +92,9 @@ func (f *chunkFile) inParts(ctx context.Context) *objectFile {
 	}
 	rctx, cancel := t.readContext(ctx)
 	defer cancel()
+	if t.checkMeta(rctx, f.a) != nil {
+		return nil // the chunk store refuses it (metawatch.go)
+	}
 	sctx, cancelStat := context.WithTimeout(rctx, partsStatWait)
 	defer cancelStat()
 	size, id, enc, err := statEncoding(sctx, t.src, f.key)

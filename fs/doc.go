@@ -63,8 +63,10 @@
 // the source objects it was made from, checked before an entry is served
 // (identity.go says what is re-checked and when). Every kept chunk is
 // named with its array's recipe fingerprint (decode.Array.Recipe) besides
-// its key, in memory and below, so metadata edited between or during
-// mounts never serves a chunk decoded under the old metadata; and a load
+// its key, in memory and below, so metadata edited between mounts never
+// serves a chunk decoded under the old metadata (during a mount, with
+// Options.MetadataTTL, an array whose metadata now decodes its chunks
+// otherwise refuses their loads: metawatch.go); and a load
 // reads each object from one version, loading again (or answering ESTALE)
 // when it meets two (Tree.load). docs/CONSISTENCY.md gives the rules.
 //

@@ -39,6 +39,10 @@ func (r *errorReport) errno(ctx context.Context, err error, op, path string) sys
 		// advice (which credentials were used and how to change that).
 		r.repeat.log(r.logger(), fmt.Sprintf("%s %s: %v", op, path, err), path)
 		return syscall.EACCES
+	case errors.Is(err, errMetadataChanged):
+		// Its line was logged once for the array (metaWatch), not
+		// once per chunk.
+		return syscall.ESTALE
 	case errors.Is(err, fetcher.ErrChanged):
 		// An object changed under a load twice in a row: the reader gets
 		// neither version, and is told that what it reads is going

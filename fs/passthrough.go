@@ -46,6 +46,9 @@ func (t *Tree) Backing(ctx context.Context, f File) (*os.File, error) {
 	if !ok {
 		return nil, fmt.Errorf("fs: %w: not a local source", ErrNoBacking)
 	}
+	if err := t.checkMeta(ctx, c.a); err != nil {
+		return nil, fmt.Errorf("fs: %w: %w", ErrNoBacking, err)
+	}
 	fh, _, err := src.Open(ctx, c.key)
 	if err != nil {
 		return nil, err
@@ -89,6 +92,9 @@ func (t *Tree) DiskBacking(ctx context.Context, f File) (*os.File, error) {
 	}
 	rctx, cancel := t.readContext(ctx)
 	defer cancel()
+	if err := t.checkMeta(rctx, c.a); err != nil {
+		return nil, fmt.Errorf("fs: %w: %w", ErrNoBacking, err)
+	}
 	fh, ok := d.OpenPlain(t.tierKey(c.a, c.key), c.size, func(ident []byte) error {
 		return t.ids.check(rctx, ident, cache.TrustOwn)
 	})

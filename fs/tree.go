@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,8 +67,10 @@ type Options struct {
 	// kept before the next lookup lists it again, so that objects added to
 	// the source show without a remount; the kernel's entry and attribute
 	// caches are bounded by it too. Zero keeps listings for the mount's
-	// life. Volume metadata and chunks are never expired: they are
-	// immutable.
+	// life. Volume metadata and chunks are never expired; with a TTL,
+	// each volume's metadata object is checked once per TTL before a
+	// chunk of it is loaded, and a change that decodes its chunks
+	// otherwise refuses their loads (metawatch.go).
 	MetadataTTL time.Duration
 	Log         *slog.Logger // nil means slog.Default()
 
@@ -138,6 +141,9 @@ type Tree struct {
 	// pass counts reads answered and backing files handed out
 	// (passthrough.go).
 	pass passStats
+	// watches holds the metaWatch of each array whose metadata is
+	// watched (*decode.Array to *metaWatch; metawatch.go).
+	watches sync.Map
 }
 
 // New returns the tree of src. It reads the root's metadata, so that a
@@ -313,7 +319,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		case err != nil:
 			return nil, err
 		}
-		m := foundMeta{name: f.Meta}
+		m := foundMeta{name: f.Meta, key: objKey, id: obj.ID, parse: f.Parse}
 		if m.data, err = untransport(obj, objKey, 1<<20, maxMetadataBytes); err != nil {
 			m.err = fmt.Errorf("fs: %s/%s: %w", t.src, objKey, err)
 		} else {
@@ -367,6 +373,7 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 		}
 	}
 	d := newVolumeDir(t, vol, src)
+	t.watchMeta(vol, found[primary].name, found[primary].key, found[primary].id, found[primary].parse)
 	for i, m := range found {
 		if i == primary {
 			continue
@@ -396,8 +403,13 @@ func (t *Tree) openDir(ctx context.Context, key string, strict bool) (Dir, error
 type foundMeta struct {
 	name string
 	data []byte // as stored, transport gzip removed; nil when not read
-	vol  *decode.Volume
-	err  error
+	// key is the object read (the name, or its ".gz" sibling), id its
+	// version, parse the format's parser: what metawatch.go watches.
+	key   string
+	id    fetcher.Identity
+	parse func(dir string, meta []byte) (*decode.Volume, error)
+	vol   *decode.Volume
+	err   error
 }
 
 // sameChunks reports whether two volumes of one directory describe the

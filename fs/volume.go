@@ -259,7 +259,7 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 // transport gzip, decoding), so that fetches overlap freely while decodes
 // go one per core, nearest first.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
-	return t.bounded(t.store.Loader(t.tierChunk(a, key, c)))
+	return t.bounded(t.watched(a, t.store.Loader(t.tierChunk(a, key, c))))
 }
 
 // bounded is load under the read deadline, on whichever goroutine runs it.
@@ -284,14 +284,14 @@ func (t *Tree) bounded(load cache.Loader) cache.Loader {
 // version share one load, and its bytes count against the memory budget
 // as any chunk's.
 func (t *Tree) pinnedLoader(a *decode.Array, key string, c []int64, id fetcher.Identity) cache.Loader {
-	return t.bounded(t.store.Loader(cache.Chunk{
+	return t.bounded(t.watched(a, t.store.Loader(cache.Chunk{
 		Size:     a.ChunkSize(c),
 		CPUBound: t.local,
 		Load: func(ctx context.Context, l *cache.Load) ([]byte, []byte, error) {
 			b, _, err := t.load(ctx, l, a, key, c, id)
 			return b, nil, err
 		},
-	}))
+	})))
 }
 
 // pinnedKey names, in the chunk store's memory, the chunk whose memKey is

@@ -55,7 +55,7 @@ func flagTable() []flagDef {
 		{onSource, &cli.IntFlag{Name: "retries", Value: 5, Usage: "a request to an HTTP, gs:// or s3:// source that fails transiently (5xx, reset or refused connection, stall) is sent again this many times, with full-jitter back-off from 100ms doubling to 5s, before it is an error"}},
 		{onSource, &cli.StringFlag{Name: "min-rate", Value: "64KiB", Usage: "slowest HTTP or gs:// transfer per second: an attempt may take --stall-timeout plus its size at this rate, then it is retried (a size, see SIZES in volfs --help)"}},
 		{onSource, &cli.DurationFlag{Name: "read-timeout", Value: time.Minute, Usage: "no read waits longer than this for the source, retries included: it fails with EIO (0: no bound beyond the retries)"}},
-		{onSource, &cli.DurationFlag{Name: "metadata-ttl", Usage: "list a directory of the source again after this long, so objects added after mounting show, and check again then that a disk-cache entry's objects are unchanged (0: once per mount)"}},
+		{onSource, &cli.DurationFlag{Name: "metadata-ttl", Usage: "list a directory of the source again after this long, so objects added after mounting show, and check again then that a disk-cache entry's objects and each volume's metadata are unchanged (0: once per mount)"}},
 		{onSource, &cli.BoolFlag{Name: "anonymous", Usage: "gs:// and s3:// sources: send no credentials (unsigned requests), even when Application Default Credentials or AWS credentials are found"}},
 		{onSource, &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}},
 		{onSource, &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value) or json, one record per line"}},
