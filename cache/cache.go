@@ -189,6 +189,19 @@ func (c *Cache) Holds(key string) bool {
 	return ok
 }
 
+// Peek returns what memory holds for key, if anything: a value, or a kept
+// error. Like Holds it counts nothing and moves nothing in the LRU order,
+// and it never waits for a load in flight.
+func (c *Cache) Peek(key string) (val []byte, ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.main.Peek(key)
+	if !ok {
+		e, ok = c.prob.Peek(key)
+	}
+	return e.val, ok, e.err
+}
+
 // await waits for f, running it inline if no one has claimed it, and leaves
 // it. The caller holds one waiter reference on f.
 func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {

@@ -46,7 +46,12 @@ type Handle struct {
 	// later reads: the chunk store keeps it too while it has room, and a
 	// chunk larger than the store (or evicted) is not downloaded again
 	// for each read.
-	pinned  atomic.Pointer[[]byte]
+	pinned atomic.Pointer[[]byte]
+	// held is the chunk as the handle's first read through the chunk
+	// store found it, and its version: every later read of the handle
+	// reads these bytes, so that a handle reads one version of its
+	// chunk however memory evicts and loads it meanwhile.
+	held    atomic.Pointer[heldChunk]
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
 }
@@ -227,7 +232,7 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 				return nil, err
 			}
 		}
-		return f.slice(ctx, off, int64(len(dest)))
+		return h.chunkSlice(ctx, f, off, int64(len(dest)))
 	case slicer:
 		return f.slice(ctx, off, int64(len(dest)))
 	case *viewFile:
@@ -236,6 +241,49 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	}
 	k, err := h.f.ReadAt(ctx, dest, off)
 	return dest[:k], err
+}
+
+// heldChunk is a chunk's decoded bytes held by a Handle (nil for a
+// missing chunk, read as its fill), and their version (Handle.Version).
+type heldChunk struct {
+	b       []byte
+	version string
+}
+
+// chunkSlice returns the n bytes at off of f, the handle's chunk, from
+// the version its first read found (held; Tree.current: a value held in
+// memory longer than --metadata-ttl is checked first).
+func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, off, n int64) ([]byte, error) {
+	if off >= f.size {
+		return nil, nil
+	}
+	c := h.held.Load()
+	if c == nil {
+		b, v, err := f.current(ctx)
+		if err != nil && !(isMissing(err) && f.t.opts.Missing == MissingFill) {
+			return nil, err
+		}
+		h.held.CompareAndSwap(nil, &heldChunk{b: b, version: v})
+		c = h.held.Load()
+	}
+	n = min(n, f.size-off)
+	if c.version == missingVersion {
+		return f.fill(ctx, off, n)
+	}
+	return c.b[off : off+n], nil
+}
+
+// Version names the version of the chunk the handle reads, once a read
+// has found it: equal for two handles exactly when they read the same
+// bytes (the identities of the objects the chunk was loaded from, when
+// the source names them). false before the first read, and for a handle
+// that is not of a chunk or reads it in ranged parts (chunkparts.go,
+// pinned to its object's version by itself).
+func (h *Handle) Version() (string, bool) {
+	if c := h.held.Load(); c != nil {
+		return c.version, true
+	}
+	return "", false
 }
 
 // parts returns the window in which the handle reads its chunk in parts,

@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"bytes"
+	"compress/zlib"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The cases of docs/CONSISTENCY.md, "A chunk rewritten during a mount":
+// a decoded chunk file whose object is rewritten under a mount with
+// --metadata-ttl reads as one version, old or new, never a mix of the
+// kernel's cached pages of the old with bytes of the new; once the TTL has
+// passed a new open reads the new version, whether the old one is held by
+// the kernel's page cache, by the memory cache, or by nobody.
+
+// chunkArray writes, in dir, a Zarr v2 array of len(data) uint8 in one
+// chunk "0" that stores data zlib-compressed (so that it is decoded and
+// kept in memory, not passed through), by rename: a rewrite is a new
+// file, which the local source tells apart by its inode.
+func chunkArray(t *testing.T, dir string, data []byte) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, ".zarray"), fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1", "compressor": {"id": "zlib", "level": 1}, "fill_value": 0, "order": "C", "filters": null}`, len(data), len(data)))
+	var b bytes.Buffer
+	w, _ := zlib.NewWriterLevel(&b, 1)
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, ".0.tmp")
+	writeFile(t, tmp, b.Bytes())
+	if err := os.Rename(tmp, filepath.Join(dir, "0")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chunkVersions are two versions of a chunk of n bytes, every byte of one
+// unlike the other's at the same offset.
+func chunkVersions(n int64) (v1, v2 []byte) {
+	v1 = patternBytes(0, n)
+	v2 = bytes.Clone(v1)
+	for i := range v2 {
+		v2[i] ^= 0x5a
+	}
+	return v1, v2
+}
+
+// readDropping reads file whole with python3 after asking the kernel to
+// drop its cached pages of the n bytes at off (posix_fadvise DONTNEED),
+// and returns what it read, or fails the test.
+func readDropping(t *testing.T, file string, off, n int64) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "got")
+	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", "-c", `
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, int(sys.argv[2]), int(sys.argv[3]), os.POSIX_FADV_DONTNEED)
+os.close(fd)
+with open(sys.argv[1], "rb") as f:
+    got = f.read()
+open(sys.argv[4], "wb").write(got)
+`, file, fmt.Sprint(off), fmt.Sprint(n), out)
+	if err != nil {
+		t.Fatalf("python3 read of %s: %v\n%s", file, err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// versionOf names which of v1 and v2 got is, or how it is neither.
+func versionOf(got, v1, v2 []byte) string {
+	switch {
+	case bytes.Equal(got, v1):
+		return "old"
+	case bytes.Equal(got, v2):
+		return "new"
+	case len(got) != len(v1):
+		return fmt.Sprintf("%d bytes, of neither version's size", len(got))
+	}
+	old, new := 0, 0
+	for i := range got {
+		switch got[i] {
+		case v1[i]:
+			old++
+		case v2[i]:
+			new++
+		}
+	}
+	return fmt.Sprintf("a mix: %d bytes of the old version, %d of the new, %d of neither", old, new, len(got)-old-new)
+}
+
+// TestChunkPagesRewrittenTTL: a chunk larger than the memory cache (so
+// that every load reads the source) is read whole, which leaves it in
+// the kernel's page cache, then rewritten. Once --metadata-ttl has
+// passed, a read that finds half of the old version's pages dropped must
+// read the new version whole: before, it read the old version's cached
+// half and the new version's other half.
+func TestChunkPagesRewrittenTTL(t *testing.T) {
+	const size = 17 << 20 // beyond the 16 MiB memory cache
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--cache-size", "16MiB", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	chunkArray(t, src, v2)
+	time.Sleep(2 * time.Second)
+	for i := range 2 {
+		if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v2) {
+			t.Errorf("read %d, 2 s after the rewrite, half of the pages dropped: %s, want the new version\nvolfs log:\n%s", i, versionOf(got, v1, v2), s.stderr.String())
+		}
+	}
+}
+
+// TestChunkMemoryRewrittenTTL: a chunk held by the memory cache is
+// rewritten; once --metadata-ttl has passed, a new open reads the new
+// version (the memory's copy is checked as the disk cache's is), whether
+// the kernel still holds the old version's pages or not. Before, memory
+// served the old version for the mount's life.
+func TestChunkMemoryRewrittenTTL(t *testing.T) {
+	const size = 256 << 10
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	chunkArray(t, src, v2)
+	// Within the TTL, the old version whole, or the new whole.
+	if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v1) && !bytes.Equal(got, v2) {
+		t.Errorf("read within the TTL of the rewrite: %s, want one version", versionOf(got, v1, v2))
+	}
+	time.Sleep(2 * time.Second)
+	for i, drop := range []int64{0, size} {
+		if got := readDropping(t, file, 0, drop); !bytes.Equal(got, v2) {
+			t.Errorf("read %d, 2 s after the rewrite, %d bytes of pages dropped: %s, want the new version\nvolfs log:\n%s", i, drop, versionOf(got, v1, v2), s.stderr.String())
+		}
+	}
+}
+
+// TestChunkHandleOneVersion: a handle open across the rewrite of a chunk
+// that the memory cache cannot hold reads the version it began with, or
+// fails with ESTALE: never the old version's first bytes and the new
+// version's rest (before, every read of the handle loaded the chunk
+// again from the source).
+func TestChunkHandleOneVersion(t *testing.T) {
+	const size = 17 << 20
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--cache-size", "16MiB", "--read-ahead", "0", src)
+	finish := openReader(t, filepath.Join(s.mnt, "0"))
+	chunkArray(t, src, v2)
+	got, errstr := finish()
+	checkOldHandle(t, got, errstr, v1)
+	if errstr != "None" && !strings.Contains(s.stderr.String(), "0") {
+		t.Errorf("ESTALE without a log line naming the chunk:\n%s", s.stderr.String())
+	}
+}
