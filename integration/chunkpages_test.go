@@ -164,7 +164,38 @@ func TestChunkHandleOneVersion(t *testing.T) {
 	chunkArray(t, src, v2)
 	got, errstr := finish()
 	checkOldHandle(t, got, errstr, v1)
-	if errstr != "None" && !strings.Contains(s.stderr.String(), "0") {
-		t.Errorf("ESTALE without a log line naming the chunk:\n%s", s.stderr.String())
+	if errstr != "None" && !strings.Contains(s.stderr.String(), "rewritten") {
+		t.Errorf("ESTALE without a log line that says why:\n%s", s.stderr.String())
+	}
+}
+
+// TestChunkHandleAcrossNewOpen: a handle opened before a chunk held in
+// memory is rewritten reads a prefix; once --metadata-ttl has passed a
+// new open reads the new version whole, which drops the kernel's pages
+// of the old; the old handle then reads on: the old version whole or a
+// prefix of it and ESTALE, with a log line naming the file, never the new
+// version's bytes (before, it read the old version's head from the page
+// cache and memory's old copy for the rest, while the new open read
+// the old version too).
+func TestChunkHandleAcrossNewOpen(t *testing.T) {
+	const size = 4 << 20
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	finish := openReader(t, file)
+	chunkArray(t, src, v2)
+	time.Sleep(2 * time.Second)
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v2) {
+		t.Errorf("a new open 2 s after the rewrite: %s, want the new version", versionOf(got, v1, v2))
+	}
+	got, errstr := finish()
+	checkOldHandle(t, got, errstr, v1)
+	if errstr != "None" && !strings.Contains(s.stderr.String(), "c/0") && !strings.Contains(s.stderr.String(), "rewritten") {
+		t.Errorf("ESTALE without a log line that says why:\n%s", s.stderr.String())
+	}
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v2) {
+		t.Errorf("a new open once the old handle is closed: %s, want the new version", versionOf(got, v1, v2))
 	}
 }

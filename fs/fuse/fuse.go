@@ -436,8 +436,8 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 		return nil, 0, n.m.tree.Errno(ctx, err, "open", n.path)
 	}
 	out := n.m.openFlags()
-	if out&fuse.FOPEN_KEEP_CACHE != 0 && !n.pages.open(ctx, n.m.tree, n.file, h) {
-		out &^= fuse.FOPEN_KEEP_CACHE // the kernel drops the pages (pages.go)
+	if !n.m.opts.DirectIO {
+		out = n.pages.open(ctx, n.m.tree, n.file, h, out) // pages.go
 	}
 	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h, &n.modes), out, 0
 }

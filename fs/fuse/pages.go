@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fs"
 )
@@ -22,44 +24,72 @@ import (
 //
 // pages keeps, per chunk file's inode, the version its cached pages came
 // from (fs.Handle.Version: every read of a handle is of one version). An
-// open keeps the pages only while that version is current
-// (fs.Tree.Current: memory holds it, or its objects' identities are
-// current, free within --metadata-ttl); else it opens without
+// open keeps them only while that version is current (fs.Tree.Current:
+// memory holds it, or its objects' identities are current, free within
+// --metadata-ttl). When it is not, the open drops them: it opens without
 // FOPEN_KEEP_CACHE, and the kernel drops the inode's pages at the open.
-// A read of a handle whose version is not the one the pages hold fails
-// with ESTALE (one log line naming the file), so that it never adds pages
-// of another version: a handle open across a rewrite once a new open
-// dropped its version's pages, and a handle that found a new version in
-// the moment between its open's check and its first read. The next open
+// But the kernel reads every handle of an inode through its one page
+// cache, so pages of the new version would reach a handle still open on
+// the old (a reader paused across the rewrite); while such a handle is
+// open, the new open instead reads past the page cache (FOPEN_DIRECT_IO,
+// keeping the pages): the old handle reads the old version from the
+// pages or from the bytes it holds, the new one the new version, each
+// whole. A read of a handle through the page cache whose version is not
+// the one the pages hold (it met a change in the moment between its
+// open's check and its first read) fails with ESTALE, one log line naming
+// the file, rather than add pages of another version; the next open
 // finds the pages' version gone and drops them.
 type pages struct {
 	mu      sync.Mutex
 	version string // GUARDED_BY(mu); of the pages the kernel may hold
 	has     bool   // GUARDED_BY(mu); the kernel may hold pages (version is set)
-	drops   int    // GUARDED_BY(mu); the opens that dropped the pages
-	// opened is, for each handle open, drops at its open.
-	opened map[*fs.Handle]int // GUARDED_BY(mu)
+	// opened holds the handles open, each with whether it reads past
+	// the page cache.
+	opened map[*fs.Handle]bool // GUARDED_BY(mu)
 }
 
-// open reports whether the open of h, a handle of f, may keep the pages
-// the kernel holds, and forgets them when it may not (the open then
-// drops them).
-func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle) bool {
+// open returns the open flags of h, a handle of f opened with flags:
+// flags, or without FOPEN_KEEP_CACHE when the pages must be dropped, or
+// with FOPEN_DIRECT_IO when they must be read past (see pages).
+func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags uint32) uint32 {
 	p.mu.Lock()
 	v, has := p.version, p.has
 	p.mu.Unlock()
-	keep := !has || t.Current(ctx, f, v)
+	current := !has || t.Current(ctx, f, v)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !keep {
-		p.has = false
-		p.drops++
+	if p.has != has || p.version != v {
+		// Another handle changed them meanwhile: keep only no pages.
+		current = !p.has
 	}
 	if p.opened == nil {
-		p.opened = make(map[*fs.Handle]int)
+		p.opened = make(map[*fs.Handle]bool)
 	}
-	p.opened[h] = p.drops
-	return keep
+	direct := false
+	switch {
+	case current:
+	case !p.cachedOpen():
+		p.has = false
+		flags &^= fuse.FOPEN_KEEP_CACHE
+	default:
+		direct = true
+		flags |= fuse.FOPEN_DIRECT_IO
+	}
+	p.opened[h] = direct
+	return flags
+}
+
+// cachedOpen reports whether a handle that reads through the page cache
+// is open.
+//
+// REQUIRES: p.mu held.
+func (p *pages) cachedOpen() bool {
+	for _, direct := range p.opened {
+		if !direct {
+			return true
+		}
+	}
+	return false
 }
 
 // close forgets h, which is closed.
@@ -71,8 +101,7 @@ func (p *pages) close(h *fs.Handle) {
 
 // read reports whether the bytes of a read of h about to be answered may
 // join the kernel's pages: an error wrapping fetcher.ErrChanged (ESTALE)
-// when they are of another version than the pages, or when h was opened
-// before an open dropped the pages (its version may be the one dropped).
+// when they are of another version than the pages.
 func (p *pages) read(h *fs.Handle, path string) error {
 	v, ok := h.Version()
 	if !ok {
@@ -80,12 +109,12 @@ func (p *pages) read(h *fs.Handle, path string) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	drops, known := p.opened[h]
+	direct, known := p.opened[h]
 	switch {
-	case p.has && p.version == v:
+	case !known || direct || p.has && p.version == v:
 		return nil
-	case p.has, known && drops < p.drops:
-		return fmt.Errorf("fuse: %s: the chunk was rewritten while this handle read it, or since the kernel cached it: open it again to read the new version: %w", path, fetcher.ErrChanged)
+	case p.has:
+		return fmt.Errorf("fuse: %s: the chunk was rewritten since the kernel cached it: open it again to read the new version: %w", path, fetcher.ErrChanged)
 	}
 	p.version, p.has = v, true
 	return nil
