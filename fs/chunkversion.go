@@ -36,7 +36,11 @@ import (
 //     while the version its pages came from is current (Tree.Current).
 //
 // A value is known by its key and the address of its bytes, so that a
-// record is never taken for another load's. A value whose load named no
+// record is never taken for another load's. The address is kept as a
+// number, not a pointer, so that the table never keeps alive a value
+// memory has let go; every value of a key enters memory through
+// Tree.loader, which records it anew, so an address that a freed value
+// had and a new one reuses is never taken for the old one's. A value whose load named no
 // identity (an HTTP server without ETag), or whose record was pushed out
 // of the table, has a version of its own that no other load shares, and
 // is never checked.
@@ -51,7 +55,7 @@ const missingVersion = "\x00missing"
 
 // chunkVersion is what chunkVersions knows of one value.
 type chunkVersion struct {
-	data *byte // the value's bytes
+	data uintptr // the address of the value's bytes (addr)
 	// version names the objects and identities the value was made
 	// from ("r" and keep.EncodeFields, without the time of the
 	// verification), or, with rec nil, this value alone (a NUL first).
@@ -79,7 +83,7 @@ func (v *chunkVersions) loaded(mkey string, val []byte, rec []byte) {
 	if len(val) == 0 {
 		return
 	}
-	cv := chunkVersion{data: unsafe.SliceData(val), rec: rec, checked: time.Now()}
+	cv := chunkVersion{data: addr(val), rec: rec, checked: time.Now()}
 	if objs, ok := keep.DecodeFields(rec); ok && len(objs) > 0 {
 		if objs[len(objs)-1].Key == verifiedKey {
 			objs = objs[:len(objs)-1]
@@ -97,6 +101,9 @@ func (v *chunkVersions) loaded(mkey string, val []byte, rec []byte) {
 	v.lru.Add(mkey, cv)
 }
 
+// addr is the address of val's bytes, as a number.
+func addr(val []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(val))) }
+
 // unique returns a version no other value has.
 //
 // REQUIRES: v.mu held.
@@ -110,12 +117,12 @@ func (v *chunkVersions) unique() string {
 func (v *chunkVersions) of(mkey string, val []byte) chunkVersion {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if cv, ok := v.lru.Get(mkey); ok && len(val) > 0 && cv.data == unsafe.SliceData(val) {
+	if cv, ok := v.lru.Get(mkey); ok && len(val) > 0 && cv.data == addr(val) {
 		return cv
 	}
 	cv := chunkVersion{version: v.unique(), checked: time.Now()}
 	if len(val) > 0 {
-		cv.data = unsafe.SliceData(val)
+		cv.data = addr(val)
 		v.lru.Add(mkey, cv)
 	}
 	return cv
@@ -125,7 +132,7 @@ func (v *chunkVersions) of(mkey string, val []byte) chunkVersion {
 func (v *chunkVersions) checkedNow(mkey string, val []byte) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if cv, ok := v.lru.Peek(mkey); ok && cv.data == unsafe.SliceData(val) {
+	if cv, ok := v.lru.Peek(mkey); ok && cv.data == addr(val) {
 		cv.checked = time.Now()
 		v.lru.Add(mkey, cv)
 	}
