@@ -3,8 +3,12 @@ package integration
 import (
 	"bytes"
 	"compress/zlib"
+	"crypto/sha256"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -126,12 +130,26 @@ func TestChunkPagesRewrittenTTL(t *testing.T) {
 // version (the memory's copy is checked as the disk cache's is), whether
 // the kernel still holds the old version's pages or not. Before, memory
 // served the old version for the mount's life.
+//
+// Over HTTP, the origin names versions by ETag (etagFiles).
 func TestChunkMemoryRewrittenTTL(t *testing.T) {
+	for _, kind := range []string{"file", "http"} {
+		t.Run(kind, func(t *testing.T) { chunkMemoryRewrittenTTL(t, kind) })
+	}
+}
+
+func chunkMemoryRewrittenTTL(t *testing.T, kind string) {
 	const size = 256 << 10
 	v1, v2 := chunkVersions(size)
 	src := t.TempDir()
 	chunkArray(t, src, v1)
-	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	source := src
+	if kind == "http" {
+		srv := httptest.NewServer(etagFiles(src))
+		defer srv.Close()
+		source = srv.URL
+	}
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", source)
 	file := filepath.Join(s.mnt, "0")
 	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
 		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
@@ -147,6 +165,20 @@ func TestChunkMemoryRewrittenTTL(t *testing.T) {
 			t.Errorf("read %d, 2 s after the rewrite, %d bytes of pages dropped: %s, want the new version\nvolfs log:\n%s", i, drop, versionOf(got, v1, v2), s.stderr.String())
 		}
 	}
+}
+
+// etagFiles serves the files of dir with Range, and an ETag that is a
+// hash of each file's bytes.
+func etagFiles(dir string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(path.Clean("/"+r.URL.Path))))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", fmt.Sprintf(`"%x"`, sha256.Sum256(b)))
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	})
 }
 
 // TestChunkHandleOneVersion: a handle open across the rewrite of a chunk
