@@ -231,3 +231,29 @@ func TestChunkHandleAcrossNewOpen(t *testing.T) {
 		t.Errorf("a new open once the old handle is closed: %s, want the new version", versionOf(got, v1, v2))
 	}
 }
+
+// TestViewMemoryRewrittenTTL: a stitched view reads its chunks from
+// memory, which checks a chunk held longer than --metadata-ttl as a chunk
+// file's read does: once the TTL has passed, a read of the view (its
+// pages dropped: a view's page cache is not versioned) shows the
+// rewritten chunk. Before, memory served the old chunk for the mount's
+// life.
+func TestViewMemoryRewrittenTTL(t *testing.T) {
+	src := t.TempDir()
+	keys, chunks := writeLayer(t, src, 4, nil)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "s0", "volume.raw")
+	old := bytes.Join(chunks, nil)
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, old) {
+		t.Fatalf("the view before the rewrite: %d bytes, want the %d of its chunks", len(got), len(old))
+	}
+	fresh := bytes.Repeat([]byte{0xee}, hostileChunk)
+	time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
+	writeFile(t, filepath.Join(src, keys[0]), fresh)
+	time.Sleep(2 * time.Second)
+	want := bytes.Join(append([][]byte{fresh}, chunks[1:]...), nil)
+	if got := readDropping(t, file, 0, int64(len(old))); !bytes.Equal(got, want) {
+		t.Errorf("the view 2 s after its first chunk was rewritten: %d bytes, first chunk new %v, the rest as before %v",
+			len(got), bytes.HasPrefix(got, fresh), len(got) == len(want) && bytes.Equal(got[hostileChunk:], want[hostileChunk:]))
+	}
+}
