@@ -229,8 +229,9 @@ func (f *chunkFile) current(ctx context.Context) ([]byte, string, error) {
 // the objects v was made from are current (free within
 // Options.MetadataTTL, else one Stat each). The FUSE adapter keeps the
 // kernel's cached pages of a chunk file across an open only when they
-// came from a version that is current. A file that is not a chunk has no
-// version: always true.
+// came from a version that is current. With a TTL of 0, a version memory
+// does not hold is taken as current without asking the origin. A file
+// that is not a chunk has no version: always true.
 func (t *Tree) Current(ctx context.Context, f File, v string) bool {
 	c, ok := f.(*chunkFile)
 	if !ok {
@@ -246,6 +247,11 @@ func (t *Tree) Current(ctx context.Context, f File, v string) bool {
 	case !strings.HasPrefix(v, "r"):
 		// A chunk missing, or a version no load can make again.
 		return false
+	case t.opts.MetadataTTL <= 0:
+		// The source reads as unchanging for the mount's life: no
+		// Stat for an identity the keeping source has let go. A load
+		// that finds another version fails the read (fs/fuse's pages).
+		return true
 	}
 	return t.ids.check(ctx, []byte(v[1:]), cache.TrustOwn) == nil
 }

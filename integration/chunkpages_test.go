@@ -53,6 +53,38 @@ func chunkVersions(n int64) (v1, v2 []byte) {
 	return v1, v2
 }
 
+// readDroppingErr is readDropping that returns the error of the read
+// (strerror, or "None") with the bytes read before it.
+func readDroppingErr(t *testing.T, file string, off, n int64) ([]byte, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "got")
+	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", "-c", `
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, int(sys.argv[2]), int(sys.argv[3]), os.POSIX_FADV_DONTNEED)
+got, err = bytearray(), None
+try:
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            break
+        got += b
+except OSError as e:
+    err = e.strerror
+os.close(fd)
+open(sys.argv[4], "wb").write(got)
+print(err)
+`, file, fmt.Sprint(off), fmt.Sprint(n), out)
+	if err != nil {
+		t.Fatalf("python3 read of %s: %v\n%s", file, err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, strings.TrimSpace(msg)
+}
+
 // readDropping reads file whole with python3 after asking the kernel to
 // drop its cached pages of the n bytes at off (posix_fadvise DONTNEED),
 // and returns what it read, or fails the test.
@@ -122,6 +154,38 @@ func TestChunkPagesRewrittenTTL(t *testing.T) {
 		if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v2) {
 			t.Errorf("read %d, 2 s after the rewrite, half of the pages dropped: %s, want the new version\nvolfs log:\n%s", i, versionOf(got, v1, v2), s.stderr.String())
 		}
+	}
+}
+
+// TestChunkPagesRewrittenNoTTL: as TestChunkPagesRewrittenTTL with the
+// default --metadata-ttl 0, where an open keeps pages whose version
+// memory does not hold without asking the origin: the read that loads
+// the rewritten chunk for the dropped half fails with ESTALE after a
+// prefix of the old version (never the new version's bytes after the
+// old's), and the next open drops the pages and reads the new version
+// whole.
+func TestChunkPagesRewrittenNoTTL(t *testing.T) {
+	const size = 17 << 20
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	chunkArray(t, src, v2)
+	got, errstr := readDroppingErr(t, file, size/2, size/2)
+	t.Logf("the read after the rewrite: %d bytes, error %s", len(got), errstr)
+	switch {
+	case errstr == "None" && !bytes.Equal(got, v1) && !bytes.Equal(got, v2):
+		t.Errorf("the read after the rewrite: %s, want one version", versionOf(got, v1, v2))
+	case errstr != "None" && (errstr != "Stale file handle" || !bytes.HasPrefix(v1, got) && !bytes.HasPrefix(v2, got)):
+		t.Errorf("the read after the rewrite: %s after %d bytes (a prefix of the old version: %v), want ESTALE after a prefix of one version",
+			errstr, len(got), bytes.HasPrefix(v1, got))
+	}
+	if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v2) {
+		t.Errorf("the next read: %s, want the new version\nvolfs log:\n%s", versionOf(got, v1, v2), s.stderr.String())
 	}
 }
 

@@ -38,11 +38,14 @@ import (
 // the one the pages hold (it met a change in the moment between its
 // open's check and its first read) fails with ESTALE, one log line naming
 // the file, rather than add pages of another version; the next open
-// finds the pages' version gone and drops them.
+// drops them (or reads past them while a handle reads through them).
 type pages struct {
 	mu      sync.Mutex
 	version string // GUARDED_BY(mu); of the pages the kernel may hold
 	has     bool   // GUARDED_BY(mu); the kernel may hold pages (version is set)
+	// stale is set when a read found the chunk of another version
+	// than the pages: the next open drops them whatever the tree says.
+	stale bool // GUARDED_BY(mu)
 	// opened holds the handles open, each with whether it reads past
 	// the page cache.
 	opened map[*fs.Handle]bool // GUARDED_BY(mu)
@@ -62,6 +65,7 @@ func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags
 		// Another handle changed them meanwhile: keep only no pages.
 		current = !p.has
 	}
+	current = current && !p.stale
 	if p.opened == nil {
 		p.opened = make(map[*fs.Handle]bool)
 	}
@@ -69,7 +73,7 @@ func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags
 	switch {
 	case current:
 	case !p.cachedOpen():
-		p.has = false
+		p.has, p.stale = false, false
 		flags &^= fuse.FOPEN_KEEP_CACHE
 	default:
 		direct = true
@@ -114,6 +118,7 @@ func (p *pages) read(h *fs.Handle, path string) error {
 	case !known || direct || p.has && p.version == v:
 		return nil
 	case p.has:
+		p.stale = true
 		return fmt.Errorf("fuse: %s: the chunk was rewritten since the kernel cached it: open it again to read the new version: %w", path, fetcher.ErrChanged)
 	}
 	p.version, p.has = v, true
