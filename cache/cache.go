@@ -199,6 +199,19 @@ func (c *Cache) Holds(key string) bool {
 	return ok
 }
 
+// Peek returns what memory holds for key, if anything: a value, or a kept
+// error. Like Holds it counts nothing and moves nothing in the LRU order,
+// and it never waits for a load in flight.
+func (c *Cache) Peek(key string) (val []byte, ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.main.Peek(key)
+	if !ok {
+		e, ok = c.prob.Peek(key)
+	}
+	return e.val, ok, e.err
+}
+
 // await waits for f, running it inline if no one has claimed it, and leaves
 // it. The caller holds one waiter reference on f.
 func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
@@ -427,7 +440,9 @@ func (c *Cache) finish(f *flight, val []byte, err error) {
 	o := f.declared
 	if o != nil {
 		// The waiters so far took it counted or not; none come after.
-		o.escaped = o.escaped || f.escaped || err != nil
+		// A load whose Loader returned other than what it declared
+		// (a wrapper's error or value) owns nothing it returns.
+		o.escaped = o.escaped || f.escaped || err != nil || !sameMemory(val, o.val)
 		if err == nil {
 			f.own, e.own = o, o
 			o.refs += f.counted

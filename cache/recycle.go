@@ -29,6 +29,7 @@ import (
 //
 // All of owned's fields but recycle are guarded by Cache.mu.
 type owned struct {
+	val     []byte // the value the load declared (Load.Own)
 	recycle func() // gives the memory back; called once, at most
 	refs    int    // counted readers, tier writes, and the load's own hold until it is published
 	escaped bool   // handed out without a count: never given back
@@ -52,13 +53,13 @@ func (l *Load) Own(val []byte, recycle func()) {
 	if cap(val) == 0 || recycle == nil {
 		return
 	}
-	l.own, l.ownVal = &owned{recycle: recycle, refs: 1}, val
+	l.own = &owned{val: val, recycle: recycle, refs: 1}
 }
 
 // owned returns the record of what the load owns when it returns val (the
 // value it declared with Own), or nil.
 func (l *Load) owned(val []byte) *owned {
-	if l.own == nil || !sameMemory(val, l.ownVal) {
+	if l.own == nil || !sameMemory(val, l.own.val) {
 		return nil
 	}
 	return l.own

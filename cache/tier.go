@@ -146,8 +146,7 @@ type Load struct {
 	wanted  chan struct{} // closed once a reader waits for the load; nil outside a flight
 	release func()        // gives the slot back, once taken
 	waited  time.Duration
-	own     *owned // what Own declared, for ownVal
-	ownVal  []byte
+	own     *owned // what Own declared
 }
 
 // CPU bounds the CPU that read-ahead takes. A load calls it before the

@@ -46,7 +46,12 @@ type Handle struct {
 	// later reads: the chunk store keeps it too while it has room, and a
 	// chunk larger than the store (or evicted) is not downloaded again
 	// for each read.
-	pinned  atomic.Pointer[[]byte]
+	pinned atomic.Pointer[[]byte]
+	// held is the chunk as the handle's first read through the chunk
+	// store found it, and its version: every later read of the handle
+	// reads these bytes, so that a handle reads one version of its
+	// chunk however memory evicts and loads it meanwhile.
+	held    atomic.Pointer[heldChunk]
 	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
 	closed  atomic.Bool // Close has run
 }
@@ -123,13 +128,26 @@ func (h *Handle) holder() (holder, bool) {
 // parts an object's window has in flight are cancelled when its last
 // handle closes (parts.go). A front end closes every handle it opened
 // (FUSE at RELEASE, serve when a reply ends); a second Close does
-// nothing. Reads after Close still work, as reads without a window.
+// nothing. Reads after Close still work, as reads without a window, and
+// bytes a read returned must not be used after Close: a chunk the handle
+// held is given back to the chunk store (heldChunk).
 func (h *Handle) Close() {
 	if !h.closed.CompareAndSwap(false, true) {
 		return
 	}
 	if f, ok := h.holder(); ok {
 		f.drop()
+	}
+	for {
+		c := h.held.Load()
+		if c == nil || c.closed {
+			break
+		}
+		// The version stays known (Version); the bytes go back.
+		if h.held.CompareAndSwap(c, &heldChunk{version: c.version, closed: true}) {
+			c.release()
+			break
+		}
 	}
 }
 
@@ -161,18 +179,17 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	h.t.pass.reads.Add(1)
 	rctx, cancel := h.t.readContext(ctx)
 	defer cancel()
-	b, _, err := h.read(rctx, dest, off, false)
+	b, err := h.read(rctx, dest, off)
 	return b, h.t.readError(ctx, rctx, err)
 }
 
 // ReadPieces is Read for a front end that writes a reply from several
 // pieces of memory at once (the FUSE adapter, with writev): the bytes at
 // off are pieces, in order, which may be memory the tree lends without a
-// copy (a window of ranged parts, parts.go, or a chunk the chunk store
-// holds, taken with a count: cache.Store.Acquire), held until release is
+// copy (a window of ranged parts, parts.go), held until release is
 // called; the caller must call a non-nil release once it has written
-// them, must not refer to them after, and must not modify them. release
-// is nil when nothing is held.
+// them, and must not modify them. release is nil when nothing is held
+// beyond the handle itself (a chunk the handle holds: until Close).
 func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces [][]byte, release func(), err error) {
 	l, ok := h.f.(lender)
 	ok = ok && !h.plain // read: ranged reads of the piece's own
@@ -181,11 +198,8 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 		h.touchParts()
 	}
 	if !ok {
-		h.t.pass.reads.Add(1)
-		rctx, cancel := h.t.readContext(ctx)
-		defer cancel()
-		b, release, err := h.read(rctx, dest, off, true)
-		return [][]byte{b}, release, h.t.readError(ctx, rctx, err)
+		b, err := h.Read(ctx, dest, off)
+		return [][]byte{b}, nil, err
 	}
 	h.t.pass.reads.Add(1)
 	rctx, cancel := h.t.readContext(ctx)
@@ -193,68 +207,108 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	pieces, release, err = l.lend(rctx, dest, off)
 	err = h.keepChange(err)
 	if h.obj != nil && h.windowEnded(err) {
-		b, release, err := h.read(rctx, dest, off, true) // the other way now (read)
-		return [][]byte{b}, release, h.t.readError(ctx, rctx, err)
+		b, err := h.read(rctx, dest, off) // the other way now (read)
+		return [][]byte{b}, nil, h.t.readError(ctx, rctx, err)
 	}
 	return pieces, release, h.t.readError(ctx, rctx, err)
 }
 
-// read is Read's and ReadPieces' read. With lend set, a chunk's bytes
-// are lent with a count (chunkFile.lend) and release, when not nil, gives
-// them back; without it, release is nil and the bytes are the tree's to
-// keep as long as the caller refers to them (never reused).
-func (h *Handle) read(ctx context.Context, dest []byte, off int64, lend bool) (b []byte, release func(), err error) {
+func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, error) {
 	if h.obj != nil {
 		if err := h.changed.Load(); err != nil {
-			return nil, nil, *err
+			return nil, *err
 		}
 	}
 	if o := h.parts(); o != nil {
 		h.touchParts()
 		k, err := o.ReadAt(ctx, dest, off)
 		if !h.windowEnded(err) {
-			return dest[:k], nil, h.keepChange(err)
+			return dest[:k], h.keepChange(err)
 		}
 	}
 	if h.obj != nil && h.obj.parts.provedVersion() {
-		b, err := h.readPinned(ctx, dest, off)
-		return b, nil, err
+		return h.readPinned(ctx, dest, off)
 	}
 	// Through the chunk store, as every later read (parts).
 	switch f := h.f.(type) {
 	case *objectFile:
 		if h.plain && !h.t.ignoresRange() {
 			k, err := f.readPlain(ctx, dest, off)
-			return dest[:k], nil, err
+			return dest[:k], err
 		}
 	case *chunkFile:
-		if lend {
-			b, hit, release, err := f.lend(ctx, off, int64(len(dest)))
-			if h.touched.CompareAndSwap(false, true) {
-				f.t.readers.touch(f, h.reader, !hit)
-			}
-			return b, release, err
-		}
-		if h.touched.CompareAndSwap(false, true) {
-			_, hit, err := f.chunkHit(ctx)
-			f.t.readers.touch(f, h.reader, !hit)
-			if err != nil && !isMissing(err) {
-				// Failed loads are not kept: the read below would load
-				// the chunk again, and double the wait for the error.
-				return nil, nil, err
-			}
-		}
-		b, err := f.slice(ctx, off, int64(len(dest)))
-		return b, nil, err
+		return h.chunkSlice(ctx, f, off, int64(len(dest)))
 	case slicer:
-		b, err := f.slice(ctx, off, int64(len(dest)))
-		return b, nil, err
+		return f.slice(ctx, off, int64(len(dest)))
 	case *viewFile:
 		k, err := f.readAt(ctx, dest, off, h.reader)
-		return dest[:k], nil, err
+		return dest[:k], err
 	}
 	k, err := h.f.ReadAt(ctx, dest, off)
-	return dest[:k], nil, err
+	return dest[:k], err
+}
+
+// heldChunk is a chunk's decoded bytes held by a Handle (nil for a
+// missing chunk, read as its fill), their version (Handle.Version), and
+// the release of the chunk store's count on them (cache.Store.Acquire),
+// which Close calls.
+type heldChunk struct {
+	b       []byte
+	version string
+	release func()
+	closed  bool // Close released b, and left the version
+}
+
+// chunkSlice returns the n bytes at off of f, the handle's chunk, from
+// the version its first read found (held; Tree.current: a value held in
+// memory longer than --metadata-ttl is checked first). The first read
+// is the reader's touch of the file, which drives the read-ahead.
+//
+// The handle holds its chunk with a count, so that the chunk store does
+// not reuse its memory (cache's "Values given back for reuse") before
+// Close; a read after Close reads the chunk uncounted (chunkFile.slice).
+func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, off, n int64) ([]byte, error) {
+	c := h.held.Load()
+	if c != nil && c.closed || c == nil && h.closed.Load() {
+		return f.slice(ctx, off, n)
+	}
+	if c == nil {
+		b, v, hit, release, err := f.current(ctx)
+		if h.touched.CompareAndSwap(false, true) {
+			f.t.readers.touch(f, h.reader, !hit)
+		}
+		if err != nil && !(isMissing(err) && f.t.opts.Missing == MissingFill) {
+			// Failed loads are not kept: the next read loads again.
+			return nil, err
+		}
+		if !h.held.CompareAndSwap(nil, &heldChunk{b: b, version: v, release: release}) {
+			release() // another read of the handle held it first
+		}
+		if c = h.held.Load(); c.closed {
+			return f.slice(ctx, off, n) // closed meanwhile
+		}
+	}
+	if off >= f.size {
+		return nil, nil
+	}
+	n = min(n, f.size-off)
+	if c.version == missingVersion {
+		return f.fill(ctx, off, n)
+	}
+	return c.b[off : off+n], nil
+}
+
+// Version names the version of the chunk the handle reads, once a read
+// has found it: equal for two handles exactly when they read the same
+// bytes (the identities of the objects the chunk was loaded from, when
+// the source names them). false before the first read, and for a handle
+// that is not of a chunk or reads it in ranged parts (chunkparts.go,
+// pinned to its object's version by itself).
+func (h *Handle) Version() (string, bool) {
+	if c := h.held.Load(); c != nil {
+		return c.version, true
+	}
+	return "", false
 }
 
 // parts returns the window in which the handle reads its chunk in parts,

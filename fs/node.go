@@ -35,7 +35,9 @@ type Listing interface {
 	Entry(i int64) (name string, isDir bool)
 }
 
-// File is a regular file of the tree. Its bytes never change.
+// File is a regular file of the tree. Its bytes are those of one version
+// of the source per Handle (docs/CONSISTENCY.md): a chunk file read
+// through a File, not a Handle, reads what memory holds at each read.
 type File interface {
 	Node
 	Size() int64

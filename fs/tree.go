@@ -118,6 +118,9 @@ type Tree struct {
 	origin *keep.Source
 	// ids checks and makes the identity records of the tiers' entries.
 	ids identities
+	// vers knows the identity record of the chunks memory holds
+	// (chunkversion.go).
+	vers *chunkVersions
 	// tiers are the chunk store's tiers below memory: Options.Disk,
 	// then Options.Tiers.
 	tiers []cache.Tier
@@ -194,6 +197,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	t.budget = cache.NewBudget(opts.ReadAhead).DrawFrom(t.store.MemBudget())
 	t.readers.init(t)
 	t.ids.init(t)
+	t.vers = newChunkVersions()
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isStableMissing})
 	t.lists = newListBudget(max(opts.CacheBytes/8, 8<<20))
 	root, err := t.openDir(ctx, "", true)

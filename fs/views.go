@@ -251,7 +251,9 @@ func (c *viewChunks) Fill() []byte {
 // batch of fewer than cache.BatchInline loads runs on the caller, a larger
 // one on the store's pool of Options.Workers loaders. The first error
 // cancels the loads only this batch waits for (a load shared with another
-// reader goes on for it) and is returned.
+// reader goes on for it) and is returned. A chunk memory has held longer
+// than Options.MetadataTTL is checked as a chunk file's is, and loaded
+// again when its objects changed (chunkversion.go).
 func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([][]byte, error) {
 	keys, mkeys := make([]string, len(coords)), make([]string, len(coords))
 	for i, c := range coords {
@@ -265,6 +267,16 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 	out := make([][]byte, len(res))
 	for i, r := range res {
 		out[i] = r.Val // nil for a missing chunk (a kept not-found error)
+		if r.Val != nil && t.opts.MetadataTTL > 0 && t.stale(ctx, mkeys[i], r.Val, t.vers.of(mkeys[i], r.Val)) {
+			// Held past the TTL and rewritten since (chunkversion.go).
+			t.store.Cache().Remove(mkeys[i])
+			if out[i], err = t.store.Get(ctx, mkeys[i], t.loader(a, keys[i], coords[i])); isMissing(err) {
+				out[i], err = nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, nil
 }

@@ -259,7 +259,7 @@ func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
 // transport gzip, decoding), so that fetches overlap freely while decodes
 // go one per core, nearest first.
 func (t *Tree) loader(a *decode.Array, key string, c []int64) cache.Loader {
-	return t.bounded(t.watched(a, t.store.Loader(t.tierChunk(a, key, c))))
+	return t.versioned(memKey(a, key), t.bounded(t.watched(a, t.store.Loader(t.tierChunk(a, key, c)))))
 }
 
 // bounded is load under the read deadline, on whichever goroutine runs it.
@@ -303,12 +303,20 @@ func pinnedKey(mkey string, id fetcher.Identity) string { return mkey + "\x00" +
 // tiers see it: what a read (loader) and a warm (warmChunk) both walk.
 func (t *Tree) tierChunk(a *decode.Array, key string, c []int64) cache.Chunk {
 	return cache.Chunk{
-		Key:      t.tierKey(a, key),
-		Size:     a.ChunkSize(c),
-		Check:    t.ids.check,
+		Key:  t.tierKey(a, key),
+		Size: a.ChunkSize(c),
+		Check: func(ctx context.Context, rec []byte, trust cache.Trust) error {
+			err := t.ids.check(ctx, rec, trust)
+			if err == nil {
+				noteIdent(ctx, rec) // the version served (chunkversion.go)
+			}
+			return err
+		},
 		CPUBound: t.local,
 		Load: func(ctx context.Context, l *cache.Load) ([]byte, []byte, error) {
-			return t.load(ctx, l, a, key, c, "")
+			b, rec, err := t.load(ctx, l, a, key, c, "")
+			noteIdent(ctx, rec)
+			return b, rec, err
 		},
 	}
 }
@@ -389,7 +397,9 @@ func (t *Tree) loadOnce(ctx context.Context, src *treeSource, a *decode.Array, k
 		return nil, nil, fmt.Errorf("%s/%s: %w", t.src, src.last, err)
 	}
 	l.Own(b, recycle) // given back once the cache and its readers are done with it
-	if len(t.tiers) == 0 {
+	if len(t.tiers) == 0 && (!wantsIdent(ctx) || slices.ContainsFunc(src.seen, func(o seen) bool { return !o.ID.Known() })) {
+		// No tier keeps it, and memory (chunkversion.go) needs no
+		// record, or cannot have one: record's warning is the tiers'.
 		return b, nil, nil
 	}
 	rec, ok := t.ids.record(src.seen, src.verified())
@@ -707,28 +717,6 @@ func (f *chunkFile) slice(ctx context.Context, off, n int64) ([]byte, error) {
 		return nil, err
 	}
 	return b[off : off+n], nil
-}
-
-// lend is slice for a reader that says when it is done with the bytes
-// (Handle.ReadPieces): the chunk is taken from the chunk store with a
-// count (cache.Store.Acquire), and release, when not nil, must be called
-// once the reader no longer refers to them; until then their memory is
-// not reused. hit reports whether the chunk was in memory, for read-ahead.
-func (f *chunkFile) lend(ctx context.Context, off, n int64) (b []byte, hit bool, release func(), err error) {
-	if off >= f.size {
-		return nil, true, nil, nil
-	}
-	n = min(n, f.size-off)
-	b, release, hit, err = f.t.store.Acquire(ctx, f.mkey, f.loader())
-	if err != nil {
-		release()
-		if isMissing(err) && f.t.opts.Missing == MissingFill {
-			b, err = f.fill(ctx, off, n)
-			return b, hit, nil, err
-		}
-		return nil, hit, nil, err
-	}
-	return b[off : off+n], hit, release, nil
 }
 
 // fill returns n bytes at off of the chunk as it reads when missing. A

@@ -40,9 +40,11 @@
 //
 // # Caching and the kernel
 //
-// Data under a source is treated as immutable: files are opened with
-// FOPEN_KEEP_CACHE so the page cache survives close (or FOPEN_DIRECT_IO with
-// MountOptions.DirectIO), entries and attributes are cached for an hour
+// Files are opened with FOPEN_KEEP_CACHE so the page cache survives close
+// (or FOPEN_DIRECT_IO with MountOptions.DirectIO), except an open of a
+// chunk file whose cached pages are of a version no longer current, which
+// drops them or reads past them (pages.go), entries and attributes are
+// cached for an hour
 // (bounded by fs.Options.MetadataTTL), negative lookups for ten minutes,
 // and the kernel sends reads of up to 1 MiB. A panic in a handler is
 // logged and becomes EIO.

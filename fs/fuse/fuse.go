@@ -101,6 +101,7 @@ type tree interface {
 	Options() fs.Options
 	OpenAs(ctx context.Context, f fs.File, p string, r fs.Reader) (*fs.Handle, error)
 	Errno(ctx context.Context, err error, op, p string) syscall.Errno
+	Current(ctx context.Context, f fs.File, version string) bool
 }
 
 func mount(mountpoint string, t tree, opts MountOptions) (*fuse.Server, error) {
@@ -403,6 +404,8 @@ type fileInode struct {
 	failed failedRange
 	// modes counts the open handles by passthrough mode (passthrough.go).
 	modes modes
+	// pages is the version of the kernel's cached pages (pages.go).
+	pages pages
 }
 
 var (
@@ -432,7 +435,11 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if err != nil {
 		return nil, 0, n.m.tree.Errno(ctx, err, "open", n.path)
 	}
-	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h, &n.modes), n.m.openFlags(), 0
+	out := n.m.openFlags()
+	if !n.m.opts.DirectIO {
+		out = n.pages.open(ctx, n.m.tree, n.file, h, out) // pages.go
+	}
+	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h, &n.modes), out, 0
 }
 
 // reader is the reader of the FUSE request of ctx: its thread group and
@@ -446,8 +453,9 @@ func (m *inodes) reader(ctx context.Context) fs.Reader {
 }
 
 // openFlags are the FUSE open flags of every file: the page cache kept
-// across opens (the bytes of a file never change while mounted), or
-// bypassed with MountOptions.DirectIO.
+// across opens, or bypassed with MountOptions.DirectIO. A chunk file's
+// open drops its pages when they are of a version no longer current
+// (pages.go).
 func (m *inodes) openFlags() uint32 {
 	if m.opts.DirectIO {
 		return fuse.FOPEN_DIRECT_IO
@@ -459,6 +467,9 @@ func (m *inodes) openFlags() uint32 {
 // handle: the next chunk file it opens continues the sequence. It stops
 // when the reader is idle (cache.IdleAfter).
 func (n *fileInode) Release(_ context.Context, fh gofs.FileHandle) syscall.Errno {
+	if h, ok := handleOf(fh); ok {
+		n.pages.close(h)
+	}
 	release(fh)
 	return 0
 }
@@ -481,6 +492,11 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 		defer h.Close()
 	}
 	pieces, release, err := h.ReadPieces(ctx, dest, off)
+	if err == nil && !n.m.opts.DirectIO {
+		if err = n.pages.read(h, n.path); err != nil && release != nil {
+			release()
+		}
+	}
 	if err != nil {
 		errno := n.m.tree.Errno(ctx, err, "read", n.path)
 		if errno == syscall.EIO {

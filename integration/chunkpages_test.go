@@ -1,0 +1,323 @@
+package integration
+
+import (
+	"bytes"
+	"compress/zlib"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The cases of docs/CONSISTENCY.md, "A chunk rewritten during a mount":
+// a decoded chunk file whose object is rewritten under a mount with
+// --metadata-ttl reads as one version, old or new, never a mix of the
+// kernel's cached pages of the old with bytes of the new; once the TTL has
+// passed a new open reads the new version, whether the old one is held by
+// the kernel's page cache, by the memory cache, or by nobody.
+
+// chunkArray writes, in dir, a Zarr v2 array of len(data) uint8 in one
+// chunk "0" that stores data zlib-compressed (so that it is decoded and
+// kept in memory, not passed through), by rename: a rewrite is a new
+// file, which the local source tells apart by its inode.
+func chunkArray(t *testing.T, dir string, data []byte) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, ".zarray"), fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1", "compressor": {"id": "zlib", "level": 1}, "fill_value": 0, "order": "C", "filters": null}`, len(data), len(data)))
+	var b bytes.Buffer
+	w, _ := zlib.NewWriterLevel(&b, 1)
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, ".0.tmp")
+	writeFile(t, tmp, b.Bytes())
+	if err := os.Rename(tmp, filepath.Join(dir, "0")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chunkVersions are two versions of a chunk of n bytes, every byte of one
+// unlike the other's at the same offset.
+func chunkVersions(n int64) (v1, v2 []byte) {
+	v1 = patternBytes(0, n)
+	v2 = bytes.Clone(v1)
+	for i := range v2 {
+		v2[i] ^= 0x5a
+	}
+	return v1, v2
+}
+
+// readDroppingErr is readDropping that returns the error of the read
+// (strerror, or "None") with the bytes read before it.
+func readDroppingErr(t *testing.T, file string, off, n int64) ([]byte, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "got")
+	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", "-c", `
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, int(sys.argv[2]), int(sys.argv[3]), os.POSIX_FADV_DONTNEED)
+got, err = bytearray(), None
+try:
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            break
+        got += b
+except OSError as e:
+    err = e.strerror
+os.close(fd)
+open(sys.argv[4], "wb").write(got)
+print(err)
+`, file, fmt.Sprint(off), fmt.Sprint(n), out)
+	if err != nil {
+		t.Fatalf("python3 read of %s: %v\n%s", file, err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, strings.TrimSpace(msg)
+}
+
+// readDropping reads file whole with python3 after asking the kernel to
+// drop its cached pages of the n bytes at off (posix_fadvise DONTNEED),
+// and returns what it read, or fails the test.
+func readDropping(t *testing.T, file string, off, n int64) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "got")
+	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", "-c", `
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, int(sys.argv[2]), int(sys.argv[3]), os.POSIX_FADV_DONTNEED)
+os.close(fd)
+with open(sys.argv[1], "rb") as f:
+    got = f.read()
+open(sys.argv[4], "wb").write(got)
+`, file, fmt.Sprint(off), fmt.Sprint(n), out)
+	if err != nil {
+		t.Fatalf("python3 read of %s: %v\n%s", file, err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// versionOf names which of v1 and v2 got is, or how it is neither.
+func versionOf(got, v1, v2 []byte) string {
+	switch {
+	case bytes.Equal(got, v1):
+		return "old"
+	case bytes.Equal(got, v2):
+		return "new"
+	case len(got) != len(v1):
+		return fmt.Sprintf("%d bytes, of neither version's size", len(got))
+	}
+	old, new := 0, 0
+	for i := range got {
+		switch got[i] {
+		case v1[i]:
+			old++
+		case v2[i]:
+			new++
+		}
+	}
+	return fmt.Sprintf("a mix: %d bytes of the old version, %d of the new, %d of neither", old, new, len(got)-old-new)
+}
+
+// TestChunkPagesRewrittenTTL: a chunk larger than the memory cache (so
+// that every load reads the source) is read whole, which leaves it in
+// the kernel's page cache, then rewritten. Once --metadata-ttl has
+// passed, a read that finds half of the old version's pages dropped must
+// read the new version whole: before, it read the old version's cached
+// half and the new version's other half.
+func TestChunkPagesRewrittenTTL(t *testing.T) {
+	const size = 17 << 20 // beyond the 16 MiB memory cache
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--cache-size", "16MiB", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	chunkArray(t, src, v2)
+	time.Sleep(2 * time.Second)
+	for i := range 2 {
+		if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v2) {
+			t.Errorf("read %d, 2 s after the rewrite, half of the pages dropped: %s, want the new version\nvolfs log:\n%s", i, versionOf(got, v1, v2), s.stderr.String())
+		}
+	}
+}
+
+// TestChunkPagesRewrittenNoTTL: as TestChunkPagesRewrittenTTL with the
+// default --metadata-ttl 0, where an open keeps pages whose version
+// memory does not hold without asking the origin: the read that loads
+// the rewritten chunk for the dropped half fails with ESTALE after a
+// prefix of the old version (never the new version's bytes after the
+// old's), and the next open drops the pages and reads the new version
+// whole.
+func TestChunkPagesRewrittenNoTTL(t *testing.T) {
+	const size = 17 << 20
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--cache-size", "16MiB", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	chunkArray(t, src, v2)
+	got, errstr := readDroppingErr(t, file, size/2, size/2)
+	t.Logf("the read after the rewrite: %d bytes, error %s", len(got), errstr)
+	switch {
+	case errstr == "None" && !bytes.Equal(got, v1) && !bytes.Equal(got, v2):
+		t.Errorf("the read after the rewrite: %s, want one version", versionOf(got, v1, v2))
+	case errstr != "None" && (errstr != "Stale file handle" || !bytes.HasPrefix(v1, got) && !bytes.HasPrefix(v2, got)):
+		t.Errorf("the read after the rewrite: %s after %d bytes (a prefix of the old version: %v), want ESTALE after a prefix of one version",
+			errstr, len(got), bytes.HasPrefix(v1, got))
+	}
+	if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v2) {
+		t.Errorf("the next read: %s, want the new version\nvolfs log:\n%s", versionOf(got, v1, v2), s.stderr.String())
+	}
+}
+
+// TestChunkMemoryRewrittenTTL: a chunk held by the memory cache is
+// rewritten; once --metadata-ttl has passed, a new open reads the new
+// version (the memory's copy is checked as the disk cache's is), whether
+// the kernel still holds the old version's pages or not. Before, memory
+// served the old version for the mount's life.
+//
+// Over HTTP, the origin names versions by ETag (etagFiles).
+func TestChunkMemoryRewrittenTTL(t *testing.T) {
+	for _, kind := range []string{"file", "http"} {
+		t.Run(kind, func(t *testing.T) { chunkMemoryRewrittenTTL(t, kind) })
+	}
+}
+
+func chunkMemoryRewrittenTTL(t *testing.T, kind string) {
+	const size = 256 << 10
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	source := src
+	if kind == "http" {
+		srv := httptest.NewServer(etagFiles(src))
+		defer srv.Close()
+		source = srv.URL
+	}
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", source)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	chunkArray(t, src, v2)
+	// Within the TTL, the old version whole, or the new whole.
+	if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v1) && !bytes.Equal(got, v2) {
+		t.Errorf("read within the TTL of the rewrite: %s, want one version", versionOf(got, v1, v2))
+	}
+	time.Sleep(2 * time.Second)
+	for i, drop := range []int64{0, size} {
+		if got := readDropping(t, file, 0, drop); !bytes.Equal(got, v2) {
+			t.Errorf("read %d, 2 s after the rewrite, %d bytes of pages dropped: %s, want the new version\nvolfs log:\n%s", i, drop, versionOf(got, v1, v2), s.stderr.String())
+		}
+	}
+}
+
+// etagFiles serves the files of dir with Range, and an ETag that is a
+// hash of each file's bytes.
+func etagFiles(dir string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(path.Clean("/"+r.URL.Path))))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", fmt.Sprintf(`"%x"`, sha256.Sum256(b)))
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	})
+}
+
+// TestChunkHandleOneVersion: a handle open across the rewrite of a chunk
+// that the memory cache cannot hold reads the version it began with, or
+// fails with ESTALE: never the old version's first bytes and the new
+// version's rest (before, every read of the handle loaded the chunk
+// again from the source).
+func TestChunkHandleOneVersion(t *testing.T) {
+	const size = 17 << 20
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--cache-size", "16MiB", "--read-ahead", "0", src)
+	finish := openReader(t, filepath.Join(s.mnt, "0"))
+	chunkArray(t, src, v2)
+	got, errstr := finish()
+	checkOldHandle(t, got, errstr, v1)
+	if errstr != "None" && !strings.Contains(s.stderr.String(), "rewritten") {
+		t.Errorf("ESTALE without a log line that says why:\n%s", s.stderr.String())
+	}
+}
+
+// TestChunkHandleAcrossNewOpen: a handle opened before a chunk held in
+// memory is rewritten reads a prefix; once --metadata-ttl has passed a
+// new open reads the new version whole, which drops the kernel's pages
+// of the old; the old handle then reads on: the old version whole or a
+// prefix of it and ESTALE, with a log line naming the file, never the new
+// version's bytes (before, it read the old version's head from the page
+// cache and memory's old copy for the rest, while the new open read
+// the old version too).
+func TestChunkHandleAcrossNewOpen(t *testing.T) {
+	const size = 4 << 20
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	finish := openReader(t, file)
+	chunkArray(t, src, v2)
+	time.Sleep(2 * time.Second)
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v2) {
+		t.Errorf("a new open 2 s after the rewrite: %s, want the new version", versionOf(got, v1, v2))
+	}
+	got, errstr := finish()
+	checkOldHandle(t, got, errstr, v1)
+	if errstr != "None" && !strings.Contains(s.stderr.String(), "c/0") && !strings.Contains(s.stderr.String(), "rewritten") {
+		t.Errorf("ESTALE without a log line that says why:\n%s", s.stderr.String())
+	}
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v2) {
+		t.Errorf("a new open once the old handle is closed: %s, want the new version", versionOf(got, v1, v2))
+	}
+}
+
+// TestViewMemoryRewrittenTTL: a stitched view reads its chunks from
+// memory, which checks a chunk held longer than --metadata-ttl as a chunk
+// file's read does: once the TTL has passed, a read of the view (its
+// pages dropped: a view's page cache is not versioned) shows the
+// rewritten chunk. Before, memory served the old chunk for the mount's
+// life.
+func TestViewMemoryRewrittenTTL(t *testing.T) {
+	src := t.TempDir()
+	keys, chunks := writeLayer(t, src, 4, nil)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "s0", "volume.raw")
+	old := bytes.Join(chunks, nil)
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, old) {
+		t.Fatalf("the view before the rewrite: %d bytes, want the %d of its chunks", len(got), len(old))
+	}
+	fresh := bytes.Repeat([]byte{0xee}, hostileChunk)
+	time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
+	writeFile(t, filepath.Join(src, keys[0]), fresh)
+	time.Sleep(2 * time.Second)
+	want := bytes.Join(append([][]byte{fresh}, chunks[1:]...), nil)
+	if got := readDropping(t, file, 0, int64(len(old))); !bytes.Equal(got, want) {
+		t.Errorf("the view 2 s after its first chunk was rewritten: %d bytes, first chunk new %v, the rest as before %v",
+			len(got), bytes.HasPrefix(got, fresh), len(got) == len(want) && bytes.Equal(got[hostileChunk:], want[hostileChunk:]))
+	}
+}
