@@ -3,6 +3,8 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -103,4 +105,82 @@ func TestMemoryIdentityTTL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHandleHoldsBounded: handles hold their chunks within a budget (the
+// memory cache's size): a handle whose chunk does not fit holds its
+// version only, reads the chunk as the store has it while it is of that
+// version, and ESTALE once it is not, never the new version's bytes; the
+// budget is given back at Close.
+func TestHandleHoldsBounded(t *testing.T) {
+	const info = `{"@type": "neuroglancer_multiscale_volume", "data_type": "uint8", "num_channels": 1,
+ "type": "image", "scales": [{"key": "s0", "size": [32, 4, 2], "voxel_offset": [0, 0, 0],
+ "resolution": [1, 1, 1], "chunk_sizes": [[4, 4, 2]], "encoding": "raw"}]}`
+	files := map[string][]byte{"layer/info": []byte(info)}
+	var keys []string
+	for i := range 8 {
+		k := fmt.Sprintf("layer/s0/%d-%d_0-4_0-2", 4*i, 4*i+4)
+		files[k] = bytes.Repeat([]byte{byte(i + 1)}, 32)
+		keys = append(keys, k)
+	}
+	dir := writeFiles(t, files)
+	src, err := fetcher.Open(dir, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := New(context.Background(), src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	tree.holds.max = 3 * 32 // three chunks
+	var hs []*Handle
+	for i, k := range keys {
+		h, got := openRead(t, tree, k)
+		hs = append(hs, h)
+		if !bytes.Equal(got, files[k]) {
+			t.Fatalf("%s: %v, want chunk %d", k, got, i+1)
+		}
+	}
+	if used := tree.holds.used.Load(); used != 3*32 {
+		t.Fatalf("handles hold %d bytes, want the budget's 96", used)
+	}
+	// Every chunk rewritten, and memory's copies dropped: the three
+	// handles that hold their chunks read the old bytes, the others
+	// ESTALE.
+	for i, k := range keys {
+		if err := os.WriteFile(filepath.Join(dir, "tmp"), bytes.Repeat([]byte{byte(100 + i)}, 32), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "tmp"), filepath.Join(dir, k)); err != nil {
+			t.Fatal(err)
+		}
+		tree.store.Cache().Remove(chunkAt(t, tree, k).mkey)
+	}
+	for i, h := range hs {
+		buf := make([]byte, 32)
+		k, err := h.ReadAt(context.Background(), buf, 0)
+		switch {
+		case i < 3 && (err != nil || !bytes.Equal(buf[:k], files[keys[i]])):
+			t.Errorf("handle %d, holding its chunk: %v, %v, want the old bytes", i, buf[:k], err)
+		case i >= 3 && !errors.Is(err, fetcher.ErrChanged):
+			t.Errorf("handle %d, holding its version only: %v, %v, want ErrChanged", i, buf[:k], err)
+		}
+	}
+	for _, h := range hs {
+		h.Close()
+	}
+	if used := tree.holds.used.Load(); used != 0 {
+		t.Fatalf("closed handles hold %d bytes", used)
+	}
+}
+
+// chunkAt returns the chunk file at p of tree.
+func chunkAt(t *testing.T, tree *Tree, p string) *chunkFile {
+	t.Helper()
+	n, err := tree.Resolve(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.(*chunkFile)
 }

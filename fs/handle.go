@@ -145,7 +145,7 @@ func (h *Handle) Close() {
 		}
 		// The version stays known (Version); the bytes go back.
 		if h.held.CompareAndSwap(c, &heldChunk{version: c.version, closed: true}) {
-			c.release()
+			c.drop(h.t)
 			break
 		}
 	}
@@ -237,7 +237,7 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 			return dest[:k], err
 		}
 	case *chunkFile:
-		return h.chunkSlice(ctx, f, off, int64(len(dest)))
+		return h.chunkSlice(ctx, f, dest, off)
 	case slicer:
 		return f.slice(ctx, off, int64(len(dest)))
 	case *viewFile:
@@ -257,7 +257,43 @@ type heldChunk struct {
 	version string
 	release func()
 	closed  bool // Close released b, and left the version
+	light   bool // the version alone: b is nil, and no bytes are taken from the handles' budget
 }
+
+// drop gives back what c holds: its count on the chunk store's value, and
+// its bytes of the handles' budget.
+func (c *heldChunk) drop(t *Tree) {
+	c.release()
+	if !c.light {
+		t.holds.give(int64(len(c.b)))
+	}
+}
+
+// handleHolds is the budget of the bytes that open handles hold
+// (heldChunk): a handle holds the chunk its first read found so that it
+// reads one version whatever memory evicts meanwhile, which would let a
+// program that keeps many chunk files open, each read a little, hold far
+// more than the memory cache (1000 open files of 4 MiB chunks: 4 GiB). A
+// handle whose chunk does not fit holds its version only and reads the
+// chunk as the store has it, ESTALE if it is of another version (readLight).
+// The budget is the memory cache's size: held chunks are mostly the ones
+// the cache holds too, so the process holds at most twice the cache.
+type handleHolds struct {
+	max  int64
+	used atomic.Int64
+}
+
+// take takes n bytes of the budget, and reports whether they fitted.
+func (b *handleHolds) take(n int64) bool {
+	if b.used.Add(n) > b.max && n > 0 {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// give gives back n bytes that take took.
+func (b *handleHolds) give(n int64) { b.used.Add(-n) }
 
 // chunkSlice returns the n bytes at off of f, the handle's chunk, from
 // the version its first read found (held; Tree.current: a value held in
@@ -267,7 +303,8 @@ type heldChunk struct {
 // The handle holds its chunk with a count, so that the chunk store does
 // not reuse its memory (cache's "Values given back for reuse") before
 // Close; a read after Close reads the chunk uncounted (chunkFile.slice).
-func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, off, n int64) ([]byte, error) {
+func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, dest []byte, off int64) ([]byte, error) {
+	n := int64(len(dest))
 	c := h.held.Load()
 	if c != nil && c.closed || c == nil && h.closed.Load() {
 		return f.slice(ctx, off, n)
@@ -281,8 +318,22 @@ func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, off, n int64) ([]
 			// Failed loads are not kept: the next read loads again.
 			return nil, err
 		}
-		if !h.held.CompareAndSwap(nil, &heldChunk{b: b, version: v, release: release}) {
-			release() // another read of the handle held it first
+		held := &heldChunk{b: b, version: v, release: release}
+		if !f.t.holds.take(int64(len(b))) {
+			// Over the handles' budget: the version alone.
+			held = &heldChunk{version: v, light: true, release: func() {}}
+			defer release() // after the copy below
+			if off < f.size && v != missingVersion {
+				k := copy(dest, b[off:min(off+n, f.size)])
+				if h.held.CompareAndSwap(nil, held) {
+					return dest[:k], nil
+				}
+				// Another read of the handle held a version first:
+				// answer as it does, below.
+			}
+		}
+		if !h.held.CompareAndSwap(nil, held) {
+			held.drop(f.t) // another read of the handle held it first
 		}
 		if c = h.held.Load(); c.closed {
 			return f.slice(ctx, off, n) // closed meanwhile
@@ -295,7 +346,27 @@ func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, off, n int64) ([]
 	if c.version == missingVersion {
 		return f.fill(ctx, off, n)
 	}
+	if c.light {
+		return h.readLight(ctx, f, c, dest[:n], off)
+	}
 	return c.b[off : off+n], nil
+}
+
+// readLight serves a read of a handle that holds its chunk's version but
+// not its bytes (over the handles' budget, handleHolds): the chunk as the
+// store has it now, copied into dest, when it is of the version held, and
+// ESTALE (an error wrapping fetcher.ErrChanged) when it is not, so that
+// the handle never reads two versions.
+func (h *Handle) readLight(ctx context.Context, f *chunkFile, c *heldChunk, dest []byte, off int64) ([]byte, error) {
+	b, v, _, release, err := f.current(ctx)
+	defer release()
+	if err != nil && !isMissing(err) {
+		return nil, err
+	}
+	if v != c.version {
+		return nil, fmt.Errorf("fs: %s: the chunk changed since this file was opened (a new open reads the new version): %w", h.path, fetcher.ErrChanged)
+	}
+	return dest[:copy(dest, b[off:])], nil
 }
 
 // Version names the version of the chunk the handle reads, once a read

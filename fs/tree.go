@@ -121,6 +121,8 @@ type Tree struct {
 	// vers knows the identity record of the chunks memory holds
 	// (chunkversion.go).
 	vers *chunkVersions
+	// holds bounds the bytes open handles hold (handle.go).
+	holds handleHolds
 	// tiers are the chunk store's tiers below memory: Options.Disk,
 	// then Options.Tiers.
 	tiers []cache.Tier
@@ -198,6 +200,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	t.readers.init(t)
 	t.ids.init(t)
 	t.vers = newChunkVersions()
+	t.holds.max = opts.CacheBytes
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isStableMissing})
 	t.lists = newListBudget(max(opts.CacheBytes/8, 8<<20))
 	root, err := t.openDir(ctx, "", true)
