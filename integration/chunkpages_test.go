@@ -397,3 +397,43 @@ func TestChunkHandleAcrossMmap(t *testing.T) {
 		})
 	}
 }
+
+// rawChunkArray is chunkArray with the chunk stored raw (no compressor):
+// a verbatim chunk, which a remote source's open of a large one reads in
+// ranged parts.
+func rawChunkArray(t *testing.T, dir string, data []byte) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, ".zarray"), fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, len(data), len(data)))
+	tmp := filepath.Join(dir, ".0.tmp")
+	writeFile(t, tmp, data)
+	if err := os.Rename(tmp, filepath.Join(dir, "0")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChunkPartsPagesRewrittenTTL: a large raw chunk of a remote source,
+// read in ranged parts (chunkparts.go), is read whole, which leaves it in
+// the kernel's page cache, then rewritten. Once --metadata-ttl has passed,
+// a read that finds half of the old version's pages dropped must read the
+// new version whole, never the old version's cached half and the new
+// version's other half.
+func TestChunkPartsPagesRewrittenTTL(t *testing.T) {
+	const size = 17 << 20 // read in parts: at least 16 MiB
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	rawChunkArray(t, src, v1)
+	srv := httptest.NewServer(etagFiles(src))
+	defer srv.Close()
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", srv.URL)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	rawChunkArray(t, src, v2)
+	time.Sleep(2 * time.Second)
+	for i := range 2 {
+		if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v2) {
+			t.Errorf("read %d, 2 s after the rewrite, half the pages dropped: %s, want the new version", i, versionOf(got, v1, v2))
+		}
+	}
+}
