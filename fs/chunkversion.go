@@ -78,8 +78,13 @@ func newChunkVersions() *chunkVersions {
 }
 
 // loaded records that val, the value of mkey, was made from the objects
-// of the identity record rec (nil: unknown), current now.
-func (v *chunkVersions) loaded(mkey string, val []byte, rec []byte) {
+// of the identity record rec (nil: unknown), current now. held is the
+// value memory holds for mkey as the load ends, if any: when the table's
+// record is held's, val is a load that memory will not keep (a flight
+// abandoned and redone: the cache keeps the value it holds), and the
+// record stays held's. Before, such a load's record replaced the one of
+// the value memory kept, which then had none: never checked past the TTL.
+func (v *chunkVersions) loaded(mkey string, val, rec, held []byte) {
 	if len(val) == 0 {
 		return
 	}
@@ -94,6 +99,9 @@ func (v *chunkVersions) loaded(mkey string, val []byte, rec []byte) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if old, ok := v.lru.Peek(mkey); ok && len(held) > 0 && old.data == addr(held) && old.data != cv.data {
+		return
+	}
 	if cv.version == "" {
 		cv.rec = nil
 		cv.version = v.unique()
@@ -113,19 +121,29 @@ func (v *chunkVersions) unique() string {
 }
 
 // of returns what is known of val, the value of mkey: its record when
-// one was noted for these bytes, else a version of its own.
-func (v *chunkVersions) of(mkey string, val []byte) chunkVersion {
+// one was noted for these bytes, else a version of its own, noted for it
+// unless the table's record is of held, the value memory holds for mkey
+// (val is then a load memory did not keep: see loaded).
+func (v *chunkVersions) of(mkey string, val, held []byte) chunkVersion {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if cv, ok := v.lru.Get(mkey); ok && len(val) > 0 && cv.data == addr(val) {
-		return cv
+	old, ok := v.lru.Get(mkey)
+	if ok && len(val) > 0 && old.data == addr(val) {
+		return old
 	}
 	cv := chunkVersion{version: v.unique(), checked: time.Now()}
-	if len(val) > 0 {
+	if len(val) > 0 && !(ok && len(held) > 0 && old.data == addr(held)) {
 		cv.data = addr(val)
 		v.lru.Add(mkey, cv)
 	}
 	return cv
+}
+
+// versionOf is chunkVersions.of of val, the value of mkey, with what
+// memory holds for mkey now.
+func (t *Tree) versionOf(mkey string, val []byte) chunkVersion {
+	held, _, _ := t.store.Cache().Peek(mkey)
+	return t.vers.of(mkey, val, held)
 }
 
 // checkedNow records that val's identities were found current now.
@@ -175,7 +193,8 @@ func (t *Tree) versioned(mkey string, load cache.Loader) cache.Loader {
 			s.mu.Lock()
 			rec := s.rec
 			s.mu.Unlock()
-			t.vers.loaded(mkey, b, rec)
+			held, _, _ := t.store.Cache().Peek(mkey)
+			t.vers.loaded(mkey, b, rec, held)
 		}
 		return b, err
 	}
@@ -213,7 +232,7 @@ func (f *chunkFile) current(ctx context.Context) (b []byte, version string, hit 
 		}
 		return nil, "", hit, func() {}, err
 	}
-	cv := f.t.vers.of(f.mkey, b)
+	cv := f.t.versionOf(f.mkey, b)
 	if !f.t.stale(ctx, f.mkey, b, cv) {
 		return b, cv.version, hit, release, nil
 	}
@@ -226,7 +245,7 @@ func (f *chunkFile) current(ctx context.Context) (b []byte, version string, hit 
 		}
 		return nil, "", hit, func() {}, err
 	}
-	return b, f.t.vers.of(f.mkey, b).version, hit, release, nil
+	return b, f.t.versionOf(f.mkey, b).version, hit, release, nil
 }
 
 // Current reports whether a handle of f opened now would read version v
@@ -248,7 +267,7 @@ func (t *Tree) Current(ctx context.Context, f File, v string) bool {
 	case ok && err != nil:
 		return v == missingVersion && isMissing(err)
 	case ok:
-		cv := t.vers.of(c.mkey, val)
+		cv := t.vers.of(c.mkey, val, val)
 		return cv.version == v && !t.stale(ctx, c.mkey, val, cv)
 	case !strings.HasPrefix(v, "r"):
 		// A chunk missing, or a version no load can make again.

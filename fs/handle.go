@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/volfs/volfs/fetcher"
+	"github.com/volfs/volfs/fetcher/keep"
 )
 
 // Reader names who reads through a Handle, for read-ahead (readahead.go):
@@ -373,11 +374,19 @@ func (h *Handle) readLight(ctx context.Context, f *chunkFile, c *heldChunk, dest
 // has found it: equal for two handles exactly when they read the same
 // bytes (the identities of the objects the chunk was loaded from, when
 // the source names them). false before the first read, and for a handle
-// that is not of a chunk or reads it in ranged parts (chunkparts.go,
-// pinned to its object's version by itself).
+// that is not of a chunk. A handle that reads its chunk in ranged parts
+// (chunkparts.go) reads the one version of its object the window is
+// pinned to, named as a whole load of that version names it, once a
+// reply proved it: before, the FUSE adapter kept the kernel's pages of
+// such a chunk across a rewrite without a version (fs/fuse's pages), and
+// an open after it read the old version's cached pages beside the new
+// version's.
 func (h *Handle) Version() (string, bool) {
 	if c := h.held.Load(); c != nil {
 		return c.version, true
+	}
+	if h.obj != nil && h.obj.parts.proved() {
+		return "r" + string(keep.EncodeFields([]keep.Field{{Key: h.obj.key, ID: h.obj.parts.version()}})), true
 	}
 	return "", false
 }

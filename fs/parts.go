@@ -229,6 +229,13 @@ func (w *objectParts) provedVersion() bool {
 	return w.named && w.proven
 }
 
+// proved is provedVersion without its side effect: it gives up no window.
+func (w *objectParts) proved() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.named && w.proven
+}
+
 // isNamed reports whether the window is a chunk's (named).
 func (w *objectParts) isNamed() bool {
 	w.mu.Lock()

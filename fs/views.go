@@ -267,7 +267,7 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 	out := make([][]byte, len(res))
 	for i, r := range res {
 		out[i] = r.Val // nil for a missing chunk (a kept not-found error)
-		if r.Val != nil && t.opts.MetadataTTL > 0 && t.stale(ctx, mkeys[i], r.Val, t.vers.of(mkeys[i], r.Val)) {
+		if r.Val != nil && t.opts.MetadataTTL > 0 && t.stale(ctx, mkeys[i], r.Val, t.versionOf(mkeys[i], r.Val)) {
 			// Held past the TTL and rewritten since (chunkversion.go).
 			t.store.Cache().Remove(mkeys[i])
 			if out[i], err = t.store.Get(ctx, mkeys[i], t.loader(a, keys[i], coords[i])); isMissing(err) {

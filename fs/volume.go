@@ -231,12 +231,6 @@ func (f *chunkFile) pinnedChunk(ctx context.Context, id fetcher.Identity) ([]byt
 	return f.t.store.Get(ctx, pinnedKey(f.mkey, id), f.t.pinnedLoader(f.a, f.key, f.c, id))
 }
 
-// chunkHit is chunk that also reports whether the chunk was in memory (the
-// reader did not wait), for read-ahead.
-func (f *chunkFile) chunkHit(ctx context.Context) ([]byte, bool, error) {
-	return f.t.store.GetHit(ctx, f.mkey, f.loader())
-}
-
 // loader returns the load of the chunk at c of a, whose key is key, through
 // the chunk store's tiers (cache.Store.Loader): the tree supplies the
 // chunk's name in the tiers (tierKey), its size, the check of an entry's

@@ -321,3 +321,119 @@ func TestViewMemoryRewrittenTTL(t *testing.T) {
 			len(got), bytes.HasPrefix(got, fresh), len(got) == len(want) && bytes.Equal(got[hostileChunk:], want[hostileChunk:]))
 	}
 }
+
+// mmapRead maps file with mmap(2), MAP_PRIVATE when private (Python's
+// ACCESS_COPY), MAP_SHARED otherwise (ACCESS_READ), and reads it whole
+// through the mapping: it returns the bytes, or the error of the mmap
+// (strerror) with none.
+func mmapRead(t *testing.T, file string, private bool) ([]byte, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "got")
+	access := "mmap.ACCESS_READ"
+	if private {
+		access = "mmap.ACCESS_COPY"
+	}
+	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", "-c", `
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+err = None
+try:
+    m = mmap.mmap(fd, 0, access=`+access+`)
+    got = m[:]
+    m.close()
+except OSError as e:
+    err, got = e.strerror, b""
+os.close(fd)
+open(sys.argv[2], "wb").write(got)
+print(err)
+`, file, out)
+	if err != nil {
+		t.Fatalf("python3 mmap of %s: %v\n%s", file, err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, strings.TrimSpace(msg)
+}
+
+// TestChunkHandleAcrossMmap: a chunk file mapped with mmap(2) once it is
+// rewritten, while a handle opened before reads it through the page
+// cache: the new open reads past the pages (FOPEN_DIRECT_IO), which the
+// kernel refuses to map shared without FUSE_DIRECT_IO_ALLOW_MMAP
+// (ENODEV), and maps privately through the inode's page cache, filling
+// it through the new handle. Either way the mapping reads the new version
+// whole, and the old handle reads on the old version (or a prefix and
+// ESTALE), never pages of the new.
+//
+// Known to fail (review of 2dbe03b): the private mapping fills the page
+// cache the old handle reads through with the new version (the old
+// handle reads a mix: every byte of its read after its first 64 KiB is
+// the new version's), and the shared one is refused (ENODEV). The kernel
+// has one page cache per inode; a fix needs either the versions apart in
+// the kernel (an inode per version) or the mapping's page reads told
+// apart from direct reads (FUSE_READ_LOCKOWNER, which go-fuse's node API
+// does not pass on). Set VOLFS_KNOWN_DEFECTS=1 to run it.
+func TestChunkHandleAcrossMmap(t *testing.T) {
+	if os.Getenv("VOLFS_KNOWN_DEFECTS") != "1" {
+		t.Skip("known defect: a chunk file mapped while a handle reads its old version's pages (see the comment)")
+	}
+	const size = 4 << 20
+	for _, private := range []bool{true, false} {
+		t.Run(fmt.Sprintf("private=%v", private), func(t *testing.T) {
+			v1, v2 := chunkVersions(size)
+			src := t.TempDir()
+			chunkArray(t, src, v1)
+			s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+			file := filepath.Join(s.mnt, "0")
+			finish := openReader(t, file)
+			chunkArray(t, src, v2)
+			time.Sleep(2 * time.Second)
+			if got, errstr := mmapRead(t, file, private); errstr != "None" || !bytes.Equal(got, v2) {
+				t.Errorf("a mapping opened 2 s after the rewrite: %s, error %s, want the new version", versionOf(got, v1, v2), errstr)
+			}
+			got, errstr := finish()
+			checkOldHandle(t, got, errstr, v1)
+		})
+	}
+}
+
+// rawChunkArray is chunkArray with the chunk stored raw (no compressor):
+// a verbatim chunk, which a remote source's open of a large one reads in
+// ranged parts.
+func rawChunkArray(t *testing.T, dir string, data []byte) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, ".zarray"), fmt.Appendf(nil, `{"zarr_format": 2, "shape": [%d], "chunks": [%d], "dtype": "|u1", "compressor": null, "fill_value": 0, "order": "C", "filters": null}`, len(data), len(data)))
+	tmp := filepath.Join(dir, ".0.tmp")
+	writeFile(t, tmp, data)
+	if err := os.Rename(tmp, filepath.Join(dir, "0")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChunkPartsPagesRewrittenTTL: a large raw chunk of a remote source,
+// read in ranged parts (chunkparts.go), is read whole, which leaves it in
+// the kernel's page cache, then rewritten. Once --metadata-ttl has passed,
+// a read that finds half of the old version's pages dropped must read the
+// new version whole, never the old version's cached half and the new
+// version's other half.
+func TestChunkPartsPagesRewrittenTTL(t *testing.T) {
+	const size = 17 << 20 // read in parts: at least 16 MiB
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	rawChunkArray(t, src, v1)
+	srv := httptest.NewServer(etagFiles(src))
+	defer srv.Close()
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", srv.URL)
+	file := filepath.Join(s.mnt, "0")
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, v1) {
+		t.Fatalf("before the rewrite: %s, want the old version", versionOf(got, v1, v2))
+	}
+	rawChunkArray(t, src, v2)
+	time.Sleep(2 * time.Second)
+	for i := range 2 {
+		if got := readDropping(t, file, size/2, size/2); !bytes.Equal(got, v2) {
+			t.Errorf("read %d, 2 s after the rewrite, half the pages dropped: %s, want the new version", i, versionOf(got, v1, v2))
+		}
+	}
+}
