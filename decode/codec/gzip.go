@@ -60,7 +60,11 @@ func gunzip(dst, src []byte, want, limit int) ([]byte, error) {
 	for {
 		out := dst[:0]
 		if cap(out) < size {
-			out = mem.Make(size)[:0]
+			// From the pool (not zeroed: gunzipMembers returns only
+			// what it wrote), where the chunks the cache gave back
+			// are: a chunk whose transport gzip is removed here is
+			// its own buffer's next user.
+			out = mem.Get(size)[:0]
 		}
 		n, err := gunzipMembers(out[:size], src)
 		switch {

@@ -41,6 +41,16 @@ var pool struct {
 	bytes int              // GUARDED_BY(mu)
 }
 
+// maxPooledClass bounds the idle bytes of one size class, so that buffers
+// of a class nobody takes (decoded chunks given back, of a size no load
+// asks for: a chunk whose transport gzip was removed into a buffer of its
+// own) cannot crowd out the class every load takes and gives back (the
+// stored objects' buffers). Measured: with the whole pool open to one
+// class, 512 precomputed ".gz" chunks read in shuffled order through a
+// 512 MiB cache faulted in 2.7 times the pages, and took 1.6 times the
+// CPU, of a pool closed to decoded chunks (docs/PERFORMANCE.md).
+const maxPooledClass = MaxPooled / 2
+
 // poison is Poison's switch; VOLFS_MEM_POISON=1 in the environment turns
 // it on at start, so that a test's volfs process poisons too.
 var poison atomic.Bool
@@ -123,7 +133,7 @@ func Put(b []byte) {
 	c := classAtMost(cap(b))
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
-	if pool.bytes+cap(b) > MaxPooled {
+	if pool.bytes+cap(b) > MaxPooled || (len(pool.free[c])+1)*c > maxPooledClass {
 		return
 	}
 	if pool.free == nil {
