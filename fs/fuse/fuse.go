@@ -482,22 +482,35 @@ func (n *fileInode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, o
 		return nil, errno
 	}
 	h, ok := handleOf(fh)
+	var closeAfter func() // the handle opened for this read, closed once go-fuse wrote the reply
 	if !ok {
 		// go-fuse reads only through the handle Open returned; a read
-		// without one is served as a first open would be.
+		// without one is served as a first open would be. The reply may
+		// be the chunk the handle holds, which its Close gives back.
 		var err error
 		if h, err = n.m.tree.OpenAs(ctx, n.file, n.path, n.m.reader(ctx)); err != nil {
 			return nil, n.m.tree.Errno(ctx, err, "read", n.path)
 		}
-		defer h.Close()
+		closeAfter = h.Close
 	}
 	pieces, release, err := h.ReadPieces(ctx, dest, off)
+	if closeAfter != nil {
+		if release == nil {
+			release = closeAfter
+		} else {
+			first := release
+			release = func() { first(); closeAfter() }
+		}
+	}
 	if err == nil && !n.m.opts.DirectIO {
 		if err = n.pages.read(h, n.path); err != nil && release != nil {
 			release()
 		}
 	}
 	if err != nil {
+		if closeAfter != nil {
+			closeAfter() // a second Close does nothing
+		}
 		errno := n.m.tree.Errno(ctx, err, "read", n.path)
 		if errno == syscall.EIO {
 			n.failed.remember(off, int64(len(dest)), errno)
