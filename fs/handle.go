@@ -277,12 +277,17 @@ func (c *heldChunk) drop(t *Tree) {
 // more than the memory cache (1000 open files of 4 MiB chunks: 4 GiB). A
 // handle whose chunk does not fit holds its version only and reads the
 // chunk as the store has it, ESTALE if it is of another version (readLight).
-// The budget is the memory cache's size: held chunks are mostly the ones
-// the cache holds too, so the process holds at most twice the cache.
+// The budget is the memory cache's size, at least minHandleHolds: held
+// chunks are mostly the ones the cache holds too, so the process holds at
+// most twice the cache; the floor lets a handle hold a chunk larger than a
+// small cache, which memory cannot keep and would load again per read.
 type handleHolds struct {
 	max  int64
 	used atomic.Int64
 }
+
+// minHandleHolds is the least budget of the bytes open handles hold.
+const minHandleHolds = 256 << 20
 
 // take takes n bytes of the budget, and reports whether they fitted.
 func (b *handleHolds) take(n int64) bool {
@@ -365,7 +370,7 @@ func (h *Handle) readLight(ctx context.Context, f *chunkFile, c *heldChunk, dest
 		return nil, err
 	}
 	if v != c.version {
-		return nil, fmt.Errorf("fs: %s: the chunk changed since this file was opened (a new open reads the new version): %w", h.path, fetcher.ErrChanged)
+		return nil, fmt.Errorf("fs: %s: the chunk was rewritten since this file was opened (a new open reads the new version): %w", h.path, fetcher.ErrChanged)
 	}
 	return dest[:copy(dest, b[off:])], nil
 }

@@ -200,7 +200,7 @@ func New(ctx context.Context, src fetcher.Fetcher, opts Options) (*Tree, error) 
 	t.readers.init(t)
 	t.ids.init(t)
 	t.vers = newChunkVersions()
-	t.holds.max = opts.CacheBytes
+	t.holds.max = max(opts.CacheBytes, minHandleHolds)
 	t.memo = cache.New(cache.Options{MaxBytes: max(opts.CacheBytes/8, 8<<20), KeepError: isStableMissing})
 	t.lists = newListBudget(max(opts.CacheBytes/8, 8<<20))
 	root, err := t.openDir(ctx, "", true)
