@@ -9,6 +9,7 @@ import (
 
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fetcher/keep"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // Reader names who reads through a Handle, for read-ahead (readahead.go):
@@ -146,7 +147,7 @@ func (h *Handle) Close() {
 		}
 		// The version stays known (Version); the bytes go back.
 		if h.held.CompareAndSwap(c, &heldChunk{version: c.version, closed: true}) {
-			c.drop(h.t)
+			c.unlend(h.t)
 			break
 		}
 	}
@@ -200,6 +201,9 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	}
 	if !ok {
 		b, err := h.Read(ctx, dest, off)
+		if c := h.held.Load(); err == nil && len(b) > 0 && c != nil && !c.light && len(c.b) > 0 && mem.Overlap(b, c.b) && c.lend() {
+			return [][]byte{b}, func() { c.unlend(h.t) }, nil
+		}
 		return [][]byte{b}, nil, err
 	}
 	h.t.pass.reads.Add(1)
@@ -259,6 +263,33 @@ type heldChunk struct {
 	release func()
 	closed  bool // Close released b, and left the version
 	light   bool // the version alone: b is nil, and no bytes are taken from the handles' budget
+	// lends counts the handle's own hold (1, until Close) and the
+	// replies written from b (lend), so that b is given back after the
+	// last of them: the kernel sends RELEASE only once it has every
+	// reply, but the goroutine that wrote one may still be returning.
+	lends atomic.Int32
+}
+
+// lend takes one more hold on c's bytes for a reply, and reports whether
+// they are still held.
+func (c *heldChunk) lend() bool {
+	for {
+		n := c.lends.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.lends.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// unlend drops one hold (lend, or the handle's own at Close), and gives
+// c's bytes back after the last.
+func (c *heldChunk) unlend(t *Tree) {
+	if c.lends.Add(-1) == 0 {
+		c.drop(t)
+	}
 }
 
 // drop gives back what c holds: its count on the chunk store's value, and
@@ -325,6 +356,7 @@ func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, dest []byte, off 
 			return nil, err
 		}
 		held := &heldChunk{b: b, version: v, release: release}
+		held.lends.Store(1)
 		if !f.t.holds.take(int64(len(b))) {
 			// Over the handles' budget: the version alone.
 			held = &heldChunk{version: v, light: true, release: func() {}}
