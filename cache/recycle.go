@@ -1,9 +1,6 @@
 package cache
 
-import (
-	"context"
-	"sync/atomic"
-)
+import "context"
 
 // Values given back for reuse
 //
@@ -114,19 +111,45 @@ func (c *Cache) unref(o *owned) {
 	c.recycleLocked(o)
 }
 
-// releaser returns the function that drops the reference a counted reader
-// holds on o; calls after the first do nothing. With o nil (a value that
-// is not given back) it does nothing.
-func (c *Cache) releaser(o *owned) func() {
-	if o == nil {
-		return func() {}
+// Hold is a counted reader's hold on a value (Acquire): the value's
+// memory is not reused before every hold on it is released. Safe for
+// concurrent use.
+type Hold struct {
+	c        *Cache
+	o        *owned // nil for a value that is never given back: nothing to count
+	released bool   // GUARDED_BY(c.mu)
+}
+
+// Release drops the hold; the holder must not refer to the value after.
+// Calls after the first do nothing.
+func (h *Hold) Release() {
+	if h.o == nil {
+		return
 	}
-	var once atomic.Bool
-	return func() {
-		if once.CompareAndSwap(false, true) {
-			c.unref(o)
-		}
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if h.released {
+		return
 	}
+	h.released = true
+	h.o.refs--
+	h.c.recycleLocked(h.o)
+}
+
+// Retain returns a second hold on h's value, for a holder that hands the
+// value on (a reply written after the holder may have let go of it), or
+// false once h is released: the value may be reused by then.
+func (h *Hold) Retain() (*Hold, bool) {
+	if h.o == nil {
+		return h, true // Release of a hold on nothing does nothing
+	}
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if h.released {
+		return nil, false
+	}
+	h.o.refs++
+	return &Hold{c: h.c, o: h.o}, true
 }
 
 // handOut records that a reader took a kept entry's value: counted (a
@@ -169,15 +192,16 @@ func (c *Cache) recycleLocked(o *owned) {
 }
 
 // Acquire is GetHit for a reader that says when it is done with the
-// value: release, never nil, must be called once the reader (and whatever
-// it handed the value to) no longer refers to val, and val must not be
-// used after. Until then the value's memory is not reused; a value taken
-// only by such readers is given back for reuse once the cache lets it go
-// (see "Values given back for reuse"). On error, release does nothing.
-func (c *Cache) Acquire(ctx context.Context, key string, load Loader) (val []byte, release func(), hit bool, err error) {
+// value: hold, never nil, must be released once the reader (and whatever
+// it handed the value to, with Retain's holds) no longer refers to val,
+// and val must not be used after. Until then the value's memory is not
+// reused; a value taken only by such readers is given back for reuse once
+// the cache lets it go (see "Values given back for reuse"). On error, the
+// hold holds nothing.
+func (c *Cache) Acquire(ctx context.Context, key string, load Loader) (val []byte, hold *Hold, hit bool, err error) {
 	e, hit, f := c.lookup(key, load, nil, true)
 	if hit {
-		return e.val, c.releaser(e.own), true, e.err
+		return e.val, &Hold{c: c, o: e.own}, true, e.err
 	}
 	val, err = c.await(ctx, f)
 	c.mu.Lock()
@@ -185,7 +209,7 @@ func (c *Cache) Acquire(ctx context.Context, key string, load Loader) (val []byt
 	if !f.finished {
 		// Gone before the load published its value: not counted.
 		f.counted--
-		return nil, func() {}, false, err
+		return nil, &Hold{c: c}, false, err
 	}
 	o := f.own
 	if o != nil && err != nil {
@@ -194,5 +218,5 @@ func (c *Cache) Acquire(ctx context.Context, key string, load Loader) (val []byt
 		c.recycleLocked(o)
 		o = nil
 	}
-	return val, c.releaser(o), false, err
+	return val, &Hold{c: c, o: o}, false, err
 }

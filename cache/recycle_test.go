@@ -99,7 +99,8 @@ func TestRecycleCounted(t *testing.T) {
 	defer s.Close()
 	acquire := func(key string) ([]byte, func()) {
 		t.Helper()
-		b, release, _, err := s.Acquire(ctx, key, s.Loader(r.chunk(key, nil, false)))
+		b, hold, _, err := s.Acquire(ctx, key, s.Loader(r.chunk(key, nil, false)))
+		release := hold.Release
 		if err != nil || !isPattern(b, key) {
 			t.Fatalf("%s: %v, or not its bytes", key, err)
 		}
@@ -145,6 +146,37 @@ func TestRecycleCounted(t *testing.T) {
 	}
 }
 
+// TestRecycleRetain: a second hold taken from a first (Hold.Retain, as a
+// reply written from a handle's chunk takes) keeps the value after the
+// first is released; none can be taken from a released hold.
+func TestRecycleRetain(t *testing.T) {
+	ctx := context.Background()
+	const size = 1000
+	r := newRecycler(size)
+	s := NewStore(Options{MaxBytes: size + 200})
+	defer s.Close()
+	b, hold, _, err := s.Acquire(ctx, "a", s.Loader(r.chunk("a", nil, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, ok := hold.Retain()
+	if !ok {
+		t.Fatal("no second hold on a value held")
+	}
+	hold.Release()
+	s.Cache().Remove("a")
+	if got := r.given("a"); got != 0 || !isPattern(b, "a") {
+		t.Fatalf("given back %d times while a retained hold holds it", got)
+	}
+	if _, ok := hold.Retain(); ok {
+		t.Fatal("a hold retained from a released one")
+	}
+	reply.Release()
+	if got := r.given("a"); got != 1 {
+		t.Fatalf("given back %d times once every hold was released, want 1", got)
+	}
+}
+
 // TestRecycleFlightWaiters: the readers that wait for one load count it
 // as they took it: all counted, it is given back after the last release
 // once evicted; one Get among them keeps it from ever being given back;
@@ -173,7 +205,8 @@ func TestRecycleFlightWaiters(t *testing.T) {
 			releases := make(chan func(), 4)
 			for range 3 {
 				wg.Go(func() {
-					b, rel, _, err := s.Acquire(ctx, "a", s.Loader(c))
+					b, hold, _, err := s.Acquire(ctx, "a", s.Loader(c))
+					rel := hold.Release
 					if err != nil || !isPattern(b, "a") {
 						t.Errorf("a: %v, or not its bytes", err)
 					}
@@ -200,7 +233,8 @@ func TestRecycleFlightWaiters(t *testing.T) {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					_, rel, _, err := s.Acquire(cctx, "a", s.Loader(c))
+					_, hold, _, err := s.Acquire(cctx, "a", s.Loader(c))
+					rel := hold.Release
 					if err == nil {
 						t.Error("a cancelled reader got the value")
 					}
@@ -269,7 +303,8 @@ func TestRecycleTierWrite(t *testing.T) {
 	var open sync.Once
 	openGate := func() { open.Do(func() { close(bt.gate) }) }
 	defer openGate()
-	_, rel, _, err := s.Acquire(ctx, "a", s.Loader(r.chunk("a", nil, true)))
+	_, hold, _, err := s.Acquire(ctx, "a", s.Loader(r.chunk("a", nil, true)))
+	rel := hold.Release
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +320,8 @@ func TestRecycleTierWrite(t *testing.T) {
 	waitFor(t, func() bool { return r.given("a") == 1 })
 
 	big := newRecycler(4 * size) // larger than the cache: never kept
-	b, rel, _, err := s.Acquire(ctx, "big", s.Loader(big.chunk("big", nil, false)))
+	b, hold, _, err := s.Acquire(ctx, "big", s.Loader(big.chunk("big", nil, false)))
+	rel = hold.Release
 	if err != nil || !isPattern(b, "big") {
 		t.Fatalf("big: %v, or not its bytes", err)
 	}
@@ -331,7 +367,8 @@ func TestRecycleNotDeclared(t *testing.T) {
 		l.Own(b, func() { back.Add(1) })
 		return b[:10], nil, nil // another slice of it: not what Own named
 	}}
-	_, rel, _, err := s.Acquire(context.Background(), "x", s.Loader(c))
+	_, hold, _, err := s.Acquire(context.Background(), "x", s.Loader(c))
+	rel := hold.Release
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +414,8 @@ func TestRecycleStress(t *testing.T) {
 						return s.Loader(r.chunk(pk, nil, false))
 					})
 				}
-				b, rel, _, err := s.Acquire(context.Background(), k, s.Loader(r.chunk(k, nil, false)))
+				b, hold, _, err := s.Acquire(context.Background(), k, s.Loader(r.chunk(k, nil, false)))
+				rel := hold.Release
 				if err != nil {
 					bad.Add(1)
 					continue
@@ -436,7 +474,8 @@ func BenchmarkRecycle(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				k := i % len(keys)
 				if counted {
-					_, rel, _, err := s.Acquire(context.Background(), keys[k], loaders[k])
+					_, hold, _, err := s.Acquire(context.Background(), keys[k], loaders[k])
+					rel := hold.Release
 					if err != nil {
 						b.Fatal(err)
 					}

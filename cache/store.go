@@ -191,7 +191,7 @@ func (s *Store) GetHit(ctx context.Context, key string, load Loader) ([]byte, bo
 // Acquire is Get for a reader that releases the value when done with it,
 // so that its memory can be reused once the cache lets it go; see
 // Cache.Acquire.
-func (s *Store) Acquire(ctx context.Context, key string, load Loader) (val []byte, release func(), hit bool, err error) {
+func (s *Store) Acquire(ctx context.Context, key string, load Loader) (val []byte, hold *Hold, hit bool, err error) {
 	return s.c.Acquire(ctx, key, load)
 }
 

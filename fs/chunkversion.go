@@ -219,33 +219,28 @@ func (t *Tree) stale(ctx context.Context, mkey string, val []byte, cv chunkVersi
 
 // current returns the chunk's decoded bytes and their version: from
 // memory when it holds a value that is current (stale), else loaded
-// again. They are taken with a count (cache.Store.Acquire): release, never
-// nil, must be called once the caller no longer refers to them. hit
-// reports whether the first look found the chunk in memory, for
-// read-ahead.
-func (f *chunkFile) current(ctx context.Context) (b []byte, version string, hit bool, release func(), err error) {
-	b, release, hit, err = f.t.store.Acquire(ctx, f.mkey, f.loader())
-	if err != nil {
-		release()
-		if isMissing(err) {
-			return nil, missingVersion, hit, func() {}, err
+// again. They are taken with a count (cache.Store.Acquire): hold, never
+// nil, must be released once the caller no longer refers to them (on
+// error it holds nothing). hit reports whether the first look found the
+// chunk in memory, for read-ahead.
+func (f *chunkFile) current(ctx context.Context) (b []byte, version string, hit bool, hold *cache.Hold, err error) {
+	b, hold, hit, err = f.t.store.Acquire(ctx, f.mkey, f.loader())
+	if err == nil {
+		cv := f.t.versionOf(f.mkey, b)
+		if !f.t.stale(ctx, f.mkey, b, cv) {
+			return b, cv.version, hit, hold, nil
 		}
-		return nil, "", hit, func() {}, err
+		hold.Release()
+		f.t.store.Cache().Remove(f.mkey)
+		b, hold, _, err = f.t.store.Acquire(ctx, f.mkey, f.loader())
 	}
-	cv := f.t.versionOf(f.mkey, b)
-	if !f.t.stale(ctx, f.mkey, b, cv) {
-		return b, cv.version, hit, release, nil
+	switch {
+	case isMissing(err):
+		return nil, missingVersion, hit, hold, err
+	case err != nil:
+		return nil, "", hit, hold, err
 	}
-	release()
-	f.t.store.Cache().Remove(f.mkey)
-	if b, release, _, err = f.t.store.Acquire(ctx, f.mkey, f.loader()); err != nil {
-		release()
-		if isMissing(err) {
-			return nil, missingVersion, hit, func() {}, err
-		}
-		return nil, "", hit, func() {}, err
-	}
-	return b, f.t.versionOf(f.mkey, b).version, hit, release, nil
+	return b, f.t.versionOf(f.mkey, b).version, hit, hold, nil
 }
 
 // Current reports whether a handle of f opened now would read version v

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher"
 	"github.com/volfs/volfs/fetcher/keep"
 	"github.com/volfs/volfs/internal/mem"
@@ -147,7 +148,7 @@ func (h *Handle) Close() {
 		}
 		// The version stays known (Version); the bytes go back.
 		if h.held.CompareAndSwap(c, &heldChunk{version: c.version, closed: true}) {
-			c.unlend(h.t)
+			c.drop(h.t)
 			break
 		}
 	}
@@ -201,8 +202,10 @@ func (h *Handle) ReadPieces(ctx context.Context, dest []byte, off int64) (pieces
 	}
 	if !ok {
 		b, err := h.Read(ctx, dest, off)
-		if c := h.held.Load(); err == nil && len(b) > 0 && c != nil && !c.light && len(c.b) > 0 && mem.Overlap(b, c.b) && c.lend() {
-			return [][]byte{b}, func() { c.unlend(h.t) }, nil
+		if c := h.held.Load(); err == nil && c != nil && !c.light && mem.Overlap(b, c.b) {
+			if reply, ok := c.hold.Retain(); ok {
+				return [][]byte{b}, reply.Release, nil
+			}
 		}
 		return [][]byte{b}, nil, err
 	}
@@ -255,47 +258,23 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 
 // heldChunk is a chunk's decoded bytes held by a Handle (nil for a
 // missing chunk, read as its fill), their version (Handle.Version), and
-// the release of the chunk store's count on them (cache.Store.Acquire),
-// which Close calls.
+// the chunk store's hold on them (cache.Store.Acquire), which Close
+// releases. A reply written from b takes a hold of its own
+// (cache.Hold.Retain, in ReadPieces): the kernel sends RELEASE only once
+// it has every reply, but the goroutine that wrote one may still be
+// returning.
 type heldChunk struct {
 	b       []byte
 	version string
-	release func()
+	hold    *cache.Hold
 	closed  bool // Close released b, and left the version
 	light   bool // the version alone: b is nil, and no bytes are taken from the handles' budget
-	// lends counts the handle's own hold (1, until Close) and the
-	// replies written from b (lend), so that b is given back after the
-	// last of them: the kernel sends RELEASE only once it has every
-	// reply, but the goroutine that wrote one may still be returning.
-	lends atomic.Int32
 }
 
-// lend takes one more hold on c's bytes for a reply, and reports whether
-// they are still held.
-func (c *heldChunk) lend() bool {
-	for {
-		n := c.lends.Load()
-		if n <= 0 {
-			return false
-		}
-		if c.lends.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// unlend drops one hold (lend, or the handle's own at Close), and gives
-// c's bytes back after the last.
-func (c *heldChunk) unlend(t *Tree) {
-	if c.lends.Add(-1) == 0 {
-		c.drop(t)
-	}
-}
-
-// drop gives back what c holds: its count on the chunk store's value, and
+// drop gives back what c holds: its hold on the chunk store's value, and
 // its bytes of the handles' budget.
 func (c *heldChunk) drop(t *Tree) {
-	c.release()
+	c.hold.Release()
 	if !c.light {
 		t.holds.give(int64(len(c.b)))
 	}
@@ -347,7 +326,7 @@ func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, dest []byte, off 
 		return f.slice(ctx, off, n)
 	}
 	if c == nil {
-		b, v, hit, release, err := f.current(ctx)
+		b, v, hit, hold, err := f.current(ctx)
 		if h.touched.CompareAndSwap(false, true) {
 			f.t.readers.touch(f, h.reader, !hit)
 		}
@@ -355,12 +334,11 @@ func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, dest []byte, off 
 			// Failed loads are not kept: the next read loads again.
 			return nil, err
 		}
-		held := &heldChunk{b: b, version: v, release: release}
-		held.lends.Store(1)
+		held := &heldChunk{b: b, version: v, hold: hold}
 		if !f.t.holds.take(int64(len(b))) {
 			// Over the handles' budget: the version alone.
-			held = &heldChunk{version: v, light: true, release: func() {}}
-			defer release() // after the copy below
+			held = &heldChunk{version: v, light: true, hold: &cache.Hold{}}
+			defer hold.Release() // after the copy below
 			if off < f.size && v != missingVersion {
 				k := copy(dest, b[off:min(off+n, f.size)])
 				if h.held.CompareAndSwap(nil, held) {
@@ -396,8 +374,8 @@ func (h *Handle) chunkSlice(ctx context.Context, f *chunkFile, dest []byte, off 
 // ESTALE (an error wrapping fetcher.ErrChanged) when it is not, so that
 // the handle never reads two versions.
 func (h *Handle) readLight(ctx context.Context, f *chunkFile, c *heldChunk, dest []byte, off int64) ([]byte, error) {
-	b, v, _, release, err := f.current(ctx)
-	defer release()
+	b, v, _, hold, err := f.current(ctx)
+	defer hold.Release()
 	if err != nil && !isMissing(err) {
 		return nil, err
 	}
