@@ -1,6 +1,10 @@
 package cache
 
-import "context"
+import (
+	"context"
+
+	"github.com/volfs/volfs/internal/mem"
+)
 
 // Values given back for reuse
 //
@@ -65,7 +69,7 @@ func (l *Load) owned(val []byte) *owned {
 // sameMemory reports whether a and b are the same slice of memory: the
 // same first byte, length and capacity.
 func sameMemory(a, b []byte) bool {
-	return cap(a) > 0 && cap(a) == cap(b) && len(a) == len(b) && &a[:1][0] == &b[:1][0]
+	return cap(a) == cap(b) && len(a) == len(b) && mem.SameStart(a, b)
 }
 
 // declare hands o, the record of the value the load running under ctx

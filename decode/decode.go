@@ -424,9 +424,9 @@ func (a *Array) DecodeOwned(src Source, stored []byte, c []int64) (out []byte, r
 	out, err = a.decodeInto(dst, stored, c)
 	switch {
 	case err != nil:
-	case dst != nil && sameStart(out, dst):
+	case dst != nil && mem.SameStart(out, dst):
 		recycle = func() { mem.Put(dst) }
-	case a.load == nil && sameStart(out, stored):
+	case a.load == nil && mem.SameStart(out, stored):
 		recycle = func() { src.Release(stored) }
 	}
 	if dst != nil && recycle == nil && (err != nil || !mem.Overlap(out, dst)) {
@@ -436,11 +436,6 @@ func (a *Array) DecodeOwned(src Source, stored []byte, c []int64) (out []byte, r
 		src.Release(stored)
 	}
 	return out, recycle, err
-}
-
-// sameStart reports whether a and b begin at the same byte of memory.
-func sameStart(a, b []byte) bool {
-	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
 // MaxAxes is the most axes an array may have, as in tensorstore (kMaxRank)

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/volfs/volfs/cache"
 	"github.com/volfs/volfs/fetcher/keep"
+	"github.com/volfs/volfs/internal/mem"
 )
 
 // The version of a chunk's bytes in memory
@@ -55,7 +55,7 @@ const missingVersion = "\x00missing"
 
 // chunkVersion is what chunkVersions knows of one value.
 type chunkVersion struct {
-	data uintptr // the address of the value's bytes (addr)
+	data uintptr // the address of the value's bytes (mem.Addr)
 	// version names the objects and identities the value was made
 	// from ("r" and keep.EncodeFields, without the time of the
 	// verification), or, with rec nil, this value alone (a NUL first).
@@ -88,7 +88,7 @@ func (v *chunkVersions) loaded(mkey string, val, rec, held []byte) {
 	if len(val) == 0 {
 		return
 	}
-	cv := chunkVersion{data: addr(val), rec: rec, checked: time.Now()}
+	cv := chunkVersion{data: mem.Addr(val), rec: rec, checked: time.Now()}
 	if objs, ok := keep.DecodeFields(rec); ok && len(objs) > 0 {
 		if objs[len(objs)-1].Key == verifiedKey {
 			objs = objs[:len(objs)-1]
@@ -99,7 +99,7 @@ func (v *chunkVersions) loaded(mkey string, val, rec, held []byte) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if old, ok := v.lru.Peek(mkey); ok && len(held) > 0 && old.data == addr(held) && old.data != cv.data {
+	if old, ok := v.lru.Peek(mkey); ok && len(held) > 0 && old.data == mem.Addr(held) && old.data != cv.data {
 		return
 	}
 	if cv.version == "" {
@@ -108,9 +108,6 @@ func (v *chunkVersions) loaded(mkey string, val, rec, held []byte) {
 	}
 	v.lru.Add(mkey, cv)
 }
-
-// addr is the address of val's bytes, as a number.
-func addr(val []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(val))) }
 
 // unique returns a version no other value has.
 //
@@ -128,12 +125,12 @@ func (v *chunkVersions) of(mkey string, val, held []byte) chunkVersion {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	old, ok := v.lru.Get(mkey)
-	if ok && len(val) > 0 && old.data == addr(val) {
+	if ok && len(val) > 0 && old.data == mem.Addr(val) {
 		return old
 	}
 	cv := chunkVersion{version: v.unique(), checked: time.Now()}
-	if len(val) > 0 && !(ok && len(held) > 0 && old.data == addr(held)) {
-		cv.data = addr(val)
+	if len(val) > 0 && !(ok && len(held) > 0 && old.data == mem.Addr(held)) {
+		cv.data = mem.Addr(val)
 		v.lru.Add(mkey, cv)
 	}
 	return cv
@@ -150,7 +147,7 @@ func (t *Tree) versionOf(mkey string, val []byte) chunkVersion {
 func (v *chunkVersions) checkedNow(mkey string, val []byte) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if cv, ok := v.lru.Peek(mkey); ok && cv.data == addr(val) {
+	if cv, ok := v.lru.Peek(mkey); ok && cv.data == mem.Addr(val) {
 		cv.checked = time.Now()
 		v.lru.Add(mkey, cv)
 	}
