@@ -54,9 +54,12 @@ type Handle struct {
 	// store found it, and its version: every later read of the handle
 	// reads these bytes, so that a handle reads one version of its
 	// chunk however memory evicts and loads it meanwhile.
-	held    atomic.Pointer[heldChunk]
-	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
-	closed  atomic.Bool // Close has run
+	held atomic.Pointer[heldChunk]
+	// partsVersion is Version's name of the version obj's window is
+	// pinned to, once a reply proved it.
+	partsVersion atomic.Pointer[string]
+	touched      atomic.Bool // the first read has told the read-ahead (readers.touch)
+	closed       atomic.Bool // Close has run
 }
 
 // Open opens f, found at path p (for log lines), for reader: an id that
@@ -400,8 +403,14 @@ func (h *Handle) Version() (string, bool) {
 	if c := h.held.Load(); c != nil {
 		return c.version, true
 	}
+	if v := h.partsVersion.Load(); v != nil {
+		return *v, true
+	}
 	if h.obj != nil && h.obj.parts.proved() {
-		return "r" + string(keep.EncodeFields([]keep.Field{{Key: h.obj.key, ID: h.obj.parts.version()}})), true
+		// Named once: the FUSE adapter asks at every read.
+		v := "r" + string(keep.EncodeFields([]keep.Field{{Key: h.obj.key, ID: h.obj.parts.version()}}))
+		h.partsVersion.CompareAndSwap(nil, &v)
+		return v, true
 	}
 	return "", false
 }

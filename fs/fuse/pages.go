@@ -101,6 +101,9 @@ func (p *pages) close(h *fs.Handle) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.opened, h)
+	if len(p.opened) == 0 {
+		p.opened = nil // most inodes are opened once: no map kept for each
+	}
 }
 
 // read reports whether the bytes of a read of h about to be answered may
