@@ -57,8 +57,7 @@ func chunkVersions(n int64) (v1, v2 []byte) {
 // (strerror, or "None") with the bytes read before it.
 func readDroppingErr(t *testing.T, file string, off, n int64) ([]byte, string) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "got")
-	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", "-c", `
+	return pythonRead(t, "read of "+file, `
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, int(sys.argv[2]), int(sys.argv[3]), os.POSIX_FADV_DONTNEED)
@@ -74,9 +73,19 @@ except OSError as e:
 os.close(fd)
 open(sys.argv[4], "wb").write(got)
 print(err)
-`, file, fmt.Sprint(off), fmt.Sprint(n), out)
+`, file, fmt.Sprint(off), fmt.Sprint(n))
+}
+
+// pythonRead runs the python3 program script with args and, last, a path
+// it writes the bytes it read to, and returns them with what it printed
+// (the error of its read, or "None"); it fails the test, naming what,
+// when python3 itself fails.
+func pythonRead(t *testing.T, what, script string, args ...string) ([]byte, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "got")
+	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", append([]string{"-c", script}, append(args, out)...)...)
 	if err != nil {
-		t.Fatalf("python3 read of %s: %v\n%s", file, err, msg)
+		t.Fatalf("python3 %s: %v\n%s", what, err, msg)
 	}
 	got, err := os.ReadFile(out)
 	if err != nil {
@@ -328,12 +337,11 @@ func TestViewMemoryRewrittenTTL(t *testing.T) {
 // (strerror) with none.
 func mmapRead(t *testing.T, file string, private bool) ([]byte, string) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "got")
 	access := "mmap.ACCESS_READ"
 	if private {
 		access = "mmap.ACCESS_COPY"
 	}
-	msg, err := runBounded(t, time.Minute, "/usr/bin/python3", "-c", `
+	return pythonRead(t, "mmap of "+file, `
 import mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 err = None
@@ -346,15 +354,7 @@ except OSError as e:
 os.close(fd)
 open(sys.argv[2], "wb").write(got)
 print(err)
-`, file, out)
-	if err != nil {
-		t.Fatalf("python3 mmap of %s: %v\n%s", file, err, msg)
-	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got, strings.TrimSpace(msg)
+`, file)
 }
 
 // TestChunkHandleAcrossMmap: a chunk file mapped with mmap(2) once it is

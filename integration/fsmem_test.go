@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,21 +279,4 @@ print("zeros", zeros)
 // (RssFile: the pages of its binary it has touched, which only grow while
 // it runs, so that a peak less it is at most the anonymous memory at the
 // peak).
-func rssFile(t *testing.T, pid int) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("RssFile line %q: %v", line, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no RssFile in /proc/%d/status", pid)
-	return 0
-}
+func rssFile(t *testing.T, pid int) int64 { return procStatus(t, pid, "RssFile") }

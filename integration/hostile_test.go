@@ -113,22 +113,26 @@ func runBounded(t *testing.T, timeout time.Duration, name string, args ...string
 
 // peakRSS returns the peak resident memory of the running process pid
 // (VmHWM in /proc/PID/status), in bytes.
-func peakRSS(t *testing.T, pid int) int64 {
+func peakRSS(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmHWM") }
+
+// procStatus returns the field of /proc/PID/status that counts kB (VmHWM,
+// RssFile), in bytes, failing the test when there is none.
+func procStatus(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("VmHWM line %q: %v", line, err)
+				t.Fatalf("%s line %q: %v", field, line, err)
 			}
 			return kb << 10
 		}
 	}
-	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
