@@ -60,17 +60,8 @@ func TestMetadataRewritten(t *testing.T) {
 		{"append", map[string][]byte{"arr/.zarray": u2Array(6, "<"), "arr/1.0": u2Chunk(7, "<"), "arr/2.0": u2Chunk(2, "<")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeFiles(t, map[string][]byte{"arr/.zarray": u2Array(4, "<"), "arr/0.0": u2Chunk(0, "<"), "arr/1.0": u2Chunk(1, "<")})
-			src, err := fetcher.Open(dir, fetcher.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			counted := &statCounter{Fetcher: src}
 			var logs bytes.Buffer
-			tree, err := New(context.Background(), counted, Options{MetadataTTL: ttl, Log: slog.New(slog.NewTextHandler(&logs, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, counted, tree := u2Tree(t, Options{MetadataTTL: ttl, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 			defer tree.Close()
 			if got, err := readAll(t, tree, "arr/0.0"); err != nil || !bytes.Equal(got, u2Chunk(0, "<")) {
 				t.Fatalf("before the rewrite: %v, %v", got, err)
@@ -150,16 +141,7 @@ func TestMetadataRewrittenReload(t *testing.T) {
 		{"chunk only", map[string][]byte{"arr/1.0": u2Chunk(5, "<")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeFiles(t, map[string][]byte{"arr/.zarray": u2Array(4, "<"), "arr/0.0": u2Chunk(0, "<"), "arr/1.0": u2Chunk(1, "<")})
-			src, err := fetcher.Open(dir, fetcher.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			counted := &statCounter{Fetcher: src}
-			tree, err := New(context.Background(), counted, Options{MetadataTTL: time.Hour, CacheBytes: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, counted, tree := u2Tree(t, Options{MetadataTTL: time.Hour, CacheBytes: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			defer tree.Close()
 			if got, err := readAll(t, tree, "arr/1.0"); err != nil || !bytes.Equal(got, u2Chunk(1, "<")) {
 				t.Fatalf("before the rewrite: %v, %v", got, err)
@@ -181,4 +163,22 @@ func TestMetadataRewrittenReload(t *testing.T) {
 			}
 		})
 	}
+}
+
+// u2Tree writes a little-endian uint16 zarr array "arr" of two chunks
+// (u2Array, u2Chunk) and returns its directory, the Stat-counting source
+// over it, and a tree over that source with opts.
+func u2Tree(t *testing.T, opts Options) (string, *statCounter, *Tree) {
+	t.Helper()
+	dir := writeFiles(t, map[string][]byte{"arr/.zarray": u2Array(4, "<"), "arr/0.0": u2Chunk(0, "<"), "arr/1.0": u2Chunk(1, "<")})
+	src, err := fetcher.Open(dir, fetcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &statCounter{Fetcher: src}
+	tree, err := New(context.Background(), counted, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, counted, tree
 }
