@@ -359,25 +359,14 @@ print(err)
 
 // TestChunkHandleAcrossMmap: a chunk file mapped with mmap(2) once it is
 // rewritten, while a handle opened before reads it through the page
-// cache: the new open reads past the pages (FOPEN_DIRECT_IO), which the
-// kernel refuses to map shared without FUSE_DIRECT_IO_ALLOW_MMAP
-// (ENODEV), and maps privately through the inode's page cache, filling
-// it through the new handle. Either way the mapping reads the new version
-// whole, and the old handle reads on the old version (or a prefix and
-// ESTALE), never pages of the new.
-//
-// Known to fail (review of 2dbe03b): the private mapping fills the page
-// cache the old handle reads through with the new version (the old
-// handle reads a mix: every byte of its read after its first 64 KiB is
-// the new version's), and the shared one is refused (ENODEV). The kernel
-// has one page cache per inode; a fix needs either the versions apart in
-// the kernel (an inode per version) or the mapping's page reads told
-// apart from direct reads (FUSE_READ_LOCKOWNER, which go-fuse's node API
-// does not pass on). Set VOLFS_KNOWN_DEFECTS=1 to run it.
+// cache. The new version gets a kernel inode of its own (pages.go), so the
+// mapping, private or shared, reads the new version whole, and the old
+// handle reads on the old version (or a prefix and ESTALE), never pages of
+// the new. Before, the new open read past the page cache
+// (FOPEN_DIRECT_IO), which the kernel refused to map shared (ENODEV) and
+// mapped privately through the inode's one page cache, filling the old
+// handle's pages with the new version: it read a mix.
 func TestChunkHandleAcrossMmap(t *testing.T) {
-	if os.Getenv("VOLFS_KNOWN_DEFECTS") != "1" {
-		t.Skip("known defect: a chunk file mapped while a handle reads its old version's pages (see the comment)")
-	}
 	const size = 4 << 20
 	for _, private := range []bool{true, false} {
 		t.Run(fmt.Sprintf("private=%v", private), func(t *testing.T) {

@@ -223,6 +223,8 @@ type inodes struct {
 	// pass says whether opens pass files through; set once the mount
 	// is up (nil before: none do).
 	pass atomic.Pointer[passthrough]
+	// gens are the generations of the files moved on (pages.go).
+	gens generations
 }
 
 func (m *inodes) newDir(d fs.Dir, p string) *dirInode { return &dirInode{m: m, dir: d, path: p} }
@@ -350,7 +352,8 @@ func (n *dirInode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if n.m.live != nil {
 		n.m.live.add(ino, liveFile{dir: n, name: name, node: f})
 	}
-	return n.NewInode(ctx, f, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino}), 0
+	// A file moved to a later generation is another node (pages.go).
+	return n.NewInode(ctx, f, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino, Gen: n.m.gens.of(ino)}), 0
 }
 
 func (n *dirInode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
@@ -417,16 +420,22 @@ var (
 	_ gofs.NodeOnForgetter = (*fileInode)(nil)
 )
 
-// OnForget tells the mount's liveFiles that go-fuse let the file go.
+// OnForget tells the mount's liveFiles and generations that go-fuse let
+// the file go.
 func (n *fileInode) OnForget() {
 	if n.m.live != nil {
 		n.m.live.forget(n.StableAttr().Ino, n)
 	}
+	n.m.gens.forget(n)
 }
 
 // Open opens the file as the tree's Handle, for the calling process: the
 // FUSE request names the calling thread, whose thread group (tgidCache)
-// is the reader that read-ahead follows across the files it opens.
+// is the reader that read-ahead follows across the files it opens. An
+// open of a chunk file whose kernel pages are of a version no longer
+// current while a handle reads through them fails with ESTALE, and moves
+// the file to its next generation, which the kernel's retry of the open
+// finds (pages.go).
 func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
 		return nil, 0, syscall.EROFS
@@ -437,7 +446,12 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	}
 	out := n.m.openFlags()
 	if !n.m.opts.DirectIO {
-		out = n.pages.open(ctx, n.m.tree, n.file, h, out) // pages.go
+		var ok bool
+		if out, ok = n.pages.open(ctx, n.m.tree, n.file, h, out); !ok {
+			h.Close()
+			n.m.gens.move(n)
+			return nil, 0, syscall.ESTALE
+		}
 	}
 	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h, &n.modes), out, 0
 }

@@ -28,17 +28,28 @@ import (
 // memory holds it, or its objects' identities are current, free within
 // --metadata-ttl). When it is not, the open drops them: it opens without
 // FOPEN_KEEP_CACHE, and the kernel drops the inode's pages at the open.
-// But the kernel reads every handle of an inode through its one page
-// cache, so pages of the new version would reach a handle still open on
-// the old (a reader paused across the rewrite); while such a handle is
-// open, the new open instead reads past the page cache (FOPEN_DIRECT_IO,
-// keeping the pages): the old handle reads the old version from the
-// pages or from the bytes it holds, the new one the new version, each
-// whole. A read of a handle through the page cache whose version is not
-// the one the pages hold (it met a change in the moment between its
-// open's check and its first read) fails with ESTALE, one log line naming
-// the file, rather than add pages of another version; the next open
-// drops them (or reads past them while a handle reads through them).
+//
+// But the kernel reads every handle of an inode, and every mapping of it,
+// through its one page cache, so pages of the new version would reach a
+// handle still open on the old (a reader paused across the rewrite, or a
+// mapping). While such a handle is open, the new version gets a kernel
+// inode of its own, as gcsfuse gives each generation of an object one:
+// the open fails with ESTALE and moves the file to its next generation
+// (generations), the kernel's open path retries a stale open once with
+// the name looked up again (LOOKUP_REVAL), and that lookup answers a node
+// of the new generation: a new node ID, so a new kernel inode with an
+// empty page cache, which the new open reads the new version into. The
+// old handle reads on the old inode, the old version from its pages or
+// from the bytes it holds. (Reading past the page cache with
+// FOPEN_DIRECT_IO instead, as volfs did, still mixed: the kernel maps a
+// direct-I/O file privately through the same page cache, and refuses to
+// map it shared.)
+//
+// A read of a handle whose version is not the one the pages hold (it met
+// a change in the moment between its open's check and its first read)
+// fails with ESTALE, one log line naming the file, rather than add pages
+// of another version; the next open drops them, or moves the file to its
+// next generation while a handle reads through them.
 type pages struct {
 	mu      sync.Mutex
 	version string // GUARDED_BY(mu); of the pages the kernel may hold
@@ -46,15 +57,16 @@ type pages struct {
 	// stale is set when a read found the chunk of another version
 	// than the pages: the next open drops them whatever the tree says.
 	stale bool // GUARDED_BY(mu)
-	// opened holds the handles open, each with whether it reads past
-	// the page cache.
-	opened map[*fs.Handle]bool // GUARDED_BY(mu)
+	// opened holds the handles open.
+	opened map[*fs.Handle]struct{} // GUARDED_BY(mu)
 }
 
 // open returns the open flags of h, a handle of f opened with flags:
-// flags, or without FOPEN_KEEP_CACHE when the pages must be dropped, or
-// with FOPEN_DIRECT_IO when they must be read past (see pages).
-func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags uint32) uint32 {
+// flags, or without FOPEN_KEEP_CACHE when the pages must be dropped. It
+// returns false, and does not take h, when the pages are of a version no
+// longer current and a handle reads through them: the open must fail
+// with ESTALE, and the file move to its next generation (see pages).
+func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags uint32) (uint32, bool) {
 	p.mu.Lock()
 	v, has := p.version, p.has
 	p.mu.Unlock()
@@ -65,35 +77,19 @@ func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags
 		// Another handle changed them meanwhile: keep only no pages.
 		current = !p.has
 	}
-	current = current && !p.stale
-	if p.opened == nil {
-		p.opened = make(map[*fs.Handle]bool)
-	}
-	direct := false
-	switch {
+	switch current = current && !p.stale; {
 	case current:
-	case !p.cachedOpen():
+	case len(p.opened) > 0:
+		return 0, false
+	default:
 		p.has, p.stale = false, false
 		flags &^= fuse.FOPEN_KEEP_CACHE
-	default:
-		direct = true
-		flags |= fuse.FOPEN_DIRECT_IO
 	}
-	p.opened[h] = direct
-	return flags
-}
-
-// cachedOpen reports whether a handle that reads through the page cache
-// is open.
-//
-// REQUIRES: p.mu held.
-func (p *pages) cachedOpen() bool {
-	for _, direct := range p.opened {
-		if !direct {
-			return true
-		}
+	if p.opened == nil {
+		p.opened = make(map[*fs.Handle]struct{})
 	}
-	return false
+	p.opened[h] = struct{}{}
+	return flags, true
 }
 
 // close forgets h, which is closed.
@@ -116,9 +112,9 @@ func (p *pages) read(h *fs.Handle, path string) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	direct, known := p.opened[h]
+	_, known := p.opened[h]
 	switch {
-	case !known || direct || p.has && p.version == v:
+	case !known || p.has && p.version == v:
 		return nil
 	case p.has:
 		p.stale = true
@@ -126,4 +122,69 @@ func (p *pages) read(h *fs.Handle, path string) error {
 	}
 	p.version, p.has = v, true
 	return nil
+}
+
+// generations numbers the generations of chunk files moved on while a
+// handle still read their old pages (see pages). A file is looked up
+// with its inode number and its generation here (go-fuse's
+// StableAttr.Gen, the entry's generation to the kernel), so each
+// generation is a node of its own, with a node ID and a kernel inode of
+// its own; the inode number stays the file's. A file is kept here while a
+// node of an earlier generation lives; once go-fuse has let them all go,
+// it is looked up at generation 0 again, which a node of a later
+// generation still open does not mind: the kernel takes the new node ID
+// as another inode. Safe for concurrent use.
+type generations struct {
+	mu sync.Mutex
+	m  map[uint64]*generation // GUARDED_BY(mu); by inode number
+}
+
+// generation is the newest generation of a file moved on, and its nodes
+// of earlier generations that go-fuse has not let go.
+type generation struct {
+	gen uint64
+	old map[*fileInode]struct{}
+}
+
+// of returns the generation a lookup of the file numbered ino answers.
+func (g *generations) of(ino uint64) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.m[ino]; e != nil {
+		return e.gen
+	}
+	return 0
+}
+
+// move moves the file of node n to a generation past n's, so that the
+// next lookup of its name answers another node.
+func (g *generations) move(n *fileInode) {
+	id := n.StableAttr()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = make(map[uint64]*generation)
+	}
+	e := g.m[id.Ino]
+	if e == nil {
+		e = &generation{old: make(map[*fileInode]struct{})}
+		g.m[id.Ino] = e
+	}
+	e.gen = max(e.gen, id.Gen+1)
+	e.old[n] = struct{}{}
+}
+
+// forget forgets node n, which go-fuse has let go.
+func (g *generations) forget(n *fileInode) {
+	ino := n.StableAttr().Ino
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.m[ino]
+	if e == nil {
+		return
+	}
+	delete(e.old, n)
+	if len(e.old) == 0 {
+		delete(g.m, ino)
+	}
 }
