@@ -41,6 +41,11 @@ import (
 // Numbers 0, 1 (the root) and 2^64-1 (which go-fuse reserves, and panics
 // on) are never handed out.
 //
+// A chunk file keeps its number when its node moves to a later generation
+// (pages.go: a new version while a handle reads the old one's pages): the
+// node is then known by its number and generation, as go-fuse's
+// StableAttr has both.
+//
 // The numbers of paths are remembered in an LRU of maxPaths entries, so
 // the table is bounded whatever the mount lists. A path that falls out of
 // it and is looked up again gets a new number: unique still, but not the
