@@ -254,13 +254,18 @@ func (t *Tree) Current(ctx context.Context, f File, v string) bool {
 	if !ok {
 		return true
 	}
-	val, ok, err := t.store.Cache().Peek(c.mkey)
+	return t.currentKey(ctx, c.mkey, v)
+}
+
+// currentKey is Current of the chunk whose memKey is mkey.
+func (t *Tree) currentKey(ctx context.Context, mkey, v string) bool {
+	val, ok, err := t.store.Cache().Peek(mkey)
 	switch {
 	case ok && err != nil:
 		return v == missingVersion && isMissing(err)
 	case ok:
-		cv := t.vers.of(c.mkey, val, val)
-		return cv.version == v && !t.stale(ctx, c.mkey, val, cv)
+		cv := t.vers.of(mkey, val, val)
+		return cv.version == v && !t.stale(ctx, mkey, val, cv)
 	case !strings.HasPrefix(v, "r"):
 		// A chunk missing, or a version no load can make again.
 		return false

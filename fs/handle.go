@@ -58,8 +58,12 @@ type Handle struct {
 	// partsVersion is Version's name of the version obj's window is
 	// pinned to, once a reply proved it.
 	partsVersion atomic.Pointer[string]
-	touched      atomic.Bool // the first read has told the read-ahead (readers.touch)
-	closed       atomic.Bool // Close has run
+	// rec is the record of the versions of the chunks a view's reads
+	// read (chunkrecord.go): the handle's own, or one the front end
+	// shares between the handles of a view (Record); nil for other files.
+	rec     *ChunkRecord
+	touched atomic.Bool // the first read has told the read-ahead (readers.touch)
+	closed  atomic.Bool // Close has run
 }
 
 // Open opens f, found at path p (for log lines), for reader: an id that
@@ -111,6 +115,9 @@ func (t *Tree) open(ctx context.Context, f File, p string, r Reader, parts bool)
 		}
 	}
 	h := &Handle{t: t, f: f, path: p, reader: r}
+	if _, ok := f.(*viewFile); ok {
+		h.rec = NewChunkRecord() // one version per chunk (chunkrecord.go)
+	}
 	if c, ok := f.(*chunkFile); ok && parts {
 		h.obj = c.inParts(ctx) // held for h
 	}
@@ -252,7 +259,7 @@ func (h *Handle) read(ctx context.Context, dest []byte, off int64) ([]byte, erro
 	case slicer:
 		return f.slice(ctx, off, int64(len(dest)))
 	case *viewFile:
-		k, err := f.readAt(ctx, dest, off, h.reader)
+		k, err := f.readAt(withRecord(ctx, h.rec), dest, off, h.reader)
 		return dest[:k], err
 	}
 	k, err := h.f.ReadAt(ctx, dest, off)

@@ -253,7 +253,9 @@ func (c *viewChunks) Fill() []byte {
 // cancels the loads only this batch waits for (a load shared with another
 // reader goes on for it) and is returned. A chunk memory has held longer
 // than Options.MetadataTTL is checked as a chunk file's is, and loaded
-// again when its objects changed (chunkversion.go).
+// again when its objects changed (chunkversion.go). A read that carries a
+// ChunkRecord (withRecord) notes each chunk's version in it, and fails
+// with ESTALE when it holds another (chunkrecord.go).
 func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([][]byte, error) {
 	keys, mkeys := make([]string, len(coords)), make([]string, len(coords))
 	for i, c := range coords {
@@ -265,6 +267,7 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 		return nil, err
 	}
 	out := make([][]byte, len(res))
+	rec := recordOf(ctx)
 	for i, r := range res {
 		out[i] = r.Val // nil for a missing chunk (a kept not-found error)
 		if r.Val != nil && t.opts.MetadataTTL > 0 && t.stale(ctx, mkeys[i], r.Val, t.versionOf(mkeys[i], r.Val)) {
@@ -274,6 +277,15 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 				out[i], err = nil, nil
 			}
 			if err != nil {
+				return nil, err
+			}
+		}
+		if rec != nil {
+			v := missingVersion
+			if out[i] != nil {
+				v = t.versionOf(mkeys[i], out[i]).version
+			}
+			if err := rec.note(mkeys[i], keys[i], v); err != nil {
 				return nil, err
 			}
 		}

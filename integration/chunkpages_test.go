@@ -331,6 +331,53 @@ func TestViewMemoryRewrittenTTL(t *testing.T) {
 	}
 }
 
+// TestViewPagesRewrittenTTL: a stitched view is of one version per chunk.
+// Its pages are kept by the kernel across opens; once one of its chunks
+// is rewritten and --metadata-ttl has passed, an open must not read the
+// chunk's region part from the old version's cached pages and part from
+// the new version (before, a read that found half the region's pages
+// dropped did: the view's pages named no versions). Each case reads the
+// view whole, rewrites its first chunk, and 2 s later:
+//
+//   - drops the second half of the chunk's region from the page cache and
+//     reads the view: the chunk's region is the new version whole;
+//   - the same, with a handle opened before the rewrite still reading:
+//     the new open reads the new version whole, the old handle the old
+//     view whole or a prefix of it and ESTALE.
+func TestViewPagesRewrittenTTL(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paused=%v", paused), func(t *testing.T) {
+			src := t.TempDir()
+			keys, chunks := writeLayer(t, src, 4, nil)
+			s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+			file := filepath.Join(s.mnt, "s0", "volume.raw")
+			old := bytes.Join(chunks, nil)
+			if got := readDropping(t, file, 0, 0); !bytes.Equal(got, old) {
+				t.Fatalf("the view before the rewrite: %d bytes, want the %d of its chunks", len(got), len(old))
+			}
+			var finish func() ([]byte, string)
+			if paused {
+				finish = openReader(t, file)
+			}
+			fresh := bytes.Repeat([]byte{0xee}, hostileChunk)
+			time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
+			writeFile(t, filepath.Join(src, keys[0]), fresh)
+			time.Sleep(2 * time.Second)
+			want := bytes.Join(append([][]byte{fresh}, chunks[1:]...), nil)
+			got := readDropping(t, file, hostileChunk/2, hostileChunk/2)
+			if !bytes.Equal(got, want) {
+				first := got[:min(len(got), hostileChunk)]
+				t.Errorf("the view 2 s after its first chunk was rewritten, half its region's pages dropped: %d bytes; the chunk's region: %d bytes old, %d new, want all %d new",
+					len(got), bytes.Count(first, chunks[0][:1]), bytes.Count(first, fresh[:1]), hostileChunk)
+			}
+			if finish != nil {
+				got, errstr := finish()
+				checkOldHandle(t, got, errstr, old)
+			}
+		})
+	}
+}
+
 // mmapRead maps file with mmap(2), MAP_PRIVATE when private (Python's
 // ACCESS_COPY), MAP_SHARED otherwise (ACCESS_READ), and reads it whole
 // through the mapping: it returns the bytes, or the error of the mmap

@@ -102,6 +102,7 @@ type tree interface {
 	OpenAs(ctx context.Context, f fs.File, p string, r fs.Reader) (*fs.Handle, error)
 	Errno(ctx context.Context, err error, op, p string) syscall.Errno
 	Current(ctx context.Context, f fs.File, version string) bool
+	RecordCurrent(ctx context.Context, r *fs.ChunkRecord) bool
 }
 
 func mount(mountpoint string, t tree, opts MountOptions) (*fuse.Server, error) {

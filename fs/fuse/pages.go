@@ -59,6 +59,11 @@ type pages struct {
 	stale bool // GUARDED_BY(mu)
 	// opened holds the handles open.
 	opened map[*fs.Handle]struct{} // GUARDED_BY(mu)
+	// rec is, for a stitched view, the versions of the chunks its pages
+	// may hold, which every handle's reads check and add to
+	// (fs.ChunkRecord): a view is of one version per chunk, not one
+	// version. nil before the first open, and for other files.
+	rec *fs.ChunkRecord // GUARDED_BY(mu)
 }
 
 // open returns the open flags of h, a handle of f opened with flags:
@@ -67,6 +72,9 @@ type pages struct {
 // longer current and a handle reads through them: the open must fail
 // with ESTALE, and the file move to its next generation (see pages).
 func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags uint32) (uint32, bool) {
+	if fs.IsView(f) {
+		return p.openView(ctx, t, h, flags)
+	}
 	p.mu.Lock()
 	v, has := p.version, p.has
 	p.mu.Unlock()
@@ -85,6 +93,41 @@ func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags
 		p.has, p.stale = false, false
 		flags &^= fuse.FOPEN_KEEP_CACHE
 	}
+	if p.opened == nil {
+		p.opened = make(map[*fs.Handle]struct{})
+	}
+	p.opened[h] = struct{}{}
+	return flags, true
+}
+
+// openView is open for a stitched view, whose pages are of the versions
+// of its chunks that p.rec holds: they are kept while every one is
+// current (fs.Tree.RecordCurrent), else dropped, or, while a handle reads
+// through them, the open fails (see open). h reads through the record of
+// the pages it opens on.
+func (p *pages) openView(ctx context.Context, t tree, h *fs.Handle, flags uint32) (uint32, bool) {
+	p.mu.Lock()
+	rec := p.rec
+	p.mu.Unlock()
+	current := rec == nil || t.RecordCurrent(ctx, rec)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rec != rec {
+		// Another open dropped them meanwhile: its record is new.
+		current = true
+	}
+	switch {
+	case current:
+	case len(p.opened) > 0:
+		return 0, false
+	default:
+		p.rec = nil
+		flags &^= fuse.FOPEN_KEEP_CACHE
+	}
+	if p.rec == nil {
+		p.rec = fs.NewChunkRecord()
+	}
+	h.Record(p.rec)
 	if p.opened == nil {
 		p.opened = make(map[*fs.Handle]struct{})
 	}
