@@ -247,7 +247,8 @@ func (f *chunkFile) current(ctx context.Context) (b []byte, version string, hit 
 // Options.MetadataTTL, else one Stat each). The FUSE adapter keeps the
 // kernel's cached pages of a chunk file across an open only when they
 // came from a version that is current. With a TTL of 0, a version memory
-// does not hold is taken as current without asking the origin. A file
+// does not hold (an identity, or missing) is taken as current without
+// asking the origin. A file
 // that is not a chunk has no version: always true.
 func (t *Tree) Current(ctx context.Context, f File, v string) bool {
 	c, ok := f.(*chunkFile)
@@ -266,14 +267,15 @@ func (t *Tree) currentKey(ctx context.Context, mkey, v string) bool {
 	case ok:
 		cv := t.vers.of(mkey, val, val)
 		return cv.version == v && !t.stale(ctx, mkey, val, cv)
+	case t.opts.MetadataTTL <= 0 && (v == missingVersion || strings.HasPrefix(v, "r")):
+		// The source reads as unchanging for the mount's life: no
+		// Stat for an identity the keeping source has let go, nor for
+		// a chunk found missing. A load that finds another version
+		// fails the read (fs/fuse's pages, ChunkRecord).
+		return true
 	case !strings.HasPrefix(v, "r"):
 		// A chunk missing, or a version no load can make again.
 		return false
-	case t.opts.MetadataTTL <= 0:
-		// The source reads as unchanging for the mount's life: no
-		// Stat for an identity the keeping source has let go. A load
-		// that finds another version fails the read (fs/fuse's pages).
-		return true
 	}
 	return t.ids.check(ctx, []byte(v[1:]), cache.TrustOwn) == nil
 }
