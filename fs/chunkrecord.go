@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/volfs/volfs/fetcher"
 )
@@ -123,7 +124,8 @@ func IsView(f File) bool {
 // RecordCurrent reports whether a view read now would find every chunk r
 // holds at the version r holds, as far as the tree can tell without I/O
 // beyond Current's (Tree.Current, asked of each chunk): false when r is
-// stale or was full. The FUSE adapter keeps a view's pages across an open
+// stale or was full, and when more than maxRecordAsks of its chunks
+// would ask the source. The FUSE adapter keeps a view's pages across an open
 // only when it reports true.
 func (t *Tree) RecordCurrent(ctx context.Context, r *ChunkRecord) bool {
 	r.mu.Lock()
@@ -136,10 +138,42 @@ func (t *Tree) RecordCurrent(ctx context.Context, r *ChunkRecord) bool {
 		m[k] = v
 	}
 	r.mu.Unlock()
+	asks := 0
 	for mkey, v := range m {
+		if t.mayAsk(mkey) {
+			if asks++; asks > maxRecordAsks {
+				return false
+			}
+		}
 		if !t.currentKey(ctx, mkey, v) {
 			return false
 		}
 	}
 	return true
+}
+
+// maxRecordAsks bounds the chunks whose check may ask the source
+// (Tree.mayAsk) at one open of a view: past it the view's pages are
+// dropped rather than its open wait for a Stat per chunk (10000 chunks at
+// 30 ms each would be 5 minutes); reading them again costs no more than
+// the view's first read.
+const maxRecordAsks = 64
+
+// mayAsk reports whether currentKey of the chunk mkey may ask the source:
+// past Options.MetadataTTL, a chunk memory does not hold, or holds
+// unchecked for longer than the TTL.
+func (t *Tree) mayAsk(mkey string) bool {
+	ttl := t.opts.MetadataTTL
+	if ttl <= 0 {
+		return false
+	}
+	val, ok, err := t.store.Cache().Peek(mkey)
+	switch {
+	case !ok:
+		return true
+	case err != nil:
+		return false // a kept error: Current asks nothing
+	}
+	cv := t.vers.of(mkey, val, val)
+	return cv.rec != nil && time.Since(cv.checked) >= ttl
 }
