@@ -11,8 +11,10 @@ import (
 // the module's packages listed for it (test files aside).
 //
 //   - internal/mem, the pool of the read path's large buffers, is a leaf
-//     below all three: fetchers read objects into its buffers, decoders
-//     allocate into them, and fs gives them back once a chunk is decoded.
+//     below all four: fetchers read objects into its buffers, decoders
+//     allocate into them, fs gives them back once a chunk is decoded, and
+//     the chunk store gives a decoded chunk back once nobody holds it
+//     (cache/recycle.go).
 //   - decode/codec, the byte codecs and their registry, is a leaf below
 //     the formats of decode: a codec knows no format, and fs reaches the
 //     codecs only through decode.
@@ -43,7 +45,7 @@ var layers = map[string][]string{
 	"decode/ngobj":   nil,
 	"fetcher":        {"internal/mem"},
 	"fetcher/keep":   {"cache", "fetcher"},
-	"cache":          {"cache/disk"},
+	"cache":          {"cache/disk", "internal/mem"},
 	"cache/disk":     {"cache/envelope"},
 	"cache/shared":   {"cache/envelope"},
 	"cache/envelope": nil,
