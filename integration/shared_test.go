@@ -355,7 +355,11 @@ func TestFleetEngineKilled(t *testing.T) {
 					src, want, chunks = big, bigWant, 8
 				}
 				url, kill, restart := tc.start(t)
-				args := []string{"--shared-cache", url}
+				// The fresh node's reads of 2 MiB values (memcache-parts)
+				// outlast the default deadline under -race: a lookup
+				// that times out marks the engine unreachable and sends
+				// the node to the origin (loaded).
+				args := []string{"--shared-cache", url + loaded}
 				if mode == "restarted" {
 					args = append(args, "--shared-cache-secret", "fleet-secret", "--metadata-ttl", "1m")
 				}
