@@ -42,9 +42,10 @@
 //
 // Files are opened with FOPEN_KEEP_CACHE so the page cache survives close
 // (or FOPEN_DIRECT_IO with MountOptions.DirectIO), except an open of a
-// chunk file whose cached pages are of a version no longer current, which
-// drops them or reads past them (pages.go), entries and attributes are
-// cached for an hour
+// chunk file or view whose cached pages are of a version no longer
+// current, which drops them, or, while a handle reads through them, gives
+// the new version a kernel inode of its own (pages.go); entries and
+// attributes are cached for an hour
 // (bounded by fs.Options.MetadataTTL), negative lookups for ten minutes,
 // and the kernel sends reads of up to 1 MiB. A panic in a handler is
 // logged and becomes EIO.

@@ -427,7 +427,7 @@ func (n *fileInode) OnForget() {
 	if n.m.live != nil {
 		n.m.live.forget(n.StableAttr().Ino, n)
 	}
-	n.m.gens.forget(n)
+	n.m.gens.forget(n.StableAttr().Ino, n)
 }
 
 // Open opens the file as the tree's Handle, for the calling process: the
@@ -436,7 +436,8 @@ func (n *fileInode) OnForget() {
 // open of a chunk file whose kernel pages are of a version no longer
 // current while a handle reads through them fails with ESTALE, and moves
 // the file to its next generation, which the kernel's retry of the open
-// finds (pages.go).
+// finds (pages.go); one made by a way the kernel cannot look up again
+// once the file has moved reads past the pages.
 func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
 		return nil, 0, syscall.EROFS
@@ -449,9 +450,15 @@ func (n *fileInode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if !n.m.opts.DirectIO {
 		var ok bool
 		if out, ok = n.pages.open(ctx, n.m.tree, n.file, h, out); !ok {
-			h.Close()
-			n.m.gens.move(n)
-			return nil, 0, syscall.ESTALE
+			if n.m.gens.moved(n.StableAttr()) {
+				// Moved on already, yet opened: by a way the kernel
+				// cannot look up again (pages.openPast).
+				out = n.pages.openPast(h, n.m.openFlags())
+			} else {
+				h.Close()
+				n.m.gens.move(n.StableAttr(), n)
+				return nil, 0, syscall.ESTALE
+			}
 		}
 	}
 	return n.m.pass.Load().open(ctx, n.m.tree, n.file, h, &n.modes), out, 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/volfs/volfs/fetcher"
@@ -57,8 +58,9 @@ type pages struct {
 	// stale is set when a read found the chunk of another version
 	// than the pages: the next open drops them whatever the tree says.
 	stale bool // GUARDED_BY(mu)
-	// opened holds the handles open.
-	opened map[*fs.Handle]struct{} // GUARDED_BY(mu)
+	// opened holds the handles open, each with whether it reads past
+	// the page cache (openPast).
+	opened map[*fs.Handle]bool // GUARDED_BY(mu)
 	// rec is, for a stitched view, the versions of the chunks its pages
 	// may hold, which every handle's reads check and add to
 	// (fs.ChunkRecord): a view is of one version per chunk, not one
@@ -70,34 +72,80 @@ type pages struct {
 // flags, or without FOPEN_KEEP_CACHE when the pages must be dropped. It
 // returns false, and does not take h, when the pages are of a version no
 // longer current and a handle reads through them: the open must fail
-// with ESTALE, and the file move to its next generation (see pages).
+// with ESTALE, and the file move to its next generation (see pages), or,
+// when it has moved already, read past them (openPast).
 func (p *pages) open(ctx context.Context, t tree, f fs.File, h *fs.Handle, flags uint32) (uint32, bool) {
 	if fs.IsView(f) {
 		return p.openView(ctx, t, h, flags)
 	}
 	p.mu.Lock()
-	v, has := p.version, p.has
-	p.mu.Unlock()
-	current := !has || t.Current(ctx, f, v)
-	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.has != has || p.version != v {
-		// Another handle changed them meanwhile: keep only no pages.
-		current = !p.has
+	current := true
+	for try := 0; ; try++ {
+		v, has := p.version, p.has
+		if !has {
+			break
+		}
+		p.mu.Unlock()
+		current = t.Current(ctx, f, v)
+		p.mu.Lock()
+		if p.has == has && p.version == v {
+			break
+		}
+		// Another handle's read changed them meanwhile: ask of what
+		// they are now, a few times; then keep only no pages.
+		if try == 2 {
+			current = !p.has
+			break
+		}
 	}
 	switch current = current && !p.stale; {
 	case current:
-	case len(p.opened) > 0:
+	case p.cachedOpen():
 		return 0, false
 	default:
 		p.has, p.stale = false, false
 		flags &^= fuse.FOPEN_KEEP_CACHE
 	}
-	if p.opened == nil {
-		p.opened = make(map[*fs.Handle]struct{})
-	}
-	p.opened[h] = struct{}{}
+	p.add(h, false)
 	return flags, true
+}
+
+// openPast returns the open flags of h, a handle opened with flags that
+// reads past the pages (FOPEN_DIRECT_IO), keeping them for the handles
+// that read through them: the way of an open that open refused once the
+// file has moved to a later generation, which came by a way the kernel
+// cannot look up again (a bind mount of the file itself, /proc/PID/fd),
+// so that a retry would land on this node again. A mapping of it still
+// reads through the pages (see pages): the one case left of a mix.
+func (p *pages) openPast(h *fs.Handle, flags uint32) uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.add(h, true)
+	return flags | fuse.FOPEN_DIRECT_IO
+}
+
+// add notes h open, reading past the pages when direct.
+//
+// REQUIRES: p.mu held.
+func (p *pages) add(h *fs.Handle, direct bool) {
+	if p.opened == nil {
+		p.opened = make(map[*fs.Handle]bool)
+	}
+	p.opened[h] = direct
+}
+
+// cachedOpen reports whether a handle that reads through the page cache
+// is open.
+//
+// REQUIRES: p.mu held.
+func (p *pages) cachedOpen() bool {
+	for _, direct := range p.opened {
+		if !direct {
+			return true
+		}
+	}
+	return false
 }
 
 // openView is open for a stitched view, whose pages are of the versions
@@ -118,7 +166,7 @@ func (p *pages) openView(ctx context.Context, t tree, h *fs.Handle, flags uint32
 	}
 	switch {
 	case current:
-	case len(p.opened) > 0:
+	case p.cachedOpen():
 		return 0, false
 	default:
 		p.rec = nil
@@ -128,10 +176,7 @@ func (p *pages) openView(ctx context.Context, t tree, h *fs.Handle, flags uint32
 		p.rec = fs.NewChunkRecord()
 	}
 	h.Record(p.rec)
-	if p.opened == nil {
-		p.opened = make(map[*fs.Handle]struct{})
-	}
-	p.opened[h] = struct{}{}
+	p.add(h, false)
 	return flags, true
 }
 
@@ -155,9 +200,9 @@ func (p *pages) read(h *fs.Handle, path string) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, known := p.opened[h]
+	direct, known := p.opened[h]
 	switch {
-	case !known || p.has && p.version == v:
+	case !known || direct || p.has && p.version == v:
 		return nil
 	case p.has:
 		p.stale = true
@@ -176,10 +221,13 @@ func (p *pages) read(h *fs.Handle, path string) error {
 // node of an earlier generation lives; once go-fuse has let them all go,
 // it is looked up at generation 0 again, which a node of a later
 // generation still open does not mind: the kernel takes the new node ID
-// as another inode. Safe for concurrent use.
+// as another inode. Generations are numbered from one counter for the
+// mount, so that no move ever answers a node of a generation still open.
+// Safe for concurrent use.
 type generations struct {
-	mu sync.Mutex
-	m  map[uint64]*generation // GUARDED_BY(mu); by inode number
+	mu   sync.Mutex
+	m    map[uint64]*generation // GUARDED_BY(mu); by inode number
+	last uint64                 // GUARDED_BY(mu); the last generation handed out
 }
 
 // generation is the newest generation of a file moved on, and its nodes
@@ -199,10 +247,9 @@ func (g *generations) of(ino uint64) uint64 {
 	return 0
 }
 
-// move moves the file of node n to a generation past n's, so that the
-// next lookup of its name answers another node.
-func (g *generations) move(n *fileInode) {
-	id := n.StableAttr()
+// move moves the file of node n, of identity id, to a generation past
+// n's, so that the next lookup of its name answers another node.
+func (g *generations) move(id gofs.StableAttr, n *fileInode) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
@@ -213,13 +260,29 @@ func (g *generations) move(n *fileInode) {
 		e = &generation{old: make(map[*fileInode]struct{})}
 		g.m[id.Ino] = e
 	}
-	e.gen = max(e.gen, id.Gen+1)
+	if e.gen <= id.Gen {
+		// Numbered from one counter for the mount, never by n's plus
+		// one: once a file's entry is gone (its old nodes forgotten), a
+		// node of generation 1 may still be open while the file is looked
+		// up at 0 again, and moving that one on must not answer the other.
+		g.last++
+		e.gen = max(g.last, id.Gen+1)
+		g.last = e.gen
+	}
 	e.old[n] = struct{}{}
 }
 
-// forget forgets node n, which go-fuse has let go.
-func (g *generations) forget(n *fileInode) {
-	ino := n.StableAttr().Ino
+// moved reports whether the file of the node of identity id has moved
+// past its generation: a lookup of its name answers another node.
+func (g *generations) moved(id gofs.StableAttr) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.m[id.Ino]
+	return e != nil && e.gen > id.Gen
+}
+
+// forget forgets node n, of inode number ino, which go-fuse has let go.
+func (g *generations) forget(ino uint64, n *fileInode) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e := g.m[ino]
