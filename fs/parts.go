@@ -500,12 +500,18 @@ func (w *objectParts) dropBehindLocked(f *objectFile, off int64) {
 	w.parts = w.parts[i:]
 }
 
-// resetLocked drops the window, cancelling every part.
+// resetLocked drops the window, cancelling every part: every request
+// first, then the buffers and budget of those done are given back, so
+// that no request waits for another part's buffer to be freed.
 //
 // REQUIRES: w.mu held.
 func (w *objectParts) resetLocked(f *objectFile) {
 	for _, pt := range w.parts {
-		w.dropLocked(f, pt)
+		pt.dropped = true
+		pt.cancel()
+	}
+	for _, pt := range w.parts {
+		w.freeLocked(f, pt)
 	}
 	w.parts, w.window = nil, 0
 	if w.idle != nil {

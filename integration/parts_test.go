@@ -398,7 +398,11 @@ func chunkOrigin(t *testing.T, o *partsOrigin) *httptest.Server {
 // TestPartsLargeChunkReaders: a large uncompressed chunk read in ranged
 // parts through a mount equals the origin's bytes read by dd at random
 // offsets and by sha256sum, and a reader killed in the middle of a slow
-// one leaves no ranged request in flight at the origin two seconds later.
+// one leaves no ranged request in flight at the origin five seconds later.
+// The kernel releases the file only once the reads it sent ahead are
+// answered, each waiting for its part: on a loaded machine under -race,
+// with 15 parts sharing two cores, that took 0.5-1.6 s, and the requests
+// ended 0.2-2.3 s after the kill (a bound of 2 s failed CI runs).
 func TestPartsLargeChunkReaders(t *testing.T) {
 	t.Run("exact", func(t *testing.T) {
 		const size = 72 << 20
@@ -432,8 +436,9 @@ func TestPartsLargeChunkReaders(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		took := time.Since(killed)
-		if n := o.inflight.Load(); n > 0 || took > 2*time.Second {
-			t.Errorf("%d ranged requests still in flight %v after the reader was killed, want none within 2s", n, took.Round(time.Millisecond))
+		t.Logf("the last ranged request ended %v after the reader was killed", took.Round(time.Millisecond))
+		if n := o.inflight.Load(); n > 0 || took > 5*time.Second {
+			t.Errorf("%d ranged requests still in flight %v after the reader was killed, want none within 5s", n, took.Round(time.Millisecond))
 		}
 	})
 }

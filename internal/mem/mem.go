@@ -143,10 +143,17 @@ func Put(b []byte) {
 	pool.bytes += c
 }
 
-// fill fills b with PoisonByte.
+// fill fills b with PoisonByte, by doubling copies: a memmove each, where
+// a loop of byte stores is instrumented store by store under the race
+// detector (a 4 MiB buffer took 100-500 ms there, held under the locks
+// of the code giving it back).
 func fill(b []byte) {
-	for i := range b {
-		b[i] = PoisonByte
+	if len(b) == 0 {
+		return
+	}
+	b[0] = PoisonByte
+	for n := 1; n < len(b); n *= 2 {
+		copy(b[n:], b[:n])
 	}
 }
 

@@ -88,3 +88,27 @@ func TestOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestPoisonFills: with poisoning on, a buffer given back and taken again
+// is PoisonByte to its capacity's last byte, whatever its length (fill
+// doubles its copies: a length that is no power of two ends short of one).
+func TestPoisonFills(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 7, 4096 + 5, MinPooled + 12345} {
+		b := make([]byte, n)
+		fill(b)
+		if c := bytes.Count(b, []byte{PoisonByte}); c != n {
+			t.Errorf("fill of %d bytes: %d are PoisonByte", n, c)
+		}
+	}
+	Poison(true)
+	defer Poison(false)
+	b := Get(MinPooled + 100)
+	for i := range b[:cap(b)] {
+		b[:cap(b)][i] = 1
+	}
+	Put(b)
+	g := Get(MinPooled + 100)
+	if c := bytes.Count(g[:cap(g)], []byte{PoisonByte}); c != cap(g) {
+		t.Errorf("a buffer taken again with poisoning on: %d of its %d bytes are PoisonByte", c, cap(g))
+	}
+}
