@@ -270,9 +270,17 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 	rec := recordOf(ctx)
 	for i, r := range res {
 		out[i] = r.Val // nil for a missing chunk (a kept not-found error)
-		if r.Val != nil && t.opts.MetadataTTL > 0 && t.stale(ctx, mkeys[i], r.Val, t.versionOf(mkeys[i], r.Val)) {
+		// The version of out[i], looked up once for the TTL's check and
+		// the record, again only for a value loaded since.
+		var cv chunkVersion
+		known := false
+		if out[i] != nil && (t.opts.MetadataTTL > 0 || rec != nil) {
+			cv, known = t.versionOf(mkeys[i], out[i]), true
+		}
+		if known && t.stale(ctx, mkeys[i], out[i], cv) {
 			// Held past the TTL and rewritten since (chunkversion.go).
 			t.store.Cache().Remove(mkeys[i])
+			known = false
 			if out[i], err = t.store.Get(ctx, mkeys[i], t.loader(a, keys[i], coords[i])); isMissing(err) {
 				out[i], err = nil, nil
 			}
@@ -283,7 +291,10 @@ func (t *Tree) chunks(ctx context.Context, a *decode.Array, coords [][]int64) ([
 		if rec != nil {
 			v := missingVersion
 			if out[i] != nil {
-				v = t.versionOf(mkeys[i], out[i]).version
+				if !known {
+					cv = t.versionOf(mkeys[i], out[i])
+				}
+				v = cv.version
 			}
 			if err := rec.note(mkeys[i], keys[i], v); err != nil {
 				return nil, err
