@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"compress/zlib"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -312,18 +314,9 @@ func TestChunkHandleAcrossNewOpen(t *testing.T) {
 // rewritten chunk. Before, memory served the old chunk for the mount's
 // life.
 func TestViewMemoryRewrittenTTL(t *testing.T) {
-	src := t.TempDir()
-	keys, chunks := writeLayer(t, src, 4, nil)
-	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
-	file := filepath.Join(s.mnt, "s0", "volume.raw")
+	src, file, keys, chunks := mountViewTTL(t)
 	old := bytes.Join(chunks, nil)
-	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, old) {
-		t.Fatalf("the view before the rewrite: %d bytes, want the %d of its chunks", len(got), len(old))
-	}
-	fresh := bytes.Repeat([]byte{0xee}, hostileChunk)
-	time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
-	writeFile(t, filepath.Join(src, keys[0]), fresh)
-	time.Sleep(2 * time.Second)
+	fresh := rewriteFirstChunk(t, src, keys)
 	want := bytes.Join(append([][]byte{fresh}, chunks[1:]...), nil)
 	if got := readDropping(t, file, 0, int64(len(old))); !bytes.Equal(got, want) {
 		t.Errorf("the view 2 s after its first chunk was rewritten: %d bytes, first chunk new %v, the rest as before %v",
@@ -343,26 +336,29 @@ func TestViewMemoryRewrittenTTL(t *testing.T) {
 //     reads the view: the chunk's region is the new version whole;
 //   - the same, with a handle opened before the rewrite still reading:
 //     the new open reads the new version whole, the old handle the old
-//     view whole or a prefix of it and ESTALE.
+//     view whole or a prefix of it and ESTALE;
+//   - the same on a --direct-io mount, where no pages are kept and each
+//     handle reads through a record of its own: the old handle, which read
+//     the chunk's head before the rewrite, must not read its tail from the
+//     new version (a record per handle, not only per page cache).
 func TestViewPagesRewrittenTTL(t *testing.T) {
-	for _, paused := range []bool{false, true} {
-		t.Run(fmt.Sprintf("paused=%v", paused), func(t *testing.T) {
-			src := t.TempDir()
-			keys, chunks := writeLayer(t, src, 4, nil)
-			s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
-			file := filepath.Join(s.mnt, "s0", "volume.raw")
+	for _, c := range []struct {
+		name   string
+		paused bool
+		flags  []string
+	}{
+		{"paused=false", false, nil},
+		{"paused=true", true, nil},
+		{"direct-io", true, []string{"--direct-io"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, file, keys, chunks := mountViewTTL(t, c.flags...)
 			old := bytes.Join(chunks, nil)
-			if got := readDropping(t, file, 0, 0); !bytes.Equal(got, old) {
-				t.Fatalf("the view before the rewrite: %d bytes, want the %d of its chunks", len(got), len(old))
-			}
 			var finish func() ([]byte, string)
-			if paused {
+			if c.paused {
 				finish = openReader(t, file)
 			}
-			fresh := bytes.Repeat([]byte{0xee}, hostileChunk)
-			time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
-			writeFile(t, filepath.Join(src, keys[0]), fresh)
-			time.Sleep(2 * time.Second)
+			fresh := rewriteFirstChunk(t, src, keys)
 			want := bytes.Join(append([][]byte{fresh}, chunks[1:]...), nil)
 			got := readDropping(t, file, hostileChunk/2, hostileChunk/2)
 			if !bytes.Equal(got, want) {
@@ -376,6 +372,35 @@ func TestViewPagesRewrittenTTL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mountViewTTL writes a layer of four chunks (writeLayer) to a directory,
+// mounts it with --metadata-ttl 1s and no read-ahead, and reads its
+// stitched view whole, as the view-rewrite tests begin: it returns the
+// source directory, the view's path, and the chunks' keys and bytes.
+// flags are more flags of the mount.
+func mountViewTTL(t *testing.T, flags ...string) (src, file string, keys []string, chunks [][]byte) {
+	t.Helper()
+	src = t.TempDir()
+	keys, chunks = writeLayer(t, src, 4, nil)
+	s := startVolfs(t, append(append([]string{"mount", "--metadata-ttl", "1s", "--read-ahead", "0"}, flags...), src)...)
+	file = filepath.Join(s.mnt, "s0", "volume.raw")
+	old := bytes.Join(chunks, nil)
+	if got := readDropping(t, file, 0, 0); !bytes.Equal(got, old) {
+		t.Fatalf("the view before the rewrite: %d bytes, want the %d of its chunks", len(got), len(old))
+	}
+	return src, file, keys, chunks
+}
+
+// rewriteFirstChunk rewrites the first chunk of mountViewTTL's layer as
+// 0xee bytes and waits 2 s, past the mount's TTL: it returns the new bytes.
+func rewriteFirstChunk(t *testing.T, src string, keys []string) []byte {
+	t.Helper()
+	fresh := bytes.Repeat([]byte{0xee}, hostileChunk)
+	time.Sleep(10 * time.Millisecond) // a modification time the file system can tell apart
+	writeFile(t, filepath.Join(src, keys[0]), fresh)
+	time.Sleep(2 * time.Second)
+	return fresh
 }
 
 // mmapRead maps file with mmap(2), MAP_PRIVATE when private (Python's
@@ -431,6 +456,91 @@ func TestChunkHandleAcrossMmap(t *testing.T) {
 			got, errstr := finish()
 			checkOldHandle(t, got, errstr, v1)
 		})
+	}
+}
+
+// TestChunkOpenThroughOldHandle: a chunk file rewritten while a handle
+// reads it moves to a kernel inode of its own at the next open by name
+// (TestChunkHandleAcrossNewOpen); an open made afterwards through the old
+// handle's /proc/self/fd link reaches the old inode, which no lookup can
+// move on, and must read the current version whole (past the old
+// version's pages), not fail with ESTALE nor read the old pages.
+func TestChunkOpenThroughOldHandle(t *testing.T) {
+	const size = 4 << 20
+	v1, v2 := chunkVersions(size)
+	src := t.TempDir()
+	chunkArray(t, src, v1)
+	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	file := filepath.Join(s.mnt, "0")
+	dir := t.TempDir()
+	cmd := exec.Command("/usr/bin/python3", "-c", `
+import os, sys
+
+def whole(path):
+    got, err = bytearray(), None
+    try:
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                b = f.read(1 << 20)
+                if not b:
+                    break
+                got += b
+    except OSError as e:
+        err = e.strerror
+    return got, err
+
+fd = os.open(sys.argv[1], os.O_RDONLY)
+head = os.read(fd, 65536)
+print("ready", flush=True)
+sys.stdin.readline()
+byname, err1 = whole(sys.argv[1])
+open(sys.argv[2] + "/byname", "wb").write(byname)
+byfd, err2 = whole("/proc/self/fd/%d" % fd)
+open(sys.argv[2] + "/byfd", "wb").write(byfd)
+print(err1, err2, flush=True)
+`, file, dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "ready" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("python3 did not open %s: %q", file, lines.Text())
+	}
+	chunkArray(t, src, v2)
+	time.Sleep(2 * time.Second)
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	var last string
+	for lines.Scan() {
+		last = lines.Text()
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	if last != "None None" {
+		t.Errorf("errors of the open by name and of the open through the old handle's fd: %q, want none", last)
+	}
+	for _, name := range []string{"byname", "byfd"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, v2) {
+			t.Errorf("the open %s after the rewrite read %s, want the new version", name, versionOf(got, v1, v2))
+		}
 	}
 }
 
