@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"compress/zlib"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -285,12 +283,7 @@ func TestChunkHandleOneVersion(t *testing.T) {
 // cache and memory's old copy for the rest, while the new open read
 // the old version too).
 func TestChunkHandleAcrossNewOpen(t *testing.T) {
-	const size = 4 << 20
-	v1, v2 := chunkVersions(size)
-	src := t.TempDir()
-	chunkArray(t, src, v1)
-	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
-	file := filepath.Join(s.mnt, "0")
+	v1, v2, src, file, s := mountChunkTTL(t)
 	finish := openReader(t, file)
 	chunkArray(t, src, v2)
 	time.Sleep(2 * time.Second)
@@ -439,14 +432,9 @@ print(err)
 // mapped privately through the inode's one page cache, filling the old
 // handle's pages with the new version: it read a mix.
 func TestChunkHandleAcrossMmap(t *testing.T) {
-	const size = 4 << 20
 	for _, private := range []bool{true, false} {
 		t.Run(fmt.Sprintf("private=%v", private), func(t *testing.T) {
-			v1, v2 := chunkVersions(size)
-			src := t.TempDir()
-			chunkArray(t, src, v1)
-			s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
-			file := filepath.Join(s.mnt, "0")
+			v1, v2, src, file, _ := mountChunkTTL(t)
 			finish := openReader(t, file)
 			chunkArray(t, src, v2)
 			time.Sleep(2 * time.Second)
@@ -459,6 +447,20 @@ func TestChunkHandleAcrossMmap(t *testing.T) {
 	}
 }
 
+// mountChunkTTL writes chunkArray's array of one 4 MiB chunk (the first
+// of chunkVersions) to a directory and mounts it with --metadata-ttl 1s
+// and no read-ahead, as the tests of a handle across a rewrite begin: it
+// returns both versions, the source directory, the chunk file's path and
+// the mount.
+func mountChunkTTL(t *testing.T) (v1, v2 []byte, src, file string, s *serving) {
+	t.Helper()
+	v1, v2 = chunkVersions(4 << 20)
+	src = t.TempDir()
+	chunkArray(t, src, v1)
+	s = startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
+	return v1, v2, src, filepath.Join(s.mnt, "0"), s
+}
+
 // TestChunkOpenThroughOldHandle: a chunk file rewritten while a handle
 // reads it moves to a kernel inode of its own at the next open by name
 // (TestChunkHandleAcrossNewOpen); an open made afterwards through the old
@@ -466,14 +468,9 @@ func TestChunkHandleAcrossMmap(t *testing.T) {
 // move on, and must read the current version whole (past the old
 // version's pages), not fail with ESTALE nor read the old pages.
 func TestChunkOpenThroughOldHandle(t *testing.T) {
-	const size = 4 << 20
-	v1, v2 := chunkVersions(size)
-	src := t.TempDir()
-	chunkArray(t, src, v1)
-	s := startVolfs(t, "mount", "--metadata-ttl", "1s", "--read-ahead", "0", src)
-	file := filepath.Join(s.mnt, "0")
+	v1, v2, src, file, _ := mountChunkTTL(t)
 	dir := t.TempDir()
-	cmd := exec.Command("/usr/bin/python3", "-c", `
+	finish := pausedPython(t, "open of "+file, `
 import os, sys
 
 def whole(path):
@@ -499,37 +496,9 @@ byfd, err2 = whole("/proc/self/fd/%d" % fd)
 open(sys.argv[2] + "/byfd", "wb").write(byfd)
 print(err1, err2, flush=True)
 `, file, dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || lines.Text() != "ready" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("python3 did not open %s: %q", file, lines.Text())
-	}
 	chunkArray(t, src, v2)
 	time.Sleep(2 * time.Second)
-	stdin.Write([]byte("go\n"))
-	stdin.Close()
-	var last string
-	for lines.Scan() {
-		last = lines.Text()
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("python3: %v", err)
-	}
+	last := finish()
 	if last != "None None" {
 		t.Errorf("errors of the open by name and of the open through the old handle's fd: %q, want none", last)
 	}

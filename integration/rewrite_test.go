@@ -73,7 +73,7 @@ func rewriteVersions() (v1, v2 []byte) {
 func openReader(t *testing.T, file string) (finish func() ([]byte, string)) {
 	t.Helper()
 	gotPath := filepath.Join(t.TempDir(), "got")
-	cmd := exec.Command("/usr/bin/python3", "-c", `
+	goOn := pausedPython(t, "open of "+file, `
 import sys
 got = bytearray()
 err = None
@@ -92,6 +92,24 @@ except OSError as e:
 open(sys.argv[2], "wb").write(got)
 print("error", err, flush=True)
 `, file, gotPath)
+	return func() ([]byte, string) {
+		last := goOn()
+		got, err := os.ReadFile(gotPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, strings.TrimPrefix(last, "error ")
+	}
+}
+
+// pausedPython starts python3 running script with args, and returns once
+// it has printed "ready" (a minute at most; it fails the test, naming
+// what, if python3 ends or says anything else first). goOn sends it a
+// line, waits for it to end, and returns the last line it printed.
+func pausedPython(t *testing.T, what, script string, args ...string) (goOn func() string) {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", append([]string{"-c", script}, args...)...)
+	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +126,9 @@ print("error", err, flush=True)
 	if !lines.Scan() || lines.Text() != "ready" {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("python3 did not open %s: %q", file, lines.Text())
+		t.Fatalf("python3 %s: not ready: %q", what, lines.Text())
 	}
-	return func() ([]byte, string) {
+	return func() string {
 		defer timer.Stop()
 		stdin.Write([]byte("go\n"))
 		stdin.Close()
@@ -119,13 +137,9 @@ print("error", err, flush=True)
 			last = lines.Text()
 		}
 		if err := cmd.Wait(); err != nil {
-			t.Fatalf("python3: %v", err)
+			t.Fatalf("python3 %s: %v", what, err)
 		}
-		got, err := os.ReadFile(gotPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got, strings.TrimPrefix(last, "error ")
+		return last
 	}
 }
 
